@@ -1,0 +1,365 @@
+package capture
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// probeWindow bounds how long after a server/discover that found only
+// legacy versions an initialize from the same client still joins its session.
+const probeWindow = 30 * time.Second
+
+// sessionFor finds or opens the session of an exchange whose request body
+// has been decoded. See the package documentation for the rules.
+func (p *pipeline) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) *sessState {
+	if xs.key != "" {
+		if st := p.byKey[xs.key]; st != nil {
+			return st
+		}
+		st := p.newSession(xs, at, "mid-session")
+		st.keyed = true
+		st.s.Key = p.red.pseudonym(xs.key)
+		p.byKey[xs.key] = st
+		return st
+	}
+	var first *protocol.Message
+	for i := range msgs {
+		if msgs[i].Kind == protocol.KindRequest || msgs[i].Kind == protocol.KindNotification {
+			first = &msgs[i]
+			break
+		}
+	}
+	if first == nil && !xs.mcp {
+		if st := p.httpOnly[xs.ip]; st != nil && at.Sub(st.last) < p.o.IdleGap {
+			return st
+		}
+		st := p.newSession(xs, at, "http")
+		st.httpIP = xs.ip
+		p.httpOnly[xs.ip] = st
+		return st
+	}
+	var params protocol.Params
+	if first != nil {
+		params, _ = protocol.ParseParams(first.Params)
+	}
+	client := params.ClientInfo.String()
+	probeFP := xs.ip + "|" + xs.path + "|" + client
+	fp := probeFP + "|" + capsHash(params.ClientCapabilities)
+	method := ""
+	if first != nil {
+		method = first.Method
+	}
+	switch method {
+	case protocol.MethodInitialize:
+		if st := p.probes[probeFP]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < probeWindow &&
+			protocol.NewestModern(st.supported) == "" {
+			st.s.Opening = "discover+initialize"
+			delete(p.probes, probeFP)
+			if p.byFP[st.fp] == st {
+				delete(p.byFP, st.fp)
+			}
+			return st
+		}
+		return p.newSession(xs, at, "initialize")
+	case protocol.MethodDiscover:
+		if st := p.byFP[fp]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < p.o.IdleGap {
+			return st
+		}
+		st := p.newSession(xs, at, "discover")
+		st.fp, st.probeFP = fp, probeFP
+		p.byFP[fp] = st
+		p.probes[probeFP] = st
+		return st
+	}
+	if st := p.byFP[fp]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < p.o.IdleGap {
+		return st
+	}
+	st := p.newSession(xs, at, "request")
+	st.fp = fp
+	p.byFP[fp] = st
+	return st
+}
+
+func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessState {
+	id := p.o.NewSessionID(at)
+	for p.sessions[id] != nil {
+		id += "x"
+	}
+	st := &sessState{
+		s: Session{
+			ID: id, Upstream: p.o.Upstream, Path: xs.path, Opening: opening, Start: at, End: at,
+		},
+		last:       at,
+		pending:    map[pendKey]pending{},
+		progress:   map[string]uint64{},
+		rounds:     map[string]uint64{},
+		lastSample: map[uint64]uint64{},
+	}
+	p.sessions[id] = st
+	p.dirtyS[id] = st
+	return st
+}
+
+// capsHash is a short digest of canonical capabilities JSON.
+func capsHash(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "?"
+	}
+	b, _ := json.Marshal(v) // maps marshal with sorted keys
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:6])
+}
+
+// maxPending bounds the in-flight requests tracked per session, so a client
+// that never reads its answers cannot grow the recorder without bound.
+const maxPending = 10000
+
+// message records one decoded message and links it to the others.
+func (p *pipeline) message(xs *xState, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo) {
+	st := xs.sess
+	p.seq++
+	raw, redacted := p.red.body(pm.Raw)
+	m := &Message{
+		Seq: p.seq, SessionID: st.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
+		Kind: pm.Kind, Method: pm.Method, Batch: pm.Batch, SSE: sse,
+		Raw: append([]byte(nil), raw...),
+	}
+	if pm.ID != nil {
+		m.ID = append(json.RawMessage(nil), pm.ID...)
+	}
+	m.Size = len(m.Raw)
+	if redacted {
+		m.Findings = append(m.Findings, Finding{FindingRedacted, "secrets seen in headers were removed from this message"})
+	}
+	if pm.Problem != "" {
+		kind := FindingMalformed
+		if pm.Kind == protocol.KindInvalid {
+			kind = FindingInvalidFrame
+		}
+		m.Findings = append(m.Findings, Finding{kind, pm.Problem})
+	}
+	if pm.Batch >= 0 && st.s.Version != "" && !protocol.AllowsBatches(st.s.Version) {
+		m.Findings = append(m.Findings, Finding{FindingBatch,
+			fmt.Sprintf("a JSON-RPC batch on %s; only 2025-03-26 allows batches", st.s.Version)})
+	}
+	switch pm.Kind {
+	case protocol.KindRequest:
+		p.request(xs, dir, pm, m)
+	case protocol.KindNotification:
+		p.notification(xs, dir, pm, m)
+	case protocol.KindResult, protocol.KindError:
+		p.responseMsg(xs, dir, pm, m)
+	}
+	p.add(xs, m, pm)
+}
+
+func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
+	st := xs.sess
+	params, _ := protocol.ParseParams(pm.Params)
+	m.Name = params.Name
+	if dir == protocol.ClientToServer {
+		st.s.Calls++
+		if xs.reqSeq == 0 {
+			xs.reqSeq = m.Seq
+		}
+		p.learnClient(st, pm.Method, &params)
+		if len(params.ProgressToken) > 0 {
+			st.progress[protocol.IDKey(params.ProgressToken)] = m.Seq
+		}
+		if params.RequestState != nil {
+			if prev, ok := st.rounds[roundKey(pm.Method, params.Name, *params.RequestState)]; ok {
+				m.Links.Previous = prev
+			} else {
+				m.Findings = append(m.Findings, Finding{FindingRequestState,
+					"requestState matches no input_required result recorded in this session"})
+			}
+		}
+	} else {
+		// A server→client request belongs to the client call whose stream
+		// carried it; on the standalone GET stream it belongs to the session.
+		m.Links.Parent = xs.reqSeq
+		if pm.Method == protocol.MethodSampling && xs.reqSeq != 0 {
+			if prev := st.lastSample[xs.reqSeq]; prev != 0 {
+				m.Links.Previous = prev
+			}
+			st.lastSample[xs.reqSeq] = m.Seq
+		}
+		if st.s.Era == protocol.EraModern {
+			m.Findings = append(m.Findings, Finding{FindingWrongStream,
+				fmt.Sprintf("server→client request %s on a 2026-07-28 session, which has none (MRTR replaces them)", pm.Method)})
+		}
+	}
+	k := pendKey{dir, pm.IDKey()}
+	if k.id == "" {
+		return
+	}
+	if _, dup := st.pending[k]; dup {
+		m.Findings = append(m.Findings, Finding{FindingDuplicateID,
+			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
+	}
+	if len(st.pending) < maxPending {
+		st.pending[k] = pending{seq: m.Seq, method: pm.Method, name: params.Name}
+	}
+}
+
+func (p *pipeline) learnClient(st *sessState, method string, params *protocol.Params) {
+	switch {
+	case method == protocol.MethodInitialize:
+		st.initialized = true
+		st.s.Era = protocol.EraLegacy
+		if params.ProtocolVersion != "" {
+			st.s.Version = params.ProtocolVersion
+		}
+		if params.ClientInfo != nil {
+			st.s.Client = *params.ClientInfo
+		}
+		if params.ClientCapabilities != nil {
+			st.s.ClientCapabilities = append(json.RawMessage(nil), params.ClientCapabilities...)
+		}
+	case params.Modern:
+		if method == protocol.MethodDiscover {
+			st.discovered = true
+		}
+		if !st.initialized {
+			if method != protocol.MethodDiscover || st.s.Era == protocol.EraUnknown {
+				st.s.Era = protocol.EraOf(params.ProtocolVersion)
+				st.s.Version = params.ProtocolVersion
+			}
+			if params.ClientInfo != nil {
+				st.s.Client = *params.ClientInfo
+			}
+			if params.ClientCapabilities != nil {
+				st.s.ClientCapabilities = append(json.RawMessage(nil), params.ClientCapabilities...)
+			}
+		}
+	}
+}
+
+func roundKey(method, name, state string) string { return method + "\x00" + name + "\x00" + state }
+
+func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
+	st := xs.sess
+	params, _ := protocol.ParseParams(pm.Params)
+	switch {
+	case pm.Method == protocol.MethodProgress && len(params.ProgressToken) > 0:
+		if seq, ok := st.progress[protocol.IDKey(params.ProgressToken)]; ok {
+			m.Links.Request = seq
+		}
+	case pm.Method == protocol.MethodCancelled && len(params.RequestID) > 0:
+		other := protocol.ServerToClient
+		if dir == protocol.ServerToClient {
+			other = protocol.ClientToServer
+		}
+		if pd, ok := st.pending[pendKey{other, protocol.IDKey(params.RequestID)}]; ok {
+			m.Links.Request = pd.seq
+		}
+	case dir == protocol.ServerToClient:
+		// Log messages and other notifications belong to the request whose
+		// stream carried them (none on the standalone GET stream).
+		m.Links.Request = xs.reqSeq
+	}
+	if dir == protocol.ClientToServer && pm.Method == protocol.MethodInitialized {
+		st.initialized = true
+	}
+}
+
+func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
+	st := xs.sess
+	reqDir := protocol.ClientToServer
+	if dir == protocol.ClientToServer {
+		reqDir = protocol.ServerToClient
+	}
+	if pm.Kind == protocol.KindError {
+		st.s.Errors++
+	}
+	k := pendKey{reqDir, pm.IDKey()}
+	pd, ok := st.pending[k]
+	if !ok {
+		if k.id != "" {
+			m.Findings = append(m.Findings, Finding{FindingOrphanResponse,
+				fmt.Sprintf("response to id %s, which no recorded request in flight has", k.id)})
+		}
+		return
+	}
+	delete(st.pending, k)
+	m.Links.Request = pd.seq
+	m.Method = pd.method
+	m.Name = pd.name
+	if pm.Kind != protocol.KindResult {
+		return
+	}
+	res, _ := protocol.ParseResult(pm.Result)
+	if res.IsError {
+		st.s.Errors++
+	}
+	if dir == protocol.ServerToClient {
+		p.learnServer(st, pd.method, &res)
+		if res.ResultType == "input_required" && res.RequestState != nil {
+			st.rounds[roundKey(pd.method, pd.name, *res.RequestState)] = pd.seq
+		}
+	}
+}
+
+func (p *pipeline) learnServer(st *sessState, method string, res *protocol.Result) {
+	switch method {
+	case protocol.MethodInitialize:
+		if res.ProtocolVersion != "" {
+			st.s.Version = res.ProtocolVersion
+			st.s.Era = protocol.EraLegacy
+		}
+	case protocol.MethodDiscover:
+		st.supported = res.SupportedVersions
+		if protocol.NewestModern(res.SupportedVersions) == "" && !st.initialized {
+			// A legacy server: the client will fall back to initialize.
+			st.s.Era = protocol.EraLegacy
+			st.s.Version = ""
+		}
+	default:
+		if res.ServerInfo == nil {
+			return
+		}
+	}
+	if res.ServerInfo != nil {
+		st.s.Server = *res.ServerInfo
+	}
+	if res.Capabilities != nil {
+		st.s.ServerCapabilities = append(json.RawMessage(nil), res.Capabilities...)
+	}
+}
+
+// checkHeaders compares the 2026-07-28 routing headers with the body.
+func (p *pipeline) checkHeaders(xs *xState, msgs []protocol.Message) {
+	h := xs.headers
+	hm, hn := h.Get(protocol.HeaderMethod), h.Get(protocol.HeaderName)
+	if (hm == "" && hn == "") || len(msgs) != 1 || (msgs[0].Kind != protocol.KindRequest && msgs[0].Kind != protocol.KindNotification) {
+		return
+	}
+	pm := &msgs[0]
+	var fs []Finding
+	if hm != "" && hm != pm.Method {
+		fs = append(fs, Finding{FindingHeaderMismatch, fmt.Sprintf("Mcp-Method is %q but the body's method is %q", hm, pm.Method)})
+	}
+	if hn != "" {
+		params, _ := protocol.ParseParams(pm.Params)
+		name, err := protocol.DecodeHeaderValue(hn)
+		switch {
+		case err != nil:
+			fs = append(fs, Finding{FindingHeaderMismatch, "Mcp-Name: " + err.Error()})
+		case name != params.Name:
+			fs = append(fs, Finding{FindingHeaderMismatch, fmt.Sprintf("Mcp-Name is %q but the body names %q", name, params.Name)})
+		}
+	}
+	if len(fs) > 0 {
+		xs.x.FindingList = append(xs.x.FindingList, fs...)
+		xs.sess.s.Findings += len(fs)
+	}
+}

@@ -1,0 +1,617 @@
+package capture
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// pipeline owns all recording state; only its goroutine touches it.
+type pipeline struct {
+	r   *Recorder
+	o   *RecorderOptions
+	red *redactor
+	seq uint64
+
+	msgs      []*Message
+	syncs     []chan struct{}
+	dirtyS    map[string]*sessState
+	dirtyX    map[uint64]*xState
+	sessions  map[string]*sessState
+	byKey     map[string]*sessState // raw Mcp-Session-Id → session; never stored
+	byFP      map[string]*sessState // modern fingerprint → latest session
+	probes    map[string]*sessState // ip|path|client → a session opened by server/discover
+	httpOnly  map[string]*sessState // ip → session of non-MCP exchanges
+	xs        map[uint64]*xState
+	lastPurge time.Time
+}
+
+type pendKey struct {
+	dir protocol.Direction
+	id  string
+}
+
+type pending struct {
+	seq    uint64
+	method string
+	name   string
+}
+
+type sessState struct {
+	s           Session
+	last        time.Time
+	keyed       bool // has an Mcp-Session-Id
+	fp, probeFP string
+	httpIP      string
+	initialized bool // initialize seen
+	discovered  bool // server/discover seen
+	supported   []string
+	pending     map[pendKey]pending
+	progress    map[string]uint64 // progress token → request seq
+	rounds      map[string]uint64 // method|name|requestState → the input_required round's request seq
+	lastSample  map[uint64]uint64 // parent call → its latest sampling request
+}
+
+type xState struct {
+	x        Exchange
+	sess     *sessState
+	mcp      bool // the exchange carries MCP traffic (its bodies are decoded)
+	path     string
+	key      string // raw Mcp-Session-Id of the request
+	reqBuf   []byte
+	reqDone  bool
+	reqOver  bool
+	reqEnc   string
+	deferred []event // response events that arrived before the request was complete
+	resp     bool
+	respEnc  string
+	respBuf  []byte
+	respOver bool
+	sse      *protocol.SSEParser
+	reqSeq   uint64 // the exchange's first client request: parent of what its stream carries
+	headers  http.Header
+	ip       string
+}
+
+func newPipeline(r *Recorder, seq uint64) *pipeline {
+	return &pipeline{
+		r: r, o: &r.opts, red: newRedactor(r.opts.Redact), seq: seq,
+		dirtyS: map[string]*sessState{}, dirtyX: map[uint64]*xState{},
+		sessions: map[string]*sessState{}, byKey: map[string]*sessState{}, byFP: map[string]*sessState{},
+		probes: map[string]*sessState{}, httpOnly: map[string]*sessState{}, xs: map[uint64]*xState{},
+	}
+}
+
+func (p *pipeline) run() {
+	defer close(p.r.batches)
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-p.r.events:
+			if !ok {
+				p.finish()
+				p.flush()
+				return
+			}
+			p.handle(ev)
+		drain:
+			for len(p.msgs)+len(p.dirtyX)+len(p.dirtyS) < p.o.BatchSize {
+				select {
+				case ev, ok := <-p.r.events:
+					if !ok {
+						p.finish()
+						p.flush()
+						return
+					}
+					p.handle(ev)
+				default:
+					break drain
+				}
+			}
+			p.flush()
+		case <-tick.C:
+			p.purge(p.o.Now())
+		}
+	}
+}
+
+// flush hands what is pending to the writer as one batch.
+func (p *pipeline) flush() {
+	for id, l := range p.r.takeLoss() {
+		if st := p.sessions[id]; st != nil {
+			st.s.Status = StatusIncomplete
+			st.s.Lost += l.n
+			st.s.LossReason = l.reason
+			p.dirtyS[id] = st
+		}
+	}
+	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 {
+		return
+	}
+	b := &Batch{Messages: p.msgs, syncs: p.syncs}
+	for _, st := range p.dirtyS {
+		s := st.s
+		b.Sessions = append(b.Sessions, &s)
+	}
+	for _, xs := range p.dirtyX {
+		x := xs.x
+		b.Exchanges = append(b.Exchanges, &x)
+	}
+	p.msgs, p.syncs = nil, nil
+	clear(p.dirtyS)
+	clear(p.dirtyX)
+	p.r.batches <- b
+}
+
+func (p *pipeline) handle(ev event) {
+	switch ev.kind {
+	case evSync:
+		p.syncs = append(p.syncs, ev.sync)
+		return
+	case evBegin:
+		p.begin(ev)
+		return
+	}
+	xs := p.xs[ev.x]
+	if xs == nil {
+		releaseChunk(ev.data, ev.pooled)
+		return
+	}
+	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody) {
+		// Keep response events until the request is decoded, so that the
+		// request's messages come first and the session is known.
+		if !ev.pooled {
+			xs.deferred = append(xs.deferred, ev)
+		} else {
+			c := ev
+			c.data = append([]byte(nil), ev.data...)
+			c.pooled = false
+			releaseChunk(ev.data, true)
+			xs.deferred = append(xs.deferred, c)
+		}
+		return
+	}
+	switch ev.kind {
+	case evReqBody:
+		p.reqBody(xs, ev.data)
+		releaseChunk(ev.data, ev.pooled)
+	case evReqEnd:
+		p.reqEnd(xs, ev.at)
+		for _, d := range xs.deferred {
+			p.handle(d)
+		}
+		xs.deferred = nil
+	case evResp:
+		p.response(xs, ev)
+	case evRespBody:
+		p.respBody(xs, ev.data, ev.at)
+		releaseChunk(ev.data, ev.pooled)
+	case evEnd:
+		if !xs.reqDone {
+			p.reqEnd(xs, ev.at)
+			for _, d := range xs.deferred {
+				p.handle(d)
+			}
+			xs.deferred = nil
+		}
+		p.end(xs, ev)
+	}
+}
+
+func (p *pipeline) begin(ev event) {
+	b := ev.begin
+	xs := &xState{path: b.path, headers: b.header}
+	xs.x = Exchange{
+		ID: ev.x, Method: b.method, Start: ev.at,
+		RequestHeader: p.red.header(b.header),
+	}
+	xs.x.URL = p.redactURL(b.url)
+	xs.key = b.header.Get(protocol.HeaderSessionID)
+	xs.reqEnc = strings.ToLower(b.header.Get("Content-Encoding"))
+	xs.x.RequestBody = bodyKind(b.header.Get("Content-Type"), 0)
+	p.xs[ev.x] = xs
+	if b.body != nil {
+		p.reqBody(xs, b.body)
+	}
+	xs.ip = remoteIP(b.remote)
+}
+
+func remoteIP(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+func (p *pipeline) redactURL(raw string) string {
+	u, err := url.ParseRequestURI(raw)
+	if err != nil {
+		return raw
+	}
+	return p.red.url(u)
+}
+
+func (p *pipeline) reqBody(xs *xState, b []byte) {
+	xs.x.RequestBytes += int64(len(b))
+	if xs.reqOver {
+		return
+	}
+	if len(xs.reqBuf)+len(b) > p.o.MaxMessageSize {
+		xs.reqBuf = append(xs.reqBuf, b[:p.o.MaxMessageSize-len(xs.reqBuf)]...)
+		xs.reqOver = true
+		return
+	}
+	xs.reqBuf = append(xs.reqBuf, b...)
+}
+
+// reqEnd decodes the request body, finds the exchange's session and records
+// the client's messages.
+func (p *pipeline) reqEnd(xs *xState, at time.Time) {
+	xs.reqDone = true
+	body, encProblem := decodeBody(xs.reqBuf, xs.reqEnc)
+	var msgs []protocol.Message
+	if len(body) > 0 && encProblem == "" {
+		msgs = protocol.Split(body)
+	}
+	rpc := false
+	for i := range msgs {
+		if msgs[i].Kind != protocol.KindInvalid {
+			rpc = true
+		}
+	}
+	xs.mcp = rpc || xs.key != "" || strings.Contains(xs.headers.Get("Accept"), protocol.ContentTypeSSE) ||
+		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost
+	st := p.sessionFor(xs, msgs, at)
+	xs.sess = st
+	xs.x.SessionID = st.s.ID
+	st.s.Exchanges++
+	p.touch(st, at)
+	p.dirtyX[xs.x.ID] = xs
+	if xs.x.Method == http.MethodDelete && xs.key != "" {
+		st.s.Status = closedUnlessIncomplete(st.s.Status)
+	}
+	if v := xs.headers.Get(protocol.HeaderProtocolVersion); v != "" && st.s.Version == "" {
+		st.s.Version = v
+		if st.s.Era == protocol.EraUnknown {
+			st.s.Era = protocol.EraOf(v)
+		}
+	}
+	if !xs.mcp {
+		return
+	}
+	if encProblem != "" {
+		p.add(xs, p.invalidMsg(xs, protocol.ClientToServer, xs.reqBuf, at, FindingEncoding, encProblem), nil)
+		return
+	}
+	if xs.reqOver {
+		m := p.invalidMsg(xs, protocol.ClientToServer, xs.reqBuf, at, FindingOversize,
+			fmt.Sprintf("request body larger than %d bytes; stored cut", p.o.MaxMessageSize))
+		p.add(xs, m, nil)
+		return
+	}
+	for i := range msgs {
+		p.message(xs, protocol.ClientToServer, &msgs[i], at, nil)
+	}
+	p.checkHeaders(xs, msgs)
+	xs.reqBuf = nil
+}
+
+func closedUnlessIncomplete(s Status) Status {
+	if s == StatusIncomplete {
+		return s
+	}
+	return StatusClosed
+}
+
+func (p *pipeline) response(xs *xState, ev event) {
+	xs.resp = true
+	xs.x.Status = ev.status
+	xs.x.ResponseHeader = p.red.header(ev.header)
+	xs.x.Synthesized = ev.synth
+	xs.x.ResponseBody = bodyKind(ev.header.Get("Content-Type"), ev.status)
+	xs.respEnc = strings.ToLower(ev.header.Get("Content-Encoding"))
+	if xs.respEnc == "identity" {
+		xs.respEnc = ""
+	}
+	if xs.x.ResponseBody == BodySSE && xs.respEnc == "" {
+		xs.sse = &protocol.SSEParser{MaxEventSize: p.o.MaxMessageSize}
+	}
+	if xs.x.FirstByte.IsZero() {
+		xs.x.FirstByte = ev.at
+	}
+	st := xs.sess
+	if key := ev.header.Get(protocol.HeaderSessionID); key != "" && xs.key == "" {
+		// The response that opens a legacy session names it.
+		if other := p.byKey[key]; other == nil {
+			p.byKey[key] = st
+			st.keyed = true
+			st.s.Key = p.red.pseudonym(key)
+			delete(p.probes, st.probeFP)
+			p.dirtyS[st.s.ID] = st
+		}
+	}
+	p.dirtyX[xs.x.ID] = xs
+	p.touch(st, ev.at)
+}
+
+func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
+	if !xs.resp {
+		return
+	}
+	xs.x.ResponseBytes += int64(len(b))
+	if !xs.mcp {
+		return
+	}
+	if xs.sse != nil {
+		xs.sse.Feed(b, func(e *protocol.Event) { p.sseEvent(xs, e, at) })
+		return
+	}
+	if xs.respOver {
+		return
+	}
+	if len(xs.respBuf)+len(b) > p.o.MaxMessageSize {
+		xs.respBuf = append(xs.respBuf, b[:p.o.MaxMessageSize-len(xs.respBuf)]...)
+		xs.respOver = true
+		return
+	}
+	xs.respBuf = append(xs.respBuf, b...)
+}
+
+func (p *pipeline) end(xs *xState, ev event) {
+	delete(p.xs, xs.x.ID)
+	xs.x.End = ev.at
+	if ev.errText != "" {
+		xs.x.Error = ev.errText
+	}
+	xs.x.Aborted = ev.aborted
+	st := xs.sess
+	if ev.broken {
+		st.s.Status = StatusIncomplete
+		st.s.Lost++
+		st.s.LossReason = fmt.Sprintf("the store could not keep up for %s, so part of an exchange was not recorded", p.o.Backpressure)
+	}
+	if xs.x.FirstByte.IsZero() && xs.resp {
+		xs.x.FirstByte = ev.at
+	}
+	if xs.mcp && xs.resp {
+		switch {
+		case xs.sse != nil:
+			xs.sse.Close(func(e *protocol.Event) { p.sseEvent(xs, e, ev.at) })
+		case xs.x.ResponseBody == BodySSE:
+			// Compressed stream: decoded now that it is complete.
+			body, problem := decodeBody(xs.respBuf, xs.respEnc)
+			if problem != "" {
+				p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, xs.respBuf, ev.at, FindingEncoding, problem), nil)
+				break
+			}
+			parser := protocol.SSEParser{MaxEventSize: p.o.MaxMessageSize}
+			emit := func(e *protocol.Event) { p.sseEvent(xs, e, ev.at) }
+			parser.Feed(body, emit)
+			parser.Close(emit)
+		case len(xs.respBuf) > 0:
+			p.jsonResponse(xs, ev)
+		}
+	}
+	xs.respBuf = nil
+	p.dirtyX[xs.x.ID] = xs
+	p.touch(st, ev.at)
+}
+
+func (p *pipeline) jsonResponse(xs *xState, ev event) {
+	body, problem := decodeBody(xs.respBuf, xs.respEnc)
+	if problem != "" {
+		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, xs.respBuf, ev.at, FindingEncoding, problem), nil)
+		return
+	}
+	if xs.respOver {
+		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, ev.at, FindingOversize,
+			fmt.Sprintf("response body larger than %d bytes; stored cut", p.o.MaxMessageSize)), nil)
+		return
+	}
+	msgs := protocol.Split(body)
+	if ev.aborted && len(msgs) == 1 && msgs[0].Kind == protocol.KindInvalid {
+		xs.x.Truncated = true
+		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, ev.at, FindingTruncated,
+			"the response ended before its JSON body was complete"), nil)
+		return
+	}
+	for i := range msgs {
+		p.message(xs, protocol.ServerToClient, &msgs[i], ev.at, nil)
+	}
+}
+
+func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
+	xs.x.Events++
+	info := &SSEInfo{ID: e.ID, Type: e.Type}
+	if e.Unterminated {
+		xs.x.Truncated = true
+	}
+	if !e.HasData || len(e.Data) == 0 || (e.Type != "" && e.Type != "message") {
+		m := p.frame(xs, e, at, info)
+		if e.Unterminated {
+			m.Findings = append(m.Findings, Finding{FindingTruncated, "the stream ended in the middle of this SSE block"})
+		}
+		if e.Oversize {
+			m.Findings = append(m.Findings, Finding{FindingOversize, fmt.Sprintf("SSE block larger than %d bytes; stored cut", p.o.MaxMessageSize)})
+		}
+		p.add(xs, m, nil)
+		return
+	}
+	if e.Oversize || e.Unterminated {
+		kind, text := FindingOversize, fmt.Sprintf("SSE block larger than %d bytes; stored cut", p.o.MaxMessageSize)
+		if e.Unterminated {
+			kind, text = FindingTruncated, "the stream ended in the middle of this SSE block; a client discards it"
+		}
+		m := p.invalidMsg(xs, protocol.ServerToClient, e.Raw, at, kind, text)
+		m.SSE = info
+		p.add(xs, m, nil)
+		return
+	}
+	msgs := protocol.Split(e.Data)
+	i := bytes.Index(e.Raw, e.Data)
+	contiguous := len(msgs) == 1 && msgs[0].Batch < 0 && bytes.IndexByte(e.Data, '\n') < 0 && i >= 0
+	for k := range msgs {
+		inf := *info
+		switch {
+		case contiguous:
+			inf.Prefix = append([]byte(nil), e.Raw[:i]...)
+			inf.Suffix = append([]byte(nil), e.Raw[i+len(e.Data):]...)
+		case k == 0:
+			inf.Whole = append([]byte(nil), e.Raw...)
+		}
+		p.message(xs, protocol.ServerToClient, &msgs[k], at, &inf)
+	}
+}
+
+// frame records an SSE block that carries no message.
+func (p *pipeline) frame(xs *xState, e *protocol.Event, at time.Time, info *SSEInfo) *Message {
+	p.seq++
+	m := &Message{
+		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
+		Time: at, Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), e.Raw...), SSE: info,
+	}
+	m.Size = len(m.Raw)
+	return m
+}
+
+func (p *pipeline) invalidMsg(xs *xState, dir protocol.Direction, raw []byte, at time.Time, kind FindingKind, text string) *Message {
+	p.seq++
+	raw, redacted := p.red.body(raw)
+	m := &Message{
+		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
+		Kind: protocol.KindInvalid, Batch: -1, Raw: append([]byte(nil), raw...),
+		Findings: []Finding{{kind, text}},
+	}
+	if redacted {
+		m.Findings = append(m.Findings, Finding{FindingRedacted, "secrets seen in headers were removed from this message"})
+	}
+	m.Size = len(m.Raw)
+	return m
+}
+
+// add appends a finished message to the batch and the session's counts.
+func (p *pipeline) add(xs *xState, m *Message, _ *protocol.Message) {
+	st := xs.sess
+	st.s.Messages++
+	st.s.Findings += len(m.Findings)
+	p.msgs = append(p.msgs, m)
+	p.dirtyS[st.s.ID] = st
+	p.r.messages.Add(1)
+}
+
+func (p *pipeline) touch(st *sessState, at time.Time) {
+	if at.After(st.last) {
+		st.last = at
+	}
+	if at.After(st.s.End) {
+		st.s.End = at
+	}
+	p.dirtyS[st.s.ID] = st
+}
+
+// finish ends every exchange still in flight (the recorder is closing) and
+// closes every open session.
+func (p *pipeline) finish() {
+	now := p.o.Now()
+	for _, xs := range p.xs {
+		p.handle(event{kind: evEnd, x: xs.x.ID, at: now, errText: "recording stopped before the exchange ended", aborted: true})
+	}
+	for _, st := range p.sessions {
+		if st.s.Status == StatusOpen {
+			st.s.Status = StatusClosed
+			p.dirtyS[st.s.ID] = st
+		}
+	}
+}
+
+// purge forgets sessions idle for long enough that new traffic belongs to
+// a new session anyway.
+func (p *pipeline) purge(now time.Time) {
+	for id, st := range p.sessions {
+		limit := p.o.IdleGap
+		if st.keyed {
+			limit = 24 * time.Hour
+		}
+		if now.Sub(st.last) < limit || p.hasExchanges(st) {
+			continue
+		}
+		delete(p.sessions, id)
+		for k, v := range p.byKey {
+			if v == st {
+				delete(p.byKey, k)
+			}
+		}
+		if p.byFP[st.fp] == st {
+			delete(p.byFP, st.fp)
+		}
+		if p.probes[st.probeFP] == st {
+			delete(p.probes, st.probeFP)
+		}
+		if p.httpOnly[st.httpIP] == st {
+			delete(p.httpOnly, st.httpIP)
+		}
+	}
+}
+
+func (p *pipeline) hasExchanges(st *sessState) bool {
+	for _, xs := range p.xs {
+		if xs.sess == st {
+			return true
+		}
+	}
+	return false
+}
+
+func bodyKind(contentType string, status int) BodyKind {
+	if contentType == "" {
+		return BodyEmpty
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return BodyOther
+	}
+	switch {
+	case mt == protocol.ContentTypeSSE:
+		return BodySSE
+	case mt == protocol.ContentTypeJSON || strings.HasSuffix(mt, "+json"):
+		return BodyJSON
+	}
+	return BodyOther
+}
+
+// decodeBody undoes a Content-Encoding; problem is non-empty when it cannot.
+func decodeBody(b []byte, enc string) ([]byte, string) {
+	switch enc {
+	case "", "identity":
+		return b, ""
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, "gzip body does not decode: " + err.Error()
+		}
+		out, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, "gzip body does not decode: " + err.Error()
+		}
+		return out, ""
+	case "deflate":
+		out, err := io.ReadAll(flate.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			return nil, "deflate body does not decode: " + err.Error()
+		}
+		return out, ""
+	}
+	return nil, fmt.Sprintf("Content-Encoding %q is not decoded by the recorder; the raw bytes are stored", enc)
+}

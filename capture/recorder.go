@@ -1,0 +1,316 @@
+package capture
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RecorderOptions configures a Recorder. Nil means defaults; every field's
+// zero value is documented.
+type RecorderOptions struct {
+	// Logger receives the recorder's own events (store failures, loss).
+	// Nil discards them.
+	Logger *slog.Logger
+	// Upstream is the upstream's base URL, stored on sessions. "" leaves
+	// it empty.
+	Upstream string
+	// Redact configures write-time redaction; the zero value redacts the
+	// default set.
+	Redact RedactOptions
+	// QueueSize bounds the events waiting between the proxy and the
+	// pipeline. Zero means 4096.
+	QueueSize int
+	// Backpressure is how long the proxy waits for room in a full queue
+	// before it gives up on recording that event (counted as lost and
+	// marked on the session). Zero means 5s.
+	Backpressure time.Duration
+	// IdleGap ends a modern (session-less) session: a request from the
+	// same client fingerprint after this much silence starts a new one.
+	// Zero means 5 minutes.
+	IdleGap time.Duration
+	// MaxMessageSize bounds one stored message; a larger one is cut and
+	// marked oversize. Zero means 64 MiB.
+	MaxMessageSize int
+	// BatchSize bounds the records in one store write. Zero means 2048.
+	BatchSize int
+	// Now and NewSessionID make output deterministic in tests. Nil means
+	// time.Now and a time-ordered id with random bits.
+	Now          func() time.Time
+	NewSessionID func(t time.Time) string
+	// OnBatch, if set, is called after each successful store write with
+	// the batch (tests and live tail). It must not retain or modify it.
+	OnBatch func(*Batch)
+}
+
+// Stats are the recorder's counters, safe to read at any time.
+type Stats struct {
+	// Messages is the messages decoded; Stored those the store accepted;
+	// Lost those that were not stored (store failure or backpressure
+	// timeout). Messages == Stored + Lost once the pipeline is idle.
+	Messages, Stored, Lost int64
+	// Exchanges seen, and exchanges in flight.
+	Exchanges, InFlight int64
+	// QueueDepth is the events waiting for the pipeline now.
+	QueueDepth int
+	// Dropped is the proxy events that timed out on a full queue.
+	Dropped int64
+	// StoreErrors counts failed store writes; LastError is the latest.
+	StoreErrors int64
+	LastError   string
+}
+
+// Recorder turns proxied traffic into sessions, exchanges and messages in a
+// Store. The proxy reports each HTTP exchange through a [Tap]; a pipeline
+// goroutine decodes, correlates and redacts, and a writer goroutine writes
+// batches. Create it with NewRecorder and stop it with Close.
+type Recorder struct {
+	store Store
+	opts  RecorderOptions
+	log   *slog.Logger
+
+	events  chan event
+	batches chan *Batch
+	done    chan struct{} // closed when both goroutines have ended
+	closing atomic.Bool
+	closeMu sync.RWMutex // held for reading while sending to events
+
+	nextExchange atomic.Uint64
+
+	messages, stored, lost   atomic.Int64
+	exchanges, inflight      atomic.Int64
+	dropped, storeErrors     atomic.Int64
+	lastErr                  atomic.Pointer[string]
+	failing                  atomic.Bool
+	lossMu                   sync.Mutex
+	lossBySession            map[string]lossNote
+	pipe                     *pipeline
+	storeLogOnce, recoverLog sync.Once
+}
+
+type lossNote struct {
+	n      int
+	reason string
+}
+
+// NewRecorder starts a recorder writing to store. It continues the store's
+// sequence numbers.
+func NewRecorder(ctx context.Context, store Store, opts *RecorderOptions) (*Recorder, error) {
+	r := &Recorder{store: store, lossBySession: map[string]lossNote{}}
+	if opts != nil {
+		r.opts = *opts
+	}
+	o := &r.opts
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	if o.Backpressure <= 0 {
+		o.Backpressure = 5 * time.Second
+	}
+	if o.IdleGap <= 0 {
+		o.IdleGap = 5 * time.Minute
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = 64 << 20
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 2048
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NewSessionID == nil {
+		o.NewSessionID = newSessionID
+	}
+	r.log = o.Logger
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	seq, xid, err := store.LastIDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the store's last ids: %w", err)
+	}
+	r.nextExchange.Store(xid)
+	r.events = make(chan event, o.QueueSize)
+	r.batches = make(chan *Batch, 2)
+	r.done = make(chan struct{})
+	r.pipe = newPipeline(r, seq)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.pipe.run() }()
+	go func() { defer wg.Done(); r.writeLoop() }()
+	go func() { wg.Wait(); close(r.done) }()
+	return r, nil
+}
+
+// Stats returns the current counters.
+func (r *Recorder) Stats() Stats {
+	s := Stats{
+		Messages: r.messages.Load(), Stored: r.stored.Load(), Lost: r.lost.Load(),
+		Exchanges: r.exchanges.Load(), InFlight: r.inflight.Load(),
+		QueueDepth: len(r.events), Dropped: r.dropped.Load(), StoreErrors: r.storeErrors.Load(),
+	}
+	if p := r.lastErr.Load(); p != nil {
+		s.LastError = *p
+	}
+	return s
+}
+
+// Store is the store the recorder writes to.
+func (r *Recorder) Store() Store { return r.store }
+
+// Sync waits until every event sent before the call is decoded and written
+// (or counted lost). Tests use it before reading the store.
+func (r *Recorder) Sync(ctx context.Context) error {
+	ch := make(chan struct{})
+	if !r.send(event{kind: evSync, sync: ch}, true) {
+		return ErrClosed
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops the recorder: it finishes the exchanges in flight as aborted,
+// closes open sessions, writes what is pending and waits, up to ctx. It does
+// not close the store.
+func (r *Recorder) Close(ctx context.Context) error {
+	if r.closing.Swap(true) {
+		<-r.done
+		return nil
+	}
+	r.closeMu.Lock() // no sender is mid-send after this
+	close(r.events)
+	r.closeMu.Unlock()
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("recorder did not finish writing: %w", ctx.Err())
+	}
+}
+
+// send queues an event, waiting up to the backpressure bound when the
+// queue is full. It reports whether the event was queued.
+func (r *Recorder) send(ev event, wait bool) bool {
+	r.closeMu.RLock()
+	defer r.closeMu.RUnlock()
+	if r.closing.Load() {
+		return false
+	}
+	select {
+	case r.events <- ev:
+		return true
+	default:
+	}
+	if !wait {
+		return false
+	}
+	t := time.NewTimer(r.opts.Backpressure)
+	defer t.Stop()
+	select {
+	case r.events <- ev:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (r *Recorder) writeLoop() {
+	ctx := context.Background()
+	for b := range r.batches {
+		n := int64(len(b.Messages))
+		if err := r.store.Write(ctx, b); err != nil {
+			r.storeErrors.Add(1)
+			msg := err.Error()
+			r.lastErr.Store(&msg)
+			r.lost.Add(n)
+			if !r.failing.Swap(true) {
+				r.log.Error("store write failed; traffic still flows but is not recorded",
+					LogKeyError, err, LogKeyLost, n)
+			}
+			r.noteLoss(b, err)
+			for _, c := range b.syncs {
+				close(c)
+			}
+			continue
+		}
+		r.stored.Add(n)
+		if r.failing.Swap(false) {
+			r.log.Warn("store writes succeed again", LogKeyLost, r.lost.Load())
+		}
+		if r.opts.OnBatch != nil {
+			r.opts.OnBatch(b)
+		}
+		for _, c := range b.syncs {
+			close(c)
+		}
+	}
+}
+
+// noteLoss tells the pipeline which sessions lost records, so it marks them
+// incomplete on its next write.
+func (r *Recorder) noteLoss(b *Batch, err error) {
+	r.lossMu.Lock()
+	defer r.lossMu.Unlock()
+	add := func(id string, n int) {
+		if id == "" {
+			return
+		}
+		l := r.lossBySession[id]
+		l.n += n
+		l.reason = "store write failed: " + err.Error()
+		r.lossBySession[id] = l
+	}
+	for _, m := range b.Messages {
+		add(m.SessionID, 1)
+	}
+	for _, s := range b.Sessions {
+		add(s.ID, 0)
+	}
+	for _, x := range b.Exchanges {
+		add(x.SessionID, 0)
+	}
+}
+
+func (r *Recorder) takeLoss() map[string]lossNote {
+	r.lossMu.Lock()
+	defer r.lossMu.Unlock()
+	if len(r.lossBySession) == 0 {
+		return nil
+	}
+	m := r.lossBySession
+	r.lossBySession = map[string]lossNote{}
+	return m
+}
+
+// Log keys used by the recorder and the proxy.
+const (
+	LogKeyError    = "err"
+	LogKeyLost     = "lost"
+	LogKeySession  = "session"
+	LogKeyExchange = "exchange"
+	LogKeyUpstream = "upstream"
+)
+
+// newSessionID is time-ordered (so ids sort by start) and readable.
+func newSessionID(t time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return t.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// ErrRecorderClosed is reported to a Tap used after Close.
+var ErrRecorderClosed = errors.New("recorder closed")
+
+var _ = http.StatusOK

@@ -1,0 +1,199 @@
+package capture
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base32"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Redacted replaces a secret value in stored headers, URLs and bodies.
+const Redacted = "[redacted]"
+
+// RedactOptions configures redaction at write time. The zero value redacts
+// the default set.
+type RedactOptions struct {
+	// Disabled turns redaction off entirely (local debugging only; the
+	// CLI warns). Session ids are then stored as they are.
+	Disabled bool
+	// Headers adds header names to redact (case-insensitive), beyond
+	// the defaults: Authorization, Proxy-Authorization, Cookie,
+	// Set-Cookie, and every header whose name contains "api-key",
+	// "apikey", "api_key", "token", "secret" or "password".
+	Headers []string
+	// PseudonymKey keys the HMAC that turns an Mcp-Session-Id into its
+	// stored pseudonym; keep it per store so pseudonyms are stable across
+	// restarts. Nil means a fixed, public key (pseudonyms are then stable
+	// but guessable for short ids).
+	PseudonymKey []byte
+}
+
+// redactor applies RedactOptions. It also learns the secret values it
+// removed from headers and scrubs them wherever they reappear in bodies
+// (a bearer token echoed by a server, say). Owned by the pipeline goroutine.
+type redactor struct {
+	opts    RedactOptions
+	extra   map[string]bool
+	learned [][]byte
+}
+
+func newRedactor(opts RedactOptions) *redactor {
+	r := &redactor{opts: opts, extra: map[string]bool{}}
+	for _, h := range opts.Headers {
+		r.extra[strings.ToLower(h)] = true
+	}
+	return r
+}
+
+var sensitiveHeaderWords = []string{"api-key", "apikey", "api_key", "token", "secret", "password"}
+
+func (r *redactor) sensitive(name string) bool {
+	l := strings.ToLower(name)
+	switch l {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie":
+		return true
+	}
+	if r.extra[l] {
+		return true
+	}
+	for _, w := range sensitiveHeaderWords {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// header returns a redacted copy of h (never modifying h).
+func (r *redactor) header(h http.Header) http.Header {
+	if h == nil {
+		return nil
+	}
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if r.opts.Disabled {
+			out[k] = append([]string(nil), vs...)
+			continue
+		}
+		switch {
+		case http.CanonicalHeaderKey(k) == "Mcp-Session-Id":
+			nv := make([]string, len(vs))
+			for i, v := range vs {
+				nv[i] = r.pseudonym(v)
+			}
+			out[k] = nv
+		case r.sensitive(k):
+			nv := make([]string, len(vs))
+			for i, v := range vs {
+				nv[i] = r.redactValue(k, v)
+			}
+			out[k] = nv
+		default:
+			out[k] = append([]string(nil), vs...)
+		}
+	}
+	return out
+}
+
+func (r *redactor) redactValue(name, v string) string {
+	secret := v
+	kept := ""
+	if l := strings.ToLower(name); l == "authorization" || l == "proxy-authorization" {
+		// Keep the scheme ("Bearer"): it helps debugging and is no secret.
+		if i := strings.IndexByte(v, ' '); i > 0 {
+			kept, secret = v[:i+1], strings.TrimSpace(v[i+1:])
+		}
+	}
+	if l := strings.ToLower(name); l == "cookie" || l == "set-cookie" {
+		for _, part := range strings.Split(v, ";") {
+			if _, val, ok := strings.Cut(part, "="); ok {
+				r.learn(strings.TrimSpace(val))
+			}
+		}
+	}
+	r.learn(secret)
+	return kept + Redacted
+}
+
+// learn remembers a secret for body scrubbing; short values would match
+// too much innocent text, so only values of 8 bytes or more are kept.
+func (r *redactor) learn(s string) {
+	if len(s) < 8 || len(r.learned) >= 64 {
+		return
+	}
+	for _, l := range r.learned {
+		if string(l) == s {
+			return
+		}
+	}
+	r.learned = append(r.learned, []byte(s))
+}
+
+// body scrubs learned secrets from b, returning b itself when nothing
+// matched, else a new slice.
+func (r *redactor) body(b []byte) ([]byte, bool) {
+	if r.opts.Disabled || len(r.learned) == 0 {
+		return b, false
+	}
+	changed := false
+	for _, s := range r.learned {
+		if bytes.Contains(b, s) {
+			b = bytes.ReplaceAll(b, s, []byte(Redacted))
+			changed = true
+		}
+	}
+	return b, changed
+}
+
+var sensitiveQuery = map[string]bool{
+	"access_token": true, "refresh_token": true, "id_token": true, "token": true,
+	"code": true, "client_secret": true, "api_key": true, "apikey": true, "key": true, "password": true,
+}
+
+// url redacts sensitive query parameters (OAuth codes and tokens, keys).
+func (r *redactor) url(u *url.URL) string {
+	s := u.RequestURI()
+	if r.opts.Disabled || u.RawQuery == "" {
+		return s
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return u.EscapedPath() + "?" + Redacted
+	}
+	changed := false
+	for k, vs := range q {
+		if sensitiveQuery[strings.ToLower(k)] {
+			for i, v := range vs {
+				r.learn(v)
+				vs[i] = Redacted
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return s
+	}
+	return u.EscapedPath() + "?" + q.Encode()
+}
+
+var pseudoEnc = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+var defaultPseudonymKey = []byte("mcptape session pseudonym v1")
+
+// pseudonym is the stored stand-in for an Mcp-Session-Id: stable for the
+// same id and key, and not reversible.
+func (r *redactor) pseudonym(id string) string {
+	if r.opts.Disabled {
+		return id
+	}
+	key := r.opts.PseudonymKey
+	if len(key) == 0 {
+		key = defaultPseudonymKey
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	return "sid-" + strings.ToLower(pseudoEnc.EncodeToString(m.Sum(nil))[:16])
+}

@@ -1,0 +1,79 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"time"
+)
+
+// Store errors callers branch on.
+var (
+	// ErrNotFound is returned for a session, exchange or message that is
+	// not in the store.
+	ErrNotFound = errors.New("not found")
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("store closed")
+)
+
+// Store keeps sessions, exchanges and messages. Implementations are safe for
+// concurrent use; iterators see a consistent snapshot taken when iteration
+// starts. Every backend passes the storetest suite.
+type Store interface {
+	// Write stores a batch: sessions and exchanges are upserted whole
+	// (the last write of an ID wins), messages are added (a Seq already
+	// present is replaced). A batch is applied atomically where the
+	// backend allows it.
+	Write(ctx context.Context, b *Batch) error
+	// Session returns one session, or ErrNotFound.
+	Session(ctx context.Context, id string) (*Session, error)
+	// Sessions yields sessions newest first (by Start, then ID).
+	Sessions(ctx context.Context, q SessionQuery) iter.Seq2[*Session, error]
+	// Exchanges yields a session's exchanges in ID order.
+	Exchanges(ctx context.Context, sessionID string) iter.Seq2[*Exchange, error]
+	// Exchange returns one exchange, or ErrNotFound.
+	Exchange(ctx context.Context, id uint64) (*Exchange, error)
+	// Messages yields a session's messages in Seq order.
+	Messages(ctx context.Context, sessionID string, q MessageQuery) iter.Seq2[*Message, error]
+	// Message returns one message with its Raw, or ErrNotFound.
+	Message(ctx context.Context, seq uint64) (*Message, error)
+	// DeleteSession removes a session with its exchanges and messages.
+	// Deleting a missing session returns ErrNotFound.
+	DeleteSession(ctx context.Context, id string) error
+	// LastIDs returns the highest message Seq and exchange ID stored, so a
+	// recorder reopening a store continues after them.
+	LastIDs(ctx context.Context) (seq, exchange uint64, err error)
+	// Close releases the store; later calls return ErrClosed.
+	Close() error
+}
+
+// Batch is one write: what the recorder produced since its last write.
+type Batch struct {
+	Sessions  []*Session
+	Exchanges []*Exchange
+	Messages  []*Message
+
+	syncs []chan struct{} // closed once the batch is written (Recorder.Sync)
+}
+
+// Len is the number of records in the batch.
+func (b *Batch) Len() int { return len(b.Sessions) + len(b.Exchanges) + len(b.Messages) }
+
+// SessionQuery narrows Sessions. The zero value yields every session.
+type SessionQuery struct {
+	// Limit stops after this many sessions; 0 means no limit.
+	Limit int
+	// Since and Until bound Start (inclusive, exclusive); zero means unbounded.
+	Since, Until time.Time
+}
+
+// MessageQuery narrows Messages. The zero value yields every message with
+// its Raw bytes.
+type MessageQuery struct {
+	// After yields only messages with Seq > After.
+	After uint64
+	// Limit stops after this many messages; 0 means no limit.
+	Limit int
+	// NoRaw leaves Raw nil (Size is still set), for listings.
+	NoRaw bool
+}

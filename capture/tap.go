@@ -1,0 +1,173 @@
+package capture
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type evKind uint8
+
+const (
+	evBegin evKind = iota
+	evReqBody
+	evReqEnd
+	evResp
+	evRespBody
+	evEnd
+	evSync
+)
+
+type event struct {
+	kind  evKind
+	x     uint64
+	at    time.Time
+	begin *beginInfo
+	// evResp
+	status int
+	header http.Header
+	synth  bool
+	// body events; data is owned by the pipeline once sent
+	data   []byte
+	pooled bool
+	// evEnd
+	errText string
+	aborted bool
+	broken  bool // some of this exchange's events were dropped
+	sync    chan struct{}
+}
+
+type beginInfo struct {
+	method string
+	url    string
+	path   string
+	query  string
+	header http.Header
+	remote string
+	tls    bool
+	body   []byte // a request body read before forwarding, when complete
+	full   bool   // body is the whole request body
+}
+
+// Tap reports one HTTP exchange to the recorder. The proxy calls its methods
+// in this order: [Recorder.Begin], RequestBody* and RequestEnd (unless the
+// body was handed to Begin), Response once, ResponseBody*, End once.
+// RequestBody may interleave with the response methods. A Tap copies what it
+// is given and never blocks longer than the recorder's backpressure bound.
+type Tap struct {
+	r      *Recorder
+	id     uint64
+	broken atomic.Bool // an event was dropped: later data events are not sent
+	ended  atomic.Bool
+}
+
+// ID is the exchange's id in the store.
+func (t *Tap) ID() uint64 { return t.id }
+
+// Begin reports a request as it arrives. body is the request body when the
+// proxy has already read it (complete reports whether that is all of it);
+// pass nil and report the body with RequestBody otherwise. The request's
+// header map must not be modified afterwards. Begin returns nil when the
+// recorder is closed; a nil *Tap accepts every call and does nothing.
+func (r *Recorder) Begin(req *http.Request, body []byte, complete bool) *Tap {
+	if r == nil || r.closing.Load() {
+		return nil
+	}
+	t := &Tap{r: r, id: r.nextExchange.Add(1)}
+	b := &beginInfo{
+		method: req.Method, url: req.URL.RequestURI(), path: req.URL.Path, query: req.URL.RawQuery,
+		header: req.Header, remote: req.RemoteAddr, tls: req.TLS != nil,
+	}
+	if body != nil {
+		b.body = append([]byte(nil), body...)
+		b.full = complete
+	}
+	r.exchanges.Add(1)
+	r.inflight.Add(1)
+	t.send(event{kind: evBegin, begin: b})
+	if complete {
+		t.send(event{kind: evReqEnd})
+	}
+	return t
+}
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+
+func copyChunk(p []byte) ([]byte, bool) {
+	if len(p) > 32<<10 {
+		return append([]byte(nil), p...), false
+	}
+	bp := chunkPool.Get().(*[]byte)
+	return append((*bp)[:0], p...), true
+}
+
+func releaseChunk(b []byte, pooled bool) {
+	if pooled {
+		b = b[:0]
+		chunkPool.Put(&b)
+	}
+}
+
+func (t *Tap) send(ev event) {
+	if t == nil || (ev.kind != evEnd && t.broken.Load()) {
+		if ev.pooled {
+			releaseChunk(ev.data, true)
+		}
+		return
+	}
+	ev.x = t.id
+	if ev.at.IsZero() {
+		ev.at = t.r.opts.Now()
+	}
+	if !t.r.send(ev, true) {
+		if ev.pooled {
+			releaseChunk(ev.data, true)
+		}
+		t.broken.Store(true)
+		t.r.dropped.Add(1)
+	}
+}
+
+// RequestBody reports bytes of the request body as they go upstream.
+func (t *Tap) RequestBody(p []byte) {
+	if t == nil || len(p) == 0 {
+		return
+	}
+	d, pooled := copyChunk(p)
+	t.send(event{kind: evReqBody, data: d, pooled: pooled})
+}
+
+// RequestEnd reports that the request body is complete.
+func (t *Tap) RequestEnd() {
+	if t != nil {
+		t.send(event{kind: evReqEnd})
+	}
+}
+
+// Response reports the status and headers as sent to the client.
+// synthesized marks a response the proxy made itself (an upstream error).
+func (t *Tap) Response(status int, h http.Header, synthesized bool) {
+	if t != nil {
+		t.send(event{kind: evResp, status: status, header: h.Clone(), synth: synthesized})
+	}
+}
+
+// ResponseBody reports bytes written to the client.
+func (t *Tap) ResponseBody(p []byte) {
+	if t == nil || len(p) == 0 {
+		return
+	}
+	d, pooled := copyChunk(p)
+	t.send(event{kind: evRespBody, data: d, pooled: pooled})
+}
+
+// End finishes the exchange. errText is "" for a clean end, else why it was
+// cut short; aborted marks a response that did not complete.
+func (t *Tap) End(errText string, aborted bool) {
+	if t == nil || t.ended.Swap(true) {
+		return
+	}
+	t.send(event{kind: evEnd, errText: errText, aborted: aborted, broken: t.broken.Load()})
+	t.r.inflight.Add(-1)
+}

@@ -1,0 +1,128 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		kind    Kind
+		method  string
+		id      string
+		problem string // substring; "" means none
+	}{
+		{"request", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, KindRequest, "tools/call", "1", ""},
+		{"string id", `{"jsonrpc":"2.0","id":"a-1","method":"ping"}`, KindRequest, "ping", `"a-1"`, ""},
+		{"fractional id kept raw", `{"jsonrpc":"2.0","id":1.7,"method":"ping"}`, KindRequest, "ping", "1.7", "neither a string nor an integer"},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, KindNotification, "notifications/initialized", "", ""},
+		{"result", `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`, KindResult, "", "7", ""},
+		{"error", `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"nope"}}`, KindError, "", "7", ""},
+		{"error null id", `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`, KindError, "", "null", ""},
+		{"error absent id", `{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}`, KindError, "", "", ""},
+		{"null request id", `{"jsonrpc":"2.0","id":null,"method":"x"}`, KindRequest, "x", "null", "request id is null"},
+		{"wrong version", `{"jsonrpc":"1.0","id":1,"method":"x"}`, KindRequest, "x", "1", `"jsonrpc" is "1.0"`},
+		{"missing version", `{"id":1,"method":"x"}`, KindRequest, "x", "1", `missing "jsonrpc"`},
+		{"not json", `{"jsonrpc":"2.0",`, KindInvalid, "", "", "not JSON"},
+		{"plain text", `hello`, KindInvalid, "", "", "not JSON"},
+		{"scalar", `42`, KindInvalid, "", "", "a JSON number"},
+		{"empty", ``, KindInvalid, "", "", "empty frame"},
+		{"no members", `{"jsonrpc":"2.0","id":1}`, KindInvalid, "", "1", "no method, result or error"},
+		{"method not string", `{"jsonrpc":"2.0","id":1,"method":5}`, KindInvalid, "", "1", "method is not a string"},
+		{"bad error member", `{"jsonrpc":"2.0","id":1,"error":"boom"}`, KindError, "", "1", "not {code, message}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Decode([]byte(tt.in))
+			if m.Kind != tt.kind || m.Method != tt.method || string(m.ID) != tt.id {
+				t.Errorf("Decode(%s) = kind %v method %q id %q, want %v %q %q", tt.in, m.Kind, m.Method, m.ID, tt.kind, tt.method, tt.id)
+			}
+			if tt.problem == "" && m.Problem != "" {
+				t.Errorf("unexpected problem %q", m.Problem)
+			}
+			if tt.problem != "" && !strings.Contains(m.Problem, tt.problem) {
+				t.Errorf("problem = %q, want it to contain %q", m.Problem, tt.problem)
+			}
+			if string(m.Raw) != tt.in {
+				t.Errorf("Raw = %q, want the input unchanged", m.Raw)
+			}
+		})
+	}
+}
+
+func TestSplitBatch(t *testing.T) {
+	in := ` [{"jsonrpc":"2.0","id":1,"method":"a"}, {"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"x","result":{}}, 3]`
+	ms := Split([]byte(in))
+	if len(ms) != 4 {
+		t.Fatalf("got %d messages, want 4", len(ms))
+	}
+	want := []struct {
+		kind Kind
+		raw  string
+	}{
+		{KindRequest, `{"jsonrpc":"2.0","id":1,"method":"a"}`},
+		{KindNotification, `{"jsonrpc":"2.0","method":"n"}`},
+		{KindResult, `{"jsonrpc":"2.0","id":"x","result":{}}`},
+		{KindInvalid, `3`},
+	}
+	for i, w := range want {
+		if ms[i].Kind != w.kind || string(ms[i].Raw) != w.raw || ms[i].Batch != i {
+			t.Errorf("element %d = %v %q batch %d, want %v %q %d", i, ms[i].Kind, ms[i].Raw, ms[i].Batch, w.kind, w.raw, i)
+		}
+	}
+	for _, bad := range []string{`[]`, `[{"a":1}`} {
+		ms := Split([]byte(bad))
+		if len(ms) != 1 || ms[0].Kind != KindInvalid || string(ms[0].Raw) != bad {
+			t.Errorf("Split(%s) = %+v, want one invalid message holding the input", bad, ms)
+		}
+	}
+}
+
+func TestIDKey(t *testing.T) {
+	a := Decode([]byte(`{"jsonrpc":"2.0","id":"1","method":"x"}`))
+	b := Decode([]byte(`{"jsonrpc":"2.0","id": "1" ,"result":{}}`))
+	c := Decode([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	if a.IDKey() != b.IDKey() {
+		t.Errorf("same string id keys differ: %q %q", a.IDKey(), b.IDKey())
+	}
+	if a.IDKey() == c.IDKey() {
+		t.Errorf(`"1" and 1 must not match: both %q`, a.IDKey())
+	}
+	n := Decode([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}`))
+	if n.IDKey() != "" || n.HasID() {
+		t.Errorf("null id: key %q HasID %v", n.IDKey(), n.HasID())
+	}
+}
+
+func TestEra(t *testing.T) {
+	for v, want := range map[string]Era{
+		V20241105: EraLegacy, V20250326: EraLegacy, V20250618: EraLegacy, V20251125: EraLegacy,
+		V20260728: EraModern, "2027-01-01": EraModern, "2026-06-30": EraLegacy, "DRAFT": EraUnknown, "": EraUnknown,
+	} {
+		if got := EraOf(v); got != want {
+			t.Errorf("EraOf(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestHeaderValue(t *testing.T) {
+	for _, tt := range []struct{ plain, wire string }{
+		{"us-west1", "us-west1"},
+		{"Hello, 世界", "=?base64?SGVsbG8sIOS4lueVjA==?="},
+		{"=?base64?literal?=", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="},
+		{" padded", "=?base64?IHBhZGRlZA==?="},
+	} {
+		if got := EncodeHeaderValue(tt.plain); got != tt.wire {
+			t.Errorf("Encode(%q) = %q, want %q", tt.plain, got, tt.wire)
+		}
+		got, err := DecodeHeaderValue(tt.wire)
+		if err != nil || got != tt.plain {
+			t.Errorf("Decode(%q) = %q, %v; want %q", tt.wire, got, err, tt.plain)
+		}
+	}
+	if _, err := DecodeHeaderValue("=?base64?***?="); err != ErrBadSentinel {
+		t.Errorf("bad sentinel: err = %v, want ErrBadSentinel", err)
+	}
+}

@@ -1,0 +1,275 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Method names the recorder treats specially.
+const (
+	MethodInitialize          = "initialize"
+	MethodInitialized         = "notifications/initialized"
+	MethodDiscover            = "server/discover"
+	MethodPing                = "ping"
+	MethodToolsList           = "tools/list"
+	MethodToolsCall           = "tools/call"
+	MethodPromptsGet          = "prompts/get"
+	MethodResourcesRead       = "resources/read"
+	MethodSubscriptionsListen = "subscriptions/listen"
+	MethodSampling            = "sampling/createMessage"
+	MethodElicitation         = "elicitation/create"
+	MethodRootsList           = "roots/list"
+	MethodProgress            = "notifications/progress"
+	MethodLogMessage          = "notifications/message"
+	MethodCancelled           = "notifications/cancelled"
+	MethodElicitationComplete = "notifications/elicitation/complete"
+	MethodSubscriptionsAck    = "notifications/subscriptions/acknowledged"
+)
+
+// `_meta` keys of the 2026-07-28 revision and the tasks utility.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	MetaRelatedTask        = "io.modelcontextprotocol/related-task"
+	MetaProgressToken      = "progressToken"
+)
+
+// Implementation is clientInfo or serverInfo.
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Title   string `json:"title,omitempty"`
+}
+
+// String is "name/version", or "" when the name is unknown.
+func (i *Implementation) String() string {
+	if i == nil || i.Name == "" {
+		return ""
+	}
+	if i.Version == "" {
+		return i.Name
+	}
+	return i.Name + "/" + i.Version
+}
+
+type meta struct {
+	ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientInfo         *Implementation `json:"io.modelcontextprotocol/clientInfo"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ServerInfo         *Implementation `json:"io.modelcontextprotocol/serverInfo"`
+	SubscriptionID     json.RawMessage `json:"io.modelcontextprotocol/subscriptionId"`
+	RelatedTask        *struct {
+		TaskID string `json:"taskId"`
+	} `json:"io.modelcontextprotocol/related-task"`
+	ProgressToken json.RawMessage `json:"progressToken"`
+}
+
+// Params is what the recorder reads from a request's or notification's
+// params. Fields are zero when absent. Nothing here is validated beyond
+// JSON types: a server that breaks the rules is recorded as it is.
+type Params struct {
+	// ProtocolVersion is `_meta[…/protocolVersion]` (modern), or
+	// initialize's protocolVersion (legacy).
+	ProtocolVersion string
+	// Modern reports that `_meta[…/protocolVersion]` was present.
+	Modern bool
+	// ClientInfo is initialize's clientInfo or `_meta[…/clientInfo]`.
+	ClientInfo *Implementation
+	// ClientCapabilities is initialize's capabilities or `_meta[…/clientCapabilities]`.
+	ClientCapabilities json.RawMessage
+	// ProgressToken is `_meta.progressToken` of a request, or the
+	// progressToken of a notifications/progress.
+	ProgressToken json.RawMessage
+	// Name is params.name, or params.uri for resources.
+	Name string
+	// Arguments is tools/call's or prompts/get's arguments.
+	Arguments json.RawMessage
+	// SubscriptionID is `_meta[…/subscriptionId]` on a notification.
+	SubscriptionID json.RawMessage
+	// RequestID is notifications/cancelled's requestId.
+	RequestID json.RawMessage
+	// RequestState and InputResponses are the MRTR retry fields.
+	RequestState   *string
+	InputResponses json.RawMessage
+	// TaskID is params.taskId, or the related-task's taskId.
+	TaskID string
+	// ElicitationID is elicitation's or elicitation/complete's elicitationId.
+	ElicitationID string
+	// Mode is elicitation's mode ("" means form).
+	Mode string
+	// Tools reports whether a sampling request offers tools.
+	Tools bool
+	// Messages is sampling's messages.
+	Messages json.RawMessage
+}
+
+type rawParams struct {
+	Meta            *meta           `json:"_meta"`
+	ProtocolVersion string          `json:"protocolVersion"`
+	ClientInfo      *Implementation `json:"clientInfo"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ProgressToken   json.RawMessage `json:"progressToken"`
+	Name            string          `json:"name"`
+	URI             string          `json:"uri"`
+	Arguments       json.RawMessage `json:"arguments"`
+	RequestID       json.RawMessage `json:"requestId"`
+	RequestState    *string         `json:"requestState"`
+	InputResponses  json.RawMessage `json:"inputResponses"`
+	TaskID          string          `json:"taskId"`
+	ElicitationID   string          `json:"elicitationId"`
+	Mode            string          `json:"mode"`
+	Tools           json.RawMessage `json:"tools"`
+	Messages        json.RawMessage `json:"messages"`
+}
+
+// ParseParams reads the fields of [Params] from raw params. Malformed params
+// give the zero value and false.
+func ParseParams(raw json.RawMessage) (Params, bool) {
+	var p Params
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return p, len(raw) == 0
+	}
+	var r rawParams
+	if json.Unmarshal(raw, &r) != nil {
+		return p, false
+	}
+	p.ProtocolVersion = r.ProtocolVersion
+	p.ClientInfo = r.ClientInfo
+	p.ClientCapabilities = r.Capabilities
+	p.ProgressToken = r.ProgressToken
+	p.Name = r.Name
+	if p.Name == "" {
+		p.Name = r.URI
+	}
+	p.Arguments = r.Arguments
+	p.RequestID = r.RequestID
+	p.RequestState = r.RequestState
+	p.InputResponses = r.InputResponses
+	p.TaskID = r.TaskID
+	p.ElicitationID = r.ElicitationID
+	p.Mode = r.Mode
+	p.Tools = len(r.Tools) > 0 && string(r.Tools) != "null"
+	p.Messages = r.Messages
+	if m := r.Meta; m != nil {
+		if m.ProtocolVersion != "" {
+			p.ProtocolVersion = m.ProtocolVersion
+			p.Modern = true
+		}
+		if m.ClientInfo != nil {
+			p.ClientInfo = m.ClientInfo
+		}
+		if m.ClientCapabilities != nil {
+			p.ClientCapabilities = m.ClientCapabilities
+		}
+		if m.ProgressToken != nil {
+			p.ProgressToken = m.ProgressToken
+		}
+		p.SubscriptionID = m.SubscriptionID
+		if m.RelatedTask != nil && p.TaskID == "" {
+			p.TaskID = m.RelatedTask.TaskID
+		}
+	}
+	return p, true
+}
+
+// Result is what the recorder reads from a result.
+type Result struct {
+	// ProtocolVersion is initialize's negotiated version.
+	ProtocolVersion string
+	// SupportedVersions is server/discover's list.
+	SupportedVersions []string
+	// ServerInfo is initialize's serverInfo or `_meta[…/serverInfo]`.
+	ServerInfo *Implementation
+	// Capabilities is the server's capabilities (initialize, discover).
+	Capabilities json.RawMessage
+	// ResultType is "complete", "input_required", "task", or "" (legacy).
+	ResultType string
+	// InputRequests and RequestState are the MRTR interim fields.
+	InputRequests json.RawMessage
+	RequestState  *string
+	// IsError is a tool result's isError.
+	IsError bool
+	// StructuredContent is a tool result's structuredContent.
+	StructuredContent json.RawMessage
+	// TaskID is a task result's taskId (inline on 2026, under task on 2025-11-25).
+	TaskID string
+	// StopReason is a sampling result's stopReason; Model its model.
+	StopReason string
+	Model      string
+	// Content is the content member (a tool result, a sampling result).
+	Content json.RawMessage
+	// Tools is tools/list's tools.
+	Tools json.RawMessage
+	// Action is an elicitation result's action.
+	Action string
+	// SubscriptionID is `_meta[…/subscriptionId]` (a listen's final response).
+	SubscriptionID json.RawMessage
+}
+
+type rawResult struct {
+	Meta              *meta           `json:"_meta"`
+	ProtocolVersion   string          `json:"protocolVersion"`
+	SupportedVersions []string        `json:"supportedVersions"`
+	ServerInfo        *Implementation `json:"serverInfo"`
+	Capabilities      json.RawMessage `json:"capabilities"`
+	ResultType        string          `json:"resultType"`
+	InputRequests     json.RawMessage `json:"inputRequests"`
+	RequestState      *string         `json:"requestState"`
+	IsError           bool            `json:"isError"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	TaskID            string          `json:"taskId"`
+	Task              *struct {
+		TaskID string `json:"taskId"`
+	} `json:"task"`
+	StopReason string          `json:"stopReason"`
+	Model      string          `json:"model"`
+	Content    json.RawMessage `json:"content"`
+	Tools      json.RawMessage `json:"tools"`
+	Action     string          `json:"action"`
+}
+
+// ParseResult reads the fields of [Result]; malformed results give false.
+func ParseResult(raw json.RawMessage) (Result, bool) {
+	var r Result
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return r, false
+	}
+	var x rawResult
+	if json.Unmarshal(raw, &x) != nil {
+		return r, false
+	}
+	r = Result{
+		ProtocolVersion: x.ProtocolVersion, SupportedVersions: x.SupportedVersions, ServerInfo: x.ServerInfo,
+		Capabilities: x.Capabilities, ResultType: x.ResultType, InputRequests: x.InputRequests,
+		RequestState: x.RequestState, IsError: x.IsError, StructuredContent: x.StructuredContent,
+		TaskID: x.TaskID, StopReason: x.StopReason, Model: x.Model, Content: x.Content, Tools: x.Tools,
+		Action: x.Action,
+	}
+	if r.TaskID == "" && x.Task != nil {
+		r.TaskID = x.Task.TaskID
+	}
+	if m := x.Meta; m != nil {
+		if r.ServerInfo == nil {
+			r.ServerInfo = m.ServerInfo
+		}
+		r.SubscriptionID = m.SubscriptionID
+	}
+	return r, true
+}
+
+// NewestModern returns the newest modern version in vs, or "".
+func NewestModern(vs []string) string {
+	best := ""
+	for _, v := range vs {
+		if EraOf(v) == EraModern && v > best {
+			best = v
+		}
+	}
+	return best
+}

@@ -1,0 +1,143 @@
+package protocol
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+type sseRecord struct {
+	Raw, ID, Type, Data, Retry string
+	HasID, HasData          bool
+	Comments                []string
+	Oversize, Unterminated  bool
+}
+
+func parseAll(in []byte, chunk, max int) []sseRecord {
+	p := SSEParser{MaxEventSize: max}
+	var out []sseRecord
+	emit := func(e *Event) {
+		out = append(out, sseRecord{
+			Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
+			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
+			Oversize: e.Oversize, Unterminated: e.Unterminated,
+		})
+	}
+	if chunk <= 0 {
+		chunk = len(in) + 1
+	}
+	for len(in) > 0 {
+		n := min(chunk, len(in))
+		p.Feed(in[:n], emit)
+		in = in[n:]
+	}
+	p.Close(emit)
+	return out
+}
+
+func TestSSEParser(t *testing.T) {
+	stream := "id: p1\ndata:\n\n" + // priming
+		": keep-alive\r\n\r\n" +
+		"event: message\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n" +
+		"data: line1\ndata: line2\r\rretry: 3000\n\n" +
+		"event: close\nretry: 500\n\n" +
+		"data: tail-without-blank"
+	got := parseAll([]byte(stream), 0, 0)
+	if len(got) != 7 {
+		t.Fatalf("got %d events, want 7: %+v", len(got), got)
+	}
+	if e := got[0]; !e.HasID || e.ID != "p1" || e.Data != "" || !e.HasData {
+		t.Errorf("priming event = %+v", e)
+	}
+	if e := got[1]; len(e.Comments) != 1 || e.Comments[0] != "keep-alive" || e.Raw != ": keep-alive\r\n\r\n" {
+		t.Errorf("comment event = %+v", e)
+	}
+	if e := got[2]; e.Type != "message" || e.ID != "s_1" || e.Data != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+		t.Errorf("message event = %+v", e)
+	}
+	if e := got[3]; e.Data != "line1\nline2" || e.Raw != "data: line1\ndata: line2\r\r" {
+		t.Errorf("multi-line event = %+v", e)
+	}
+	if e := got[4]; e.Retry != "3000" || e.HasData {
+		t.Errorf("retry-only event = %+v", e)
+	}
+	if e := got[5]; e.Type != "close" || e.Retry != "500" {
+		t.Errorf("close event = %+v", e)
+	}
+	// The final unterminated block is reported, not dropped.
+	if e := got[6]; !e.Unterminated || e.Data != "tail-without-blank" {
+		t.Errorf("final block = %+v, want it reported as unterminated", e)
+	}
+}
+
+func TestSSEUnterminated(t *testing.T) {
+	got := parseAll([]byte("data: a\n\ndata: cut"), 0, 0)
+	if len(got) != 2 || !got[1].Unterminated || got[1].Raw != "data: cut" || got[1].Data != "cut" {
+		t.Fatalf("got %+v, want a final unterminated event holding the partial line", got)
+	}
+}
+
+// Chunking must not change what is parsed, and the raw blocks must add up
+// to the stream exactly.
+func TestSSEChunkingInvariant(t *testing.T) {
+	stream := []byte("id: 1\r\ndata: {\"a\":1}\r\n\r\n:c\n\nevent: x\rdata: y\r\r\ndata: z\n\n\n")
+	whole := parseAll(stream, 0, 0)
+	for chunk := 1; chunk < len(stream); chunk++ {
+		got := parseAll(stream, chunk, 0)
+		if len(got) != len(whole) {
+			t.Fatalf("chunk %d: %d events, want %d", chunk, len(got), len(whole))
+		}
+		var raw strings.Builder
+		for i := range got {
+			if got[i].Raw != whole[i].Raw || got[i].Data != whole[i].Data || got[i].ID != whole[i].ID {
+				t.Fatalf("chunk %d event %d = %+v, want %+v", chunk, i, got[i], whole[i])
+			}
+			raw.WriteString(got[i].Raw)
+		}
+		if raw.String() != string(stream) {
+			t.Fatalf("chunk %d: raw blocks do not add up to the stream", chunk)
+		}
+	}
+}
+
+func TestSSEOversize(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 1000)
+	stream := append(append([]byte("data: "), big...), []byte("\n\ndata: next\n\n")...)
+	for _, chunk := range []int{0, 1, 7, 100} {
+		got := parseAll(stream, chunk, 100)
+		if len(got) != 2 {
+			t.Fatalf("chunk %d: %d events, want 2: %+v", chunk, len(got), got)
+		}
+		if !got[0].Oversize || len(got[0].Raw) != 100 {
+			t.Errorf("chunk %d: first event oversize=%v raw %d bytes, want oversize with 100", chunk, got[0].Oversize, len(got[0].Raw))
+		}
+		if got[1].Data != "next" || got[1].Oversize {
+			t.Errorf("chunk %d: the event after an oversize one = %+v", chunk, got[1])
+		}
+	}
+}
+
+func FuzzSSEChunking(f *testing.F) {
+	f.Add([]byte("id: 1\ndata: x\n\n"), 3)
+	f.Add([]byte("data: a\r\n\r\n:c\r\rretry: 1\n\n"), 1)
+	f.Fuzz(func(t *testing.T, stream []byte, chunk int) {
+		if bytes.HasPrefix(stream, []byte("\xEF")) || chunk <= 0 {
+			return
+		}
+		whole := parseAll(stream, 0, 1<<20)
+		got := parseAll(stream, chunk%17+1, 1<<20)
+		var a, b strings.Builder
+		for _, e := range whole {
+			a.WriteString(e.Raw)
+		}
+		for _, e := range got {
+			b.WriteString(e.Raw)
+		}
+		if a.String() != b.String() || a.String() != string(stream) {
+			t.Fatalf("raw mismatch: whole %q chunked %q input %q", a.String(), b.String(), stream)
+		}
+		if len(whole) != len(got) {
+			t.Fatalf("%d events whole, %d chunked", len(whole), len(got))
+		}
+	})
+}
