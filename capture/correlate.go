@@ -54,6 +54,21 @@ func (p *pipeline) sessionFor(xs *xState, msgs []protocol.Message, at time.Time)
 	if first != nil {
 		method = first.Method
 	}
+	// A message that does not say who sent it (go-sdk's HTTP
+	// notifications/cancelled has no _meta) belongs with the latest
+	// session-less traffic from the same address and endpoint.
+	near := xs.ip + "|" + xs.path
+	if params.ClientInfo == nil && method != protocol.MethodInitialize && method != protocol.MethodDiscover {
+		if st := p.recent[near]; st != nil && !st.keyed && at.Sub(st.last) < p.o.IdleGap {
+			return st
+		}
+	}
+	st := p.sessionByFP(xs, method, probeFP, fp, at)
+	p.recent[near] = st
+	return st
+}
+
+func (p *pipeline) sessionByFP(xs *xState, method, probeFP, fp string, at time.Time) *sessState {
 	switch method {
 	case protocol.MethodInitialize:
 		if st := p.probes[probeFP]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < probeWindow &&

@@ -32,6 +32,7 @@ type pipeline struct {
 	byFP      map[string]*sessState // modern fingerprint → latest session
 	probes    map[string]*sessState // ip|path|client → a session opened by server/discover
 	httpOnly  map[string]*sessState // ip → session of non-MCP exchanges
+	recent    map[string]*sessState // ip|path → the latest session-less session
 	xs        map[uint64]*xState
 	lastPurge time.Time
 }
@@ -88,7 +89,8 @@ func newPipeline(r *Recorder, seq uint64) *pipeline {
 		r: r, o: &r.opts, red: newRedactor(r.opts.Redact), seq: seq,
 		dirtyS: map[string]*sessState{}, dirtyX: map[uint64]*xState{},
 		sessions: map[string]*sessState{}, byKey: map[string]*sessState{}, byFP: map[string]*sessState{},
-		probes: map[string]*sessState{}, httpOnly: map[string]*sessState{}, xs: map[uint64]*xState{},
+		probes: map[string]*sessState{}, httpOnly: map[string]*sessState{}, recent: map[string]*sessState{},
+		xs: map[uint64]*xState{},
 	}
 }
 
@@ -561,6 +563,11 @@ func (p *pipeline) purge(now time.Time) {
 		}
 		if p.httpOnly[st.httpIP] == st {
 			delete(p.httpOnly, st.httpIP)
+		}
+		for k, v := range p.recent {
+			if v == st {
+				delete(p.recent, k)
+			}
 		}
 	}
 }
