@@ -270,11 +270,8 @@ func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol
 			m.Links.Request = seq
 		}
 	case pm.Method == protocol.MethodCancelled && len(params.RequestID) > 0:
-		other := protocol.ServerToClient
-		if dir == protocol.ServerToClient {
-			other = protocol.ClientToServer
-		}
-		if pd, ok := st.pending[pendKey{other, protocol.IDKey(params.RequestID)}]; ok {
+		// A sender cancels a request it sent itself.
+		if pd, ok := st.pending[pendKey{dir, protocol.IDKey(params.RequestID)}]; ok {
 			m.Links.Request = pd.seq
 		}
 	case dir == protocol.ServerToClient:

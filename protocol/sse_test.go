@@ -8,9 +8,9 @@ import (
 
 type sseRecord struct {
 	Raw, ID, Type, Data, Retry string
-	HasID, HasData          bool
-	Comments                []string
-	Oversize, Unterminated  bool
+	HasID, HasData             bool
+	Comments                   []string
+	Oversize, Unterminated     bool
 }
 
 func parseAll(in []byte, chunk, max int) []sseRecord {

@@ -9,26 +9,31 @@
 //
 // # API
 //
-// All endpoints are GET, answer JSON, and need `Authorization: Bearer TOKEN`.
-// Lists are newline-delimited JSON, streamed:
+// All endpoints are GET and need `Authorization: Bearer TOKEN`. They answer
+// in encoding/gob (application/x-gob), which keeps raw JSON fields byte for
+// byte where encoding/json would compact and re-escape them; lists are a
+// stream of frames, each a record or an error:
 //
-//	/v1/sessions?limit=N&since=RFC3339&until=RFC3339   one Session per line
-//	/v1/sessions/{id}                                  a Session
-//	/v1/sessions/{id}/exchanges                        one Exchange per line
-//	/v1/sessions/{id}/messages?after=SEQ&limit=N&raw=0 one Message per line
-//	/v1/exchanges/{id}                                 an Exchange
-//	/v1/messages/{seq}                                 a Message
-//	/v1/lastids                                        {"seq":N,"exchange":N}
-//	/v1/status                                         the recorder's Status
+//	/v1/sessions?limit=N&since=RFC3339&until=RFC3339       Sessions
+//	/v1/session?id=ID                                      a Session
+//	/v1/exchanges?session=ID                               Exchanges
+//	/v1/messages?session=ID&after=SEQ&limit=N&raw=0        Messages
+//	/v1/exchange?id=N                                      an Exchange
+//	/v1/message?seq=N                                      a Message
+//	/v1/lastids                                            the highest Seq and exchange ID
+//	/v1/status                                             the recorder's Status
 //
-// Errors are {"error": "..."} with 404 for capture.ErrNotFound.
+// Ids travel in the query string, since session ids are arbitrary text.
+//
+// Errors are an errorBody frame, with 404 for capture.ErrNotFound and 503
+// for capture.ErrClosed.
 package remotestore
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -64,18 +69,18 @@ func Handler(store capture.Store, token string, status func() Status) http.Handl
 	mux := http.NewServeMux()
 	h := &handler{store: store}
 	mux.HandleFunc("GET /v1/sessions", h.sessions)
-	mux.HandleFunc("GET /v1/sessions/{id}", h.session)
-	mux.HandleFunc("GET /v1/sessions/{id}/exchanges", h.exchanges)
-	mux.HandleFunc("GET /v1/sessions/{id}/messages", h.messages)
-	mux.HandleFunc("GET /v1/exchanges/{id}", h.exchange)
-	mux.HandleFunc("GET /v1/messages/{seq}", h.message)
+	mux.HandleFunc("GET /v1/session", h.session)
+	mux.HandleFunc("GET /v1/exchanges", h.exchanges)
+	mux.HandleFunc("GET /v1/messages", h.messages)
+	mux.HandleFunc("GET /v1/exchange", h.exchange)
+	mux.HandleFunc("GET /v1/message", h.message)
 	mux.HandleFunc("GET /v1/lastids", h.lastIDs)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		if status == nil {
 			writeErr(w, http.StatusNotFound, errors.New("no status"))
 			return
 		}
-		writeJSON(w, status())
+		writeOne(w, status())
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -89,35 +94,72 @@ func Handler(store capture.Store, token string, status func() Status) http.Handl
 
 type handler struct{ store capture.Store }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+const contentType = "application/x-gob"
+
+// frame is one value on the wire: a record, or the error that ended a list.
+type frame[T any] struct {
+	V   *T
+	Err *errorBody
+}
+
+func writeOne[T any](w http.ResponseWriter, v T) {
+	w.Header().Set("Content-Type", contentType)
+	_ = gob.NewEncoder(w).Encode(frame[T]{V: &v})
+}
+
+// errorBody is an error on the wire; Code names the sentinel it wraps.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
+}
+
+func errCode(err error) string {
+	switch {
+	case errors.Is(err, capture.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, capture.ErrClosed):
+		return "closed"
+	}
+	return ""
+}
+
+func (e errorBody) err() error {
+	switch e.Code {
+	case "not_found":
+		return fmt.Errorf("%s: %w", e.Error, capture.ErrNotFound)
+	case "closed":
+		return fmt.Errorf("the recorder's store: %w", capture.ErrClosed)
+	}
+	return errors.New(e.Error)
 }
 
 func writeErr(w http.ResponseWriter, code int, err error) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+	_ = gob.NewEncoder(w).Encode(frame[struct{}]{Err: &errorBody{Error: err.Error(), Code: errCode(err)}})
 }
 
 func storeErr(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
-	if errors.Is(err, capture.ErrNotFound) {
+	switch errCode(err) {
+	case "not_found":
 		code = http.StatusNotFound
+	case "closed":
+		code = http.StatusServiceUnavailable
 	}
 	writeErr(w, code, err)
 }
 
-func stream[T any](w http.ResponseWriter, seq iter.Seq2[T, error]) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	enc := json.NewEncoder(w)
+func stream[T any](w http.ResponseWriter, seq iter.Seq2[*T, error]) {
+	w.Header().Set("Content-Type", contentType)
+	enc := gob.NewEncoder(w)
 	for v, err := range seq {
 		if err != nil {
-			// Headers are gone; a final error line tells the client.
-			_ = enc.Encode(map[string]string{"error": err.Error()})
+			// Headers are gone; a final error frame tells the client.
+			_ = enc.Encode(frame[T]{Err: &errorBody{Error: err.Error(), Code: errCode(err)}})
 			return
 		}
-		if enc.Encode(v) != nil {
+		if enc.Encode(frame[T]{V: v}) != nil {
 			return
 		}
 	}
@@ -133,16 +175,16 @@ func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) session(w http.ResponseWriter, r *http.Request) {
-	s, err := h.store.Session(r.Context(), r.PathValue("id"))
+	s, err := h.store.Session(r.Context(), r.URL.Query().Get("id"))
 	if err != nil {
 		storeErr(w, err)
 		return
 	}
-	writeJSON(w, s)
+	writeOne(w, *s)
 }
 
 func (h *handler) exchanges(w http.ResponseWriter, r *http.Request) {
-	stream(w, h.store.Exchanges(r.Context(), r.PathValue("id")))
+	stream(w, h.store.Exchanges(r.Context(), r.URL.Query().Get("session")))
 }
 
 func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
@@ -151,11 +193,11 @@ func (h *handler) messages(w http.ResponseWriter, r *http.Request) {
 	q.After, _ = strconv.ParseUint(v.Get("after"), 10, 64)
 	q.Limit, _ = strconv.Atoi(v.Get("limit"))
 	q.NoRaw = v.Get("raw") == "0"
-	stream(w, h.store.Messages(r.Context(), r.PathValue("id"), q))
+	stream(w, h.store.Messages(r.Context(), v.Get("session"), q))
 }
 
 func (h *handler) exchange(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	id, err := strconv.ParseUint(r.URL.Query().Get("id"), 10, 64)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
@@ -165,11 +207,11 @@ func (h *handler) exchange(w http.ResponseWriter, r *http.Request) {
 		storeErr(w, err)
 		return
 	}
-	writeJSON(w, x)
+	writeOne(w, *x)
 }
 
 func (h *handler) message(w http.ResponseWriter, r *http.Request) {
-	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	seq, err := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
@@ -179,8 +221,10 @@ func (h *handler) message(w http.ResponseWriter, r *http.Request) {
 		storeErr(w, err)
 		return
 	}
-	writeJSON(w, m)
+	writeOne(w, *m)
 }
+
+type lastIDs struct{ Seq, Exchange uint64 }
 
 func (h *handler) lastIDs(w http.ResponseWriter, r *http.Request) {
 	seq, x, err := h.store.LastIDs(r.Context())
@@ -188,7 +232,7 @@ func (h *handler) lastIDs(w http.ResponseWriter, r *http.Request) {
 		storeErr(w, err)
 		return
 	}
-	writeJSON(w, map[string]uint64{"seq": seq, "exchange": x})
+	writeOne(w, lastIDs{Seq: seq, Exchange: x})
 }
 
 // Client reads a remote store. It implements capture.Store; writes return
@@ -218,27 +262,35 @@ func (c *Client) get(ctx context.Context, path string) (*http.Response, error) {
 	}
 	if res.StatusCode != http.StatusOK {
 		defer res.Body.Close()
-		var e struct{ Error string }
-		_ = json.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&e)
-		if res.StatusCode == http.StatusNotFound {
-			return nil, fmt.Errorf("%s: %w", e.Error, capture.ErrNotFound)
+		var f frame[struct{}]
+		if gob.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&f) == nil && f.Err != nil {
+			if f.Err.Code != "" {
+				return nil, f.Err.err()
+			}
+			return nil, fmt.Errorf("the running recorder answered %s: %s", res.Status, f.Err.Error)
 		}
-		return nil, fmt.Errorf("the running recorder answered %s: %s", res.Status, e.Error)
+		return nil, fmt.Errorf("the running recorder answered %s", res.Status)
 	}
 	return res, nil
 }
 
-func getJSON[T any](c *Client, ctx context.Context, path string) (*T, error) {
+func getOne[T any](c *Client, ctx context.Context, path string) (*T, error) {
 	res, err := c.get(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Body.Close()
-	v := new(T)
-	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+	var f frame[T]
+	if err := gob.NewDecoder(res.Body).Decode(&f); err != nil {
 		return nil, fmt.Errorf("reading the recorder's answer: %w", err)
 	}
-	return v, nil
+	if f.Err != nil {
+		return nil, f.Err.err()
+	}
+	if f.V == nil {
+		return nil, errors.New("the recorder's answer was empty")
+	}
+	return f.V, nil
 }
 
 func getStream[T any](c *Client, ctx context.Context, path string) iter.Seq2[*T, error] {
@@ -249,34 +301,37 @@ func getStream[T any](c *Client, ctx context.Context, path string) iter.Seq2[*T,
 			return
 		}
 		defer res.Body.Close()
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 64<<10), 256<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			if strings.HasPrefix(string(line), `{"error":`) {
-				var e struct{ Error string }
-				_ = json.Unmarshal(line, &e)
-				yield(nil, errors.New(e.Error))
+		dec := gob.NewDecoder(res.Body)
+		for {
+			var f frame[T]
+			err := dec.Decode(&f)
+			switch {
+			case err == io.EOF:
 				return
-			}
-			v := new(T)
-			if err := json.Unmarshal(line, v); err != nil {
+			case err != nil:
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
 				yield(nil, fmt.Errorf("reading the recorder's answer: %w", err))
 				return
-			}
-			if !yield(v, nil) {
+			case f.Err != nil:
+				yield(nil, f.Err.err())
 				return
 			}
-		}
-		if err := sc.Err(); err != nil {
-			yield(nil, err)
+			if err := ctx.Err(); err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(f.V, nil) {
+				return
+			}
 		}
 	}
 }
 
 // Status asks the recording process about itself.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
-	return getJSON[Status](c, ctx, "/v1/status")
+	return getOne[Status](c, ctx, "/v1/status")
 }
 
 // Write implements capture.Store; it always fails.
@@ -287,7 +342,7 @@ func (c *Client) DeleteSession(context.Context, string) error { return ErrReadOn
 
 // Session implements capture.Store.
 func (c *Client) Session(ctx context.Context, id string) (*capture.Session, error) {
-	return getJSON[capture.Session](c, ctx, "/v1/sessions/"+url.PathEscape(id))
+	return getOne[capture.Session](c, ctx, "/v1/session?id="+url.QueryEscape(id))
 }
 
 // Sessions implements capture.Store.
@@ -307,17 +362,17 @@ func (c *Client) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2
 
 // Exchanges implements capture.Store.
 func (c *Client) Exchanges(ctx context.Context, sessionID string) iter.Seq2[*capture.Exchange, error] {
-	return getStream[capture.Exchange](c, ctx, "/v1/sessions/"+url.PathEscape(sessionID)+"/exchanges")
+	return getStream[capture.Exchange](c, ctx, "/v1/exchanges?session="+url.QueryEscape(sessionID))
 }
 
 // Exchange implements capture.Store.
 func (c *Client) Exchange(ctx context.Context, id uint64) (*capture.Exchange, error) {
-	return getJSON[capture.Exchange](c, ctx, "/v1/exchanges/"+strconv.FormatUint(id, 10))
+	return getOne[capture.Exchange](c, ctx, "/v1/exchange?id="+strconv.FormatUint(id, 10))
 }
 
 // Messages implements capture.Store.
 func (c *Client) Messages(ctx context.Context, sessionID string, q capture.MessageQuery) iter.Seq2[*capture.Message, error] {
-	v := url.Values{}
+	v := url.Values{"session": {sessionID}}
 	if q.After > 0 {
 		v.Set("after", strconv.FormatUint(q.After, 10))
 	}
@@ -327,17 +382,17 @@ func (c *Client) Messages(ctx context.Context, sessionID string, q capture.Messa
 	if q.NoRaw {
 		v.Set("raw", "0")
 	}
-	return getStream[capture.Message](c, ctx, "/v1/sessions/"+url.PathEscape(sessionID)+"/messages?"+v.Encode())
+	return getStream[capture.Message](c, ctx, "/v1/messages?"+v.Encode())
 }
 
 // Message implements capture.Store.
 func (c *Client) Message(ctx context.Context, seq uint64) (*capture.Message, error) {
-	return getJSON[capture.Message](c, ctx, "/v1/messages/"+strconv.FormatUint(seq, 10))
+	return getOne[capture.Message](c, ctx, "/v1/message?seq="+strconv.FormatUint(seq, 10))
 }
 
 // LastIDs implements capture.Store.
 func (c *Client) LastIDs(ctx context.Context) (uint64, uint64, error) {
-	v, err := getJSON[struct{ Seq, Exchange uint64 }](c, ctx, "/v1/lastids")
+	v, err := getOne[lastIDs](c, ctx, "/v1/lastids")
 	if err != nil {
 		return 0, 0, err
 	}
