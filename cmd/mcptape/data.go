@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/remotestore"
+)
+
+// Defaults a user can rely on (documented in the README).
+const (
+	defaultListen = "127.0.0.1:7411"
+	envData       = "MCPTAPE_DATA"
+)
+
+// defaultDataDir is the per-user data directory: $MCPTAPE_DATA, else
+// $XDG_DATA_HOME/mcptape, else the platform's convention
+// (~/.local/share/mcptape, ~/Library/Application Support/mcptape,
+// %LocalAppData%\mcptape).
+func defaultDataDir() string {
+	if d := os.Getenv(envData); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "mcptape")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "mcptape-data"
+	}
+	switch runtime.GOOS {
+	case "darwin":
+		return filepath.Join(home, "Library", "Application Support", "mcptape")
+	case "windows":
+		if d := os.Getenv("LocalAppData"); d != "" {
+			return filepath.Join(d, "mcptape")
+		}
+	}
+	return filepath.Join(home, ".local", "share", "mcptape")
+}
+
+// openWrite opens the store for recording.
+func openWrite(dir string) (*badgerstore.Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	st, err := badgerstore.Open(dir, nil)
+	if err != nil {
+		if errors.Is(err, badgerstore.ErrLocked) {
+			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
+				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it, or record into another directory with --data", dir, a.PID)
+			}
+		}
+		return nil, err
+	}
+	return st, nil
+}
+
+// openRead opens the store for reading: directly when no process holds it,
+// else through the API of the recorder that does.
+func openRead(ctx context.Context, dir string) (capture.Store, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
+	}
+	if c, _, err := remotestore.Discover(ctx, dir); err == nil {
+		return c, nil
+	}
+	st, err := badgerstore.Open(dir, nil)
+	if err == nil {
+		return st, nil
+	}
+	if errors.Is(err, badgerstore.ErrLocked) {
+		if _, _, derr := remotestore.Discover(ctx, dir); derr != nil && !errors.Is(derr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s is locked by another process, and %v", dir, derr)
+		}
+		return nil, fmt.Errorf("%s is locked by another process that offers no API (an older mcptape, or a crashed one still running?); stop it, then try again", dir)
+	}
+	return nil, err
+}
+
+// pseudonymKey is the per-store secret that keys session-id pseudonyms, so
+// they are stable across restarts but not guessable.
+func pseudonymKey(dir string) ([]byte, error) {
+	path := filepath.Join(dir, "pseudonym.key")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 16 {
+		return b, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return b, nil
+}

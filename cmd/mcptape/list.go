@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("ls", stderr)
+	data := fs.String("data", defaultDataDir(), "directory of the capture store")
+	asJSON := fs.Bool("json", false, "one JSON object per session")
+	limit := fs.Int("limit", 0, "show at most this many sessions (newest first); 0 means all")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	store, err := openRead(ctx, *data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout)
+}
+
+func listSessions(ctx context.Context, store capture.Store, q capture.SessionQuery, asJSON bool, w io.Writer) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for s, err := range store.Sessions(ctx, q) {
+			if err != nil {
+				return err
+			}
+			if err := enc.Encode(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tERA\tVERSION\tCLIENT\tSERVER\tSTART\tCALLS\tERRORS\tSTATUS")
+	n := 0
+	for s, err := range store.Sessions(ctx, q) {
+		if err != nil {
+			return err
+		}
+		n++
+		status := s.Status.String()
+		if s.Findings > 0 {
+			status += fmt.Sprintf(" (%d findings)", s.Findings)
+		}
+		if s.Lost > 0 {
+			status += fmt.Sprintf(" (%d lost)", s.Lost)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, eraName(s.Era, s.Opening), dash(s.Version),
+			dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Start.Local().Format("2006-01-02 15:04:05"),
+			s.Calls, s.Errors, status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "(no sessions recorded yet)")
+	}
+	return nil
+}
+
+func eraName(e protocol.Era, opening string) string {
+	if opening == "http" {
+		return "http"
+	}
+	return e.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// clean makes recorded text safe for a terminal: recorded content is
+// hostile, so control characters (escape sequences) never reach it.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("show", stderr)
+	data := fs.String("data", defaultDataDir(), "directory of the capture store")
+	asJSON := fs.Bool("json", false, "one JSON object per message, the raw message included")
+	tree := fs.Bool("tree", false, "show the causal tree: calls and what each set off")
+	if err := parse(fs, interleave(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("name one session (its id from `mcptape ls`, or a unique prefix of it)")
+	}
+	store, err := openRead(ctx, *data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	s, err := findSession(ctx, store, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *tree {
+		t, err := capture.SessionTree(ctx, store, s.ID)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(t)
+		}
+		sessionHeader(stdout, s)
+		(&treePrinter{w: stdout, loc: time.Local}).print(t)
+		return nil
+	}
+	return showSession(ctx, store, s, *asJSON, stdout)
+}
+
+// interleave moves flags after positional arguments to the front, so
+// `show ID --json` works like `show --json ID`.
+func interleave(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") {
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && i+1 < len(args) && takesValue(a) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func takesValue(flag string) bool {
+	switch strings.TrimLeft(flag, "-") {
+	case "data":
+		return true
+	}
+	return false
+}
+
+func findSession(ctx context.Context, store capture.Store, id string) (*capture.Session, error) {
+	s, err := store.Session(ctx, id)
+	if err == nil {
+		return s, nil
+	}
+	var matches []*capture.Session
+	for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(s.ID, id) {
+			matches = append(matches, s)
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return nil, fmt.Errorf("no session %q; `mcptape ls` lists them", id)
+	}
+	ids := make([]string, 0, len(matches))
+	for _, m := range matches {
+		ids = append(ids, m.ID)
+	}
+	return nil, fmt.Errorf("%q matches %d sessions (%s); give more of the id", id, len(matches), strings.Join(ids, ", "))
+}
+
+// shownMessage is the JSON form of one message in `show --json`.
+type shownMessage struct {
+	Seq      uint64            `json:"seq"`
+	Offset   float64           `json:"offset"` // seconds since the session's start
+	Time     time.Time         `json:"time"`
+	Dir      string            `json:"dir"`
+	Kind     string            `json:"kind"`
+	Method   string            `json:"method,omitempty"`
+	Name     string            `json:"name,omitempty"`
+	ID       json.RawMessage   `json:"id,omitempty"`
+	Size     int               `json:"size"`
+	Exchange uint64            `json:"exchange"`
+	SSE      *capture.SSEInfo  `json:"sse,omitempty"`
+	Links    capture.Links     `json:"links,omitzero"`
+	Findings []capture.Finding `json:"findings,omitempty"`
+	// Raw is the message itself when it is JSON; RawText holds a frame
+	// that is not.
+	Raw     json.RawMessage `json:"raw,omitempty"`
+	RawText string          `json:"rawText,omitempty"`
+}
+
+func showSession(ctx context.Context, store capture.Store, s *capture.Session, asJSON bool, w io.Writer) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
+			if err != nil {
+				return err
+			}
+			sm := shownMessage{
+				Seq: m.Seq, Offset: m.Time.Sub(s.Start).Seconds(), Time: m.Time, Dir: m.Direction.String(),
+				Kind: m.Kind.String(), Method: m.Method, Name: m.Name, ID: m.ID, Size: m.Size, Exchange: m.ExchangeID,
+				SSE: m.SSE, Links: m.Links, Findings: m.Findings,
+			}
+			if m.Kind != protocol.KindInvalid && m.Kind != protocol.KindFrame && json.Valid(m.Raw) {
+				sm.Raw = m.Raw
+			} else {
+				sm.RawText = string(m.Raw)
+			}
+			if err := enc.Encode(sm); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sessionHeader(w, s)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "OFFSET\tDIR\tKIND\tMETHOD\tID\tSIZE\tNOTES")
+	for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{NoRaw: true}) {
+		if err != nil {
+			return err
+		}
+		method := m.Method
+		if m.Name != "" {
+			method += " " + m.Name
+		}
+		var notes []string
+		if m.Kind == protocol.KindFrame && m.SSE != nil {
+			notes = append(notes, "sse "+frameNote(m))
+		}
+		for _, f := range m.Findings {
+			notes = append(notes, "! "+string(f.Kind)+": "+f.Message)
+		}
+		fmt.Fprintf(tw, "+%s\t%s\t%s\t%s\t%s\t%d\t%s\n", fmtOffset(m.Time.Sub(s.Start)), m.Direction.Arrow(), m.Kind,
+			dash(clean(method)), dash(clean(string(m.ID))), m.Size, clean(strings.Join(notes, "; ")))
+	}
+	return tw.Flush()
+}
+
+func frameNote(m *capture.Message) string {
+	switch {
+	case m.SSE.ID != "" && m.Size > 0:
+		return "priming id " + m.SSE.ID
+	case m.SSE.Type != "":
+		return "event " + m.SSE.Type
+	}
+	return "comment/retry"
+}
+
+func fmtOffset(d time.Duration) string {
+	return fmt.Sprintf("%.6fs", d.Seconds())
+}
+
+func sessionHeader(w io.Writer, s *capture.Session) {
+	fmt.Fprintf(w, "session %s  %s %s  client %s  server %s  %s\n", s.ID, eraName(s.Era, s.Opening), dash(s.Version),
+		dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Status)
+}

@@ -1,0 +1,122 @@
+// Command mcptape records and replays Model Context Protocol traffic.
+//
+// Run `mcptape help` for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed
+	exitUsage = 2 // the command line was wrong
+)
+
+type command struct {
+	name, args, summary string
+	run                 func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"record", "--upstream URL [--listen ADDR] [--data DIR]", "put the recording proxy in front of an MCP server", runRecord},
+		{"ls", "[--data DIR] [--json]", "list recorded sessions", runLs},
+		{"show", "[--data DIR] [--json] SESSION", "print a session's messages in order", runShow},
+		{"demo", "[--keep-running]", "record the built-in fixture client and server on both protocol eras", runDemo},
+		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
+		{"version", "", "print the version", runVersion},
+	}
+}
+
+// usageError is a command-line mistake: exit code 2, and the usage shown.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		var ue *usageError
+		switch {
+		case err == nil:
+			return exitOK
+		case errors.Is(err, flag.ErrHelp):
+			return exitOK
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "mcptape %s: %s\nusage: mcptape %s %s\n", c.name, ue.msg, c.name, c.args)
+			return exitUsage
+		default:
+			fmt.Fprintf(stderr, "mcptape %s: %v\n", c.name, err)
+			return exitError
+		}
+	}
+	fmt.Fprintf(stderr, "mcptape: unknown command %q; run `mcptape help` for the list\n", args[0])
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "mcptape records and replays Model Context Protocol traffic.\n\nUsage:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  mcptape %-8s %s\n      %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprint(w, "\nRun `mcptape COMMAND -h` for a command's flags.\n")
+}
+
+// newFlags is a flag set that reports errors instead of exiting.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("mcptape "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses flags, turning a flag error into a usage error.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
+	fmt.Fprintln(stdout, "mcptape", version)
+	return nil
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return fmt.Sprint(*s) }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }

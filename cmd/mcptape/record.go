@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/proxy"
+)
+
+type recordConfig struct {
+	upstream     string
+	listen       string
+	data         string
+	redact       []string
+	noRedact     bool
+	upstreamCA   string
+	allowAnyHost bool
+	idleGap      time.Duration
+	logLevel     string
+}
+
+func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("record", stderr)
+	var c recordConfig
+	fs.StringVar(&c.upstream, "upstream", "", "the MCP server's URL, e.g. http://127.0.0.1:3001/mcp (required)")
+	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")
+	fs.StringVar(&c.data, "data", defaultDataDir(), "directory of the capture store")
+	fs.Var((*stringList)(&c.redact), "redact-header", "also redact this header (repeatable)")
+	fs.BoolVar(&c.noRedact, "no-redact", false, "store secrets unredacted (local debugging only)")
+	fs.StringVar(&c.upstreamCA, "upstream-ca", "", "PEM file of CA certificates to trust for an https upstream")
+	fs.BoolVar(&c.allowAnyHost, "allow-any-host", false, "accept any Host header on a loopback listener (turns off DNS-rebinding protection)")
+	fs.DurationVar(&c.idleGap, "idle-gap", 5*time.Minute, "silence after which a 2026-07-28 client's next request starts a new session")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if c.upstream == "" {
+		return usagef("--upstream is required: the URL of the MCP server to record, e.g. --upstream http://127.0.0.1:3001/mcp")
+	}
+	logger, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	rs, err := startRecording(ctx, &c, logger)
+	if err != nil {
+		return err
+	}
+	if c.noRedact {
+		fmt.Fprintln(stderr, "mcptape: WARNING: --no-redact: Authorization headers, cookies, API keys and session ids are stored as they are. Do not share this store.")
+	}
+	up, _ := url.Parse(c.upstream)
+	fmt.Fprintf(stdout, "mcptape: recording %s into %s\n", up.Redacted(), c.data)
+	fmt.Fprintf(stdout, "mcptape: point your MCP client at %s%s\n", rs.srv.URL(), up.RequestURI())
+	fmt.Fprintf(stdout, "mcptape: look with `mcptape ls --data %s` (works while recording); stop with Ctrl-C\n", c.data)
+	errc := make(chan error, 1)
+	go func() { errc <- rs.srv.Serve() }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	stats, cerr := rs.close()
+	fmt.Fprintf(stdout, "mcptape: stopped: %d exchanges, %d messages stored, %d lost\n", stats.Exchanges, stats.Stored, stats.Lost+stats.Dropped)
+	return errors.Join(err, cerr)
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// recording is a running recorder: store, pipeline, proxy, local API.
+type recording struct {
+	store    *badgerstore.Store
+	rec      *capture.Recorder
+	srv      *proxy.Server
+	api      *http.Server
+	unann    func()
+	upstream string
+}
+
+func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
+	up, err := url.Parse(c.upstream)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return nil, usagef("--upstream %q is not an http(s) URL like http://127.0.0.1:3001/mcp", c.upstream)
+	}
+	var tlsConf *tls.Config
+	if c.upstreamCA != "" {
+		pem, err := os.ReadFile(c.upstreamCA)
+		if err != nil {
+			return nil, fmt.Errorf("--upstream-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--upstream-ca %s holds no PEM certificate", c.upstreamCA)
+		}
+		tlsConf = &tls.Config{RootCAs: pool}
+	}
+	store, err := openWrite(c.data)
+	if err != nil {
+		return nil, err
+	}
+	rs := &recording{store: store, upstream: up.Redacted()}
+	defer func() {
+		if err != nil {
+			rs.close()
+		}
+	}()
+	ro := &capture.RecorderOptions{
+		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap,
+		Redact: capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
+	}
+	if !c.noRedact {
+		if ro.Redact.PseudonymKey, err = pseudonymKey(c.data); err != nil {
+			return nil, err
+		}
+	}
+	rs.rec, err = capture.NewRecorder(ctx, store, ro)
+	if err != nil {
+		return nil, err
+	}
+	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost})
+	if err != nil {
+		return nil, err
+	}
+	rs.srv, err = proxy.Listen(c.listen, p, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := rs.serveAPI(c); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// serveAPI lets `ls` and `show` read the store while this process holds it.
+func (rs *recording) serveAPI(c *recordConfig) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("starting the local API: %w", err)
+	}
+	token := remotestore.NewToken()
+	started := time.Now()
+	listen := rs.srv.URL()
+	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, func() remotestore.Status {
+		return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = rs.api.Serve(ln) }()
+	rs.unann, err = remotestore.WriteAnnouncement(c.data, remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token})
+	if err != nil {
+		return fmt.Errorf("announcing the local API in %s: %w", c.data, err)
+	}
+	return nil
+}
+
+// close stops everything in order: no new traffic, the proxy's streams
+// ended, the recorder drained, the store closed.
+func (rs *recording) close() (capture.Stats, error) {
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if rs.srv != nil {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = rs.srv.Shutdown(sctx) // long-lived streams are cut after the grace period
+		scancel()
+	}
+	var stats capture.Stats
+	if rs.rec != nil {
+		if err := rs.rec.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		stats = rs.rec.Stats()
+	}
+	if rs.unann != nil {
+		rs.unann()
+	}
+	if rs.api != nil {
+		_ = rs.api.Close()
+	}
+	if err := rs.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the store: %w", err))
+	}
+	return stats, errors.Join(errs...)
+}
+
+func trimURL(u string) string { return strings.TrimRight(u, "/") }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// treePrinter renders a capture.Tree the way the MCP Inspector's history
+// view sketches it: a line per call, what it set off nested under it.
+type treePrinter struct {
+	w   io.Writer
+	loc *time.Location
+}
+
+func (p *treePrinter) print(t *capture.Tree) {
+	for _, n := range t.Roots {
+		marker := "[>]"
+		switch {
+		case n.Kind == capture.NodeNotification:
+			marker = "[*]"
+		case n.Kind == capture.NodeOther:
+			marker = "[!]"
+		case n.Dir == protocol.ServerToClient:
+			marker = "[<]"
+		}
+		line := fmt.Sprintf("%s %s %s", marker, p.clock(n.Start), p.title(n))
+		if n.Status != "" {
+			line += " [" + n.Status + "]"
+		}
+		if n.Duration > 0 {
+			line += " " + fmtDur(n.Duration)
+		}
+		fmt.Fprintln(p.w, clean(line))
+		p.details(n, "    ", true)
+		p.children(n, n.Start, " ")
+	}
+}
+
+func (p *treePrinter) title(n *capture.Node) string {
+	s := n.Method
+	if n.Name != "" {
+		s += " " + n.Name
+	}
+	if n.Key != "" {
+		s += " [" + n.Key + "]"
+	}
+	if n.Label != "" {
+		s += " (" + n.Label + ")"
+	}
+	return s
+}
+
+func (p *treePrinter) details(n *capture.Node, indent string, root bool) {
+	if n.Summary != "" && n.Kind != capture.NodeNotification {
+		fmt.Fprintf(p.w, "%sresult: %s\n", indent, clean(n.Summary))
+	}
+	if n.Note != "" && root {
+		fmt.Fprintf(p.w, "%snote: %s\n", indent, clean(n.Note))
+	}
+	for _, f := range n.Findings {
+		if f.Kind == capture.FindingRedacted {
+			continue
+		}
+		fmt.Fprintf(p.w, "%s! %s: %s\n", indent, f.Kind, clean(f.Message))
+	}
+}
+
+// children prints rounds and children; consecutive progress notifications
+// fold into one line.
+func (p *treePrinter) children(n *capture.Node, parentStart time.Time, prefix string) {
+	type entry struct {
+		node  *capture.Node
+		text  string
+		count int
+	}
+	var entries []entry
+	for i, r := range n.Rounds {
+		entries = append(entries, entry{node: r, text: fmt.Sprintf("round %d", i+1)})
+	}
+	for _, c := range n.Children {
+		if c.Method == protocol.MethodProgress && len(entries) > 0 && entries[len(entries)-1].node.Method == protocol.MethodProgress {
+			last := &entries[len(entries)-1]
+			last.count++
+			last.node = c
+			continue
+		}
+		entries = append(entries, entry{node: c, count: 1})
+	}
+	for i, e := range entries {
+		last := i == len(entries)-1
+		branch, more := " +-- ", " |   "
+		if last {
+			more = "     "
+		}
+		c := e.node
+		title := e.text
+		if title == "" {
+			title = p.title(c)
+		}
+		line := fmt.Sprintf("%s%s%s %s", prefix, branch, p.clock(c.Start), title)
+		switch {
+		case c.Method == protocol.MethodProgress && e.count > 1:
+			line += fmt.Sprintf(" x%d, last %s", e.count, c.Summary)
+		case c.Kind == capture.NodeNotification && c.Summary != "":
+			line += " " + c.Summary
+		}
+		if c.Status != "" && c.Status != "success" {
+			line += " [" + c.Status + "]"
+		}
+		line += fmt.Sprintf(" [+%s]", fmtDur(c.Start.Sub(parentStart)))
+		fmt.Fprintln(p.w, clean(line))
+		p.details(c, prefix+more+"  ", false)
+		p.children(c, c.Start, prefix+more)
+	}
+}
+
+func (p *treePrinter) clock(t time.Time) string {
+	return t.In(p.loc).Format("15:04:05")
+}
+
+// fmtDur is 850µs, 12ms, 2.5s.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Round(time.Millisecond).Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
