@@ -61,6 +61,8 @@ type sessState struct {
 	progress    map[string]uint64 // progress token → request seq
 	rounds      map[string]uint64 // method|name|requestState → the input_required round's request seq
 	lastSample  map[uint64]uint64 // parent call → its latest sampling request
+	written     time.Time         // when the record was last handed to the writer
+	urgent      bool              // a change readers must see at once (a key bound, a loss)
 }
 
 type xState struct {
@@ -96,24 +98,24 @@ func newPipeline(r *Recorder, seq uint64) *pipeline {
 
 func (p *pipeline) run() {
 	defer close(p.r.batches)
-	tick := time.NewTicker(time.Minute)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case ev, ok := <-p.r.events:
 			if !ok {
 				p.finish()
-				p.flush()
+				p.flush(true)
 				return
 			}
 			p.handle(ev)
 		drain:
-			for len(p.msgs)+len(p.dirtyX)+len(p.dirtyS) < p.o.BatchSize {
+			for len(p.msgs)+len(p.dirtyX) < p.o.BatchSize {
 				select {
 				case ev, ok := <-p.r.events:
 					if !ok {
 						p.finish()
-						p.flush()
+						p.flush(true)
 						return
 					}
 					p.handle(ev)
@@ -121,37 +123,57 @@ func (p *pipeline) run() {
 					break drain
 				}
 			}
-			p.flush()
+			p.flush(false)
 		case <-tick.C:
-			p.purge(p.o.Now())
+			now := p.o.Now()
+			p.writeInFlight(now)
+			p.flush(true)
+			p.purge(now)
 		}
 	}
 }
 
-// flush hands what is pending to the writer as one batch.
-func (p *pipeline) flush() {
+// sessionWriteInterval bounds how often a busy session's record is
+// rewritten: its counts change with every message, and writing it once per
+// batch would cost a store write per call.
+const sessionWriteInterval = 250 * time.Millisecond
+
+// flush hands what is pending to the writer as one batch. Sessions whose
+// record was written less than sessionWriteInterval ago wait, unless force
+// is set or a Sync is waiting.
+func (p *pipeline) flush(force bool) {
 	for id, l := range p.r.takeLoss() {
 		if st := p.sessions[id]; st != nil {
 			st.s.Status = StatusIncomplete
 			st.s.Lost += l.n
 			st.s.LossReason = l.reason
+			st.urgent = true
 			p.dirtyS[id] = st
 		}
 	}
 	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 {
 		return
 	}
+	force = force || len(p.syncs) > 0
+	now := time.Now()
 	b := &Batch{Messages: p.msgs, syncs: p.syncs}
-	for _, st := range p.dirtyS {
+	for id, st := range p.dirtyS {
+		if !force && !st.urgent && now.Sub(st.written) < sessionWriteInterval {
+			continue
+		}
 		s := st.s
 		b.Sessions = append(b.Sessions, &s)
+		st.written, st.urgent = now, false
+		delete(p.dirtyS, id)
 	}
 	for _, xs := range p.dirtyX {
 		x := xs.x
 		b.Exchanges = append(b.Exchanges, &x)
 	}
+	if b.Len() == 0 && len(b.syncs) == 0 {
+		return
+	}
 	p.msgs, p.syncs = nil, nil
-	clear(p.dirtyS)
 	clear(p.dirtyX)
 	p.r.batches <- b
 }
@@ -280,7 +302,6 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 	xs.x.SessionID = st.s.ID
 	st.s.Exchanges++
 	p.touch(st, at)
-	p.dirtyX[xs.x.ID] = xs
 	if xs.x.Method == http.MethodDelete && xs.key != "" {
 		st.s.Status = closedUnlessIncomplete(st.s.Status)
 	}
@@ -341,10 +362,9 @@ func (p *pipeline) response(xs *xState, ev event) {
 			st.keyed = true
 			st.s.Key = p.red.pseudonym(key)
 			delete(p.probes, st.probeFP)
-			p.dirtyS[st.s.ID] = st
+			st.urgent = true
 		}
 	}
-	p.dirtyX[xs.x.ID] = xs
 	p.touch(st, ev.at)
 }
 
@@ -521,6 +541,17 @@ func (p *pipeline) touch(st *sessState, at time.Time) {
 		st.s.End = at
 	}
 	p.dirtyS[st.s.ID] = st
+}
+
+// writeInFlight writes the exchanges that have been open for a second or
+// more (long SSE streams), so readers see them before they end; the others
+// are written once, when they end.
+func (p *pipeline) writeInFlight(now time.Time) {
+	for id, xs := range p.xs {
+		if xs.reqDone && now.Sub(xs.x.Start) >= time.Second {
+			p.dirtyX[id] = xs
+		}
+	}
 }
 
 // finish ends every exchange still in flight (the recorder is closing) and

@@ -1,0 +1,83 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/proxy"
+)
+
+// BenchmarkEcho measures one echo tools/call on the stateless fixture
+// endpoint directly, through a plain httputil.ReverseProxy and through the
+// recording proxy on Badger, in one process (profile with -cpuprofile; the
+// side-by-side figures across processes come from `mcptape bench`).
+func BenchmarkEcho(b *testing.B) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+
+	plain := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = u.Host },
+		FlushInterval: -1,
+		Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64},
+	})
+	defer plain.Close()
+
+	store, err := badgerstore.Open(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	rec, err := capture.NewRecorder(context.Background(), store, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
+	rp := httptest.NewServer(p)
+	defer rp.Close()
+
+	for _, t := range []struct{ name, url string }{{"direct", up.URL}, {"plain", plain.URL}, {"mcptape", rp.URL}} {
+		b.Run(t.name, func(b *testing.B) {
+			tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					i++
+					body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`, i)
+					req, _ := http.NewRequest("POST", t.url+fixtures.PathStateless, strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+					req.Header.Set("Mcp-Method", "tools/call")
+					req.Header.Set("Mcp-Name", "echo")
+					res, err := c.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					got, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if !bytes.Contains(got, []byte(`"result"`)) {
+						b.Errorf("bad response %q", got)
+						return
+					}
+				}
+			})
+		})
+	}
+}
