@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -114,6 +115,8 @@ func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessSta
 		progress:   map[string]uint64{},
 		rounds:     map[string]uint64{},
 		lastSample: map[uint64]uint64{},
+		elicit:     map[string]uint64{},
+		tasks:      map[string]uint64{},
 	}
 	p.sessions[id] = st
 	p.dirtyS[id] = st
@@ -181,10 +184,11 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 	st := xs.sess
 	params, _ := protocol.ParseParams(pm.Params)
 	m.Name = params.Name
+	p.linkTask(st, &params, m)
 	if dir == protocol.ClientToServer {
 		st.s.Calls++
 		if xs.reqSeq == 0 {
-			xs.reqSeq = m.Seq
+			xs.reqSeq, xs.reqID, xs.reqMeth = m.Seq, pm.ID, pm.Method
 		}
 		p.learnClient(st, pm.Method, &params)
 		if len(params.ProgressToken) > 0 {
@@ -195,8 +199,11 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 				m.Links.Previous = prev
 			} else {
 				m.Findings = append(m.Findings, Finding{FindingRequestState,
-					"requestState matches no input_required result recorded in this session"})
+					"requestState matches no input_required result of this call recorded in this session (altered, or from another session)"})
 			}
+		}
+		if pm.Method == protocol.MethodToolsCall {
+			m.Findings = append(m.Findings, checkToolCall(st, params.Name, params.Arguments, xs.headers)...)
 		}
 	} else {
 		// A server→client request belongs to the client call whose stream
@@ -208,9 +215,14 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 			}
 			st.lastSample[xs.reqSeq] = m.Seq
 		}
+		if params.ElicitationID != "" && len(st.elicit) < maxPending {
+			st.elicit[params.ElicitationID] = m.Seq
+		}
 		if st.s.Era == protocol.EraModern {
 			m.Findings = append(m.Findings, Finding{FindingWrongStream,
 				fmt.Sprintf("server→client request %s on a 2026-07-28 session, which has none (MRTR replaces them)", pm.Method)})
+		} else if f := capabilityFinding(st.s.ClientCapabilities, pm.Method, &params); f != nil {
+			m.Findings = append(m.Findings, *f)
 		}
 	}
 	k := pendKey{dir, pm.IDKey()}
@@ -222,7 +234,21 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
 	}
 	if len(st.pending) < maxPending {
-		st.pending[k] = pending{seq: m.Seq, method: pm.Method, name: params.Name}
+		pd := pending{seq: m.Seq, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
+		if params.Modern {
+			pd.caps = params.ClientCapabilities
+		}
+		st.pending[k] = pd
+	}
+}
+
+// linkTask links a message that names a task to the request that created it.
+func (p *pipeline) linkTask(st *sessState, params *protocol.Params, m *Message) {
+	if params.TaskID == "" {
+		return
+	}
+	if seq, ok := st.tasks[params.TaskID]; ok && seq != m.Seq {
+		m.Links.Task = seq
 	}
 }
 
@@ -264,6 +290,7 @@ func roundKey(method, name, state string) string { return method + "\x00" + name
 func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
 	st := xs.sess
 	params, _ := protocol.ParseParams(pm.Params)
+	p.linkTask(st, &params, m)
 	switch {
 	case pm.Method == protocol.MethodProgress && len(params.ProgressToken) > 0:
 		if seq, ok := st.progress[protocol.IDKey(params.ProgressToken)]; ok {
@@ -274,10 +301,30 @@ func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol
 		if pd, ok := st.pending[pendKey{dir, protocol.IDKey(params.RequestID)}]; ok {
 			m.Links.Request = pd.seq
 		}
+	case pm.Method == protocol.MethodElicitationComplete && params.ElicitationID != "":
+		if seq, ok := st.elicit[params.ElicitationID]; ok {
+			m.Links.Request = seq
+		} else {
+			m.Findings = append(m.Findings, Finding{FindingOrphanResponse,
+				fmt.Sprintf("elicitation/complete for elicitationId %q, which no recorded elicitation/create carried", params.ElicitationID)})
+		}
 	case dir == protocol.ServerToClient:
 		// Log messages and other notifications belong to the request whose
 		// stream carried them (none on the standalone GET stream).
 		m.Links.Request = xs.reqSeq
+	}
+	if dir == protocol.ServerToClient && xs.reqMeth == protocol.MethodSubscriptionsListen {
+		switch {
+		case pm.Method == protocol.MethodProgress || pm.Method == protocol.MethodLogMessage:
+			m.Findings = append(m.Findings, Finding{FindingWrongStream,
+				pm.Method + " on a subscriptions/listen stream, which carries only subscription notifications"})
+		case len(params.SubscriptionID) == 0:
+			m.Findings = append(m.Findings, Finding{FindingMalformed,
+				"notification on a subscriptions/listen stream without _meta[\"io.modelcontextprotocol/subscriptionId\"]"})
+		case protocol.IDKey(params.SubscriptionID) != protocol.IDKey(xs.reqID):
+			m.Findings = append(m.Findings, Finding{FindingMalformed,
+				fmt.Sprintf("subscriptionId %s differs from the id %s of the listen request whose stream carries it", params.SubscriptionID, xs.reqID)})
+		}
 	}
 	if dir == protocol.ClientToServer && pm.Method == protocol.MethodInitialized {
 		st.initialized = true
@@ -306,6 +353,10 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	m.Links.Request = pd.seq
 	m.Method = pd.method
 	m.Name = pd.name
+	if dir == protocol.ServerToClient && xs.x.Method == "GET" && xs.headers.Get(protocol.HeaderLastEventID) == "" {
+		m.Findings = append(m.Findings, Finding{FindingWrongStream,
+			"a response on the standalone GET stream, where the spec allows none (outside resumption)"})
+	}
 	if pm.Kind != protocol.KindResult {
 		return
 	}
@@ -313,11 +364,32 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	if res.IsError {
 		st.s.Errors++
 	}
-	if dir == protocol.ServerToClient {
-		p.learnServer(st, pd.method, &res)
-		if res.ResultType == "input_required" && res.RequestState != nil {
+	if res.TaskID != "" && len(st.tasks) < maxPending {
+		if _, known := st.tasks[res.TaskID]; !known {
+			st.tasks[res.TaskID] = pd.seq
+		}
+	}
+	if dir != protocol.ServerToClient {
+		return
+	}
+	p.learnServer(st, pd.method, &res)
+	switch pd.method {
+	case protocol.MethodToolsList:
+		m.Findings = append(m.Findings, learnTools(st, pm.Result, pd.paged)...)
+	case protocol.MethodToolsCall:
+		if res.ResultType != "input_required" {
+			m.Findings = append(m.Findings, checkStructured(st, pd.name, &res)...)
+		}
+	}
+	if res.ResultType == "input_required" {
+		if res.RequestState != nil {
 			st.rounds[roundKey(pd.method, pd.name, *res.RequestState)] = pd.seq
 		}
+		caps := pd.caps
+		if caps == nil {
+			caps = st.s.ClientCapabilities
+		}
+		m.Findings = append(m.Findings, checkInputRequests(caps, res.InputRequests)...)
 	}
 }
 

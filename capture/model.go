@@ -233,6 +233,10 @@ type Links struct {
 	// the second and later sampling requests of a tool loop, the previous
 	// sampling request.
 	Previous uint64 `json:"previous,omitempty"`
+	// Task is, on a message that names a task (tasks/get, tasks/result,
+	// a status notification, a related-task _meta), the request that
+	// created the task.
+	Task uint64 `json:"task,omitempty"`
 }
 
 // IsZero reports whether no link is set.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -46,6 +47,8 @@ type pending struct {
 	seq    uint64
 	method string
 	name   string
+	caps   json.RawMessage // a modern request's clientCapabilities
+	paged  bool            // a list request with a cursor
 }
 
 type sessState struct {
@@ -61,8 +64,11 @@ type sessState struct {
 	progress    map[string]uint64 // progress token → request seq
 	rounds      map[string]uint64 // method|name|requestState → the input_required round's request seq
 	lastSample  map[uint64]uint64 // parent call → its latest sampling request
-	written     time.Time         // when the record was last handed to the writer
-	urgent      bool              // a change readers must see at once (a key bound, a loss)
+	elicit      map[string]uint64 // elicitationId → the URL elicitation request
+	tasks       map[string]uint64 // taskId → the request that created the task
+	tools       map[string]*toolInfo
+	written     time.Time // when the record was last handed to the writer
+	urgent      bool      // a change readers must see at once (a key bound, a loss)
 }
 
 type xState struct {
@@ -82,6 +88,8 @@ type xState struct {
 	respOver bool
 	sse      *protocol.SSEParser
 	reqSeq   uint64 // the exchange's first client request: parent of what its stream carries
+	reqID    json.RawMessage
+	reqMeth  string
 	headers  http.Header
 	ip       string
 }

@@ -97,7 +97,14 @@ func SessionTree(ctx context.Context, store Store, id string) (*Tree, error) {
 		}
 		msgs = append(msgs, m)
 	}
-	return BuildTree(s, msgs), nil
+	var xs []*Exchange
+	for x, err := range store.Exchanges(ctx, id) {
+		if err != nil {
+			return nil, err
+		}
+		xs = append(xs, x)
+	}
+	return BuildTree(s, msgs, xs), nil
 }
 
 // CallTree returns the node of the call that message seq belongs to.
@@ -158,13 +165,18 @@ func (n *Node) Walk(f func(*Node)) {
 	}
 }
 
-// BuildTree builds the tree of a session from its messages in Seq order.
-func BuildTree(s *Session, msgs []*Message) *Tree {
-	b := &treeBuilder{t: &Tree{Session: s}, bySeq: map[uint64]*Node{}, rootOf: map[uint64]*Node{}}
+// BuildTree builds the tree of a session from its messages in Seq order and
+// its exchanges (which say which streams the client closed; nil is fine).
+func BuildTree(s *Session, msgs []*Message, exchanges []*Exchange) *Tree {
+	b := &treeBuilder{t: &Tree{Session: s}, bySeq: map[uint64]*Node{}, rootOf: map[uint64]*Node{},
+		msgs: make(map[uint64]*Message, len(msgs)), xs: make(map[uint64]*Exchange, len(exchanges))}
+	for _, x := range exchanges {
+		b.xs[x.ID] = x
+	}
 	for _, m := range msgs {
 		b.add(m)
 	}
-	b.finish(msgs)
+	b.finish()
 	return b.t
 }
 
@@ -174,14 +186,12 @@ type treeBuilder struct {
 	rootOf map[uint64]*Node // request seq of any round → the logical call
 	last   time.Time
 	msgs   map[uint64]*Message
+	xs     map[uint64]*Exchange
 }
 
 func (b *treeBuilder) add(m *Message) {
 	if m.Time.After(b.last) {
 		b.last = m.Time
-	}
-	if b.msgs == nil {
-		b.msgs = map[uint64]*Message{}
 	}
 	b.msgs[m.Seq] = m
 	if m.Kind == protocol.KindFrame {
@@ -239,6 +249,11 @@ func (b *treeBuilder) request(m *Message) {
 		root.Status = "pending"
 		return
 	}
+	if task := b.bySeq[m.Links.Task]; task != nil && m.Links.Task != 0 {
+		n.Note = "about the task this call created"
+		task.Children = append(task.Children, n)
+		return
+	}
 	if m.Method == protocol.MethodDiscover && b.t.Session != nil && b.t.Session.Opening == "discover+initialize" {
 		n.Note = "era negotiation: the server offered no 2026-07-28 version; the client fell back to initialize"
 	} else if m.Method == protocol.MethodDiscover {
@@ -265,7 +280,7 @@ func (b *treeBuilder) response(m *Message) {
 		n.Summary = errorSummary(m.Raw)
 	case res.ResultType == "input_required":
 		n.Status = "input_required"
-		n.Children = append(n.Children, inputNodes(m, res)...)
+		n.Children = append(n.Children, inputNodes(m, res, n.Kind == NodeRound)...)
 	case res.IsError:
 		n.Status = "isError"
 		n.Summary = resultSummary(n.Method, res)
@@ -294,6 +309,9 @@ func (b *treeBuilder) notification(m *Message) {
 		n.Note = "subscription " + string(p.SubscriptionID)
 	}
 	target := b.bySeq[m.Links.Request]
+	if target == nil {
+		target = b.bySeq[m.Links.Task]
+	}
 	if target == nil {
 		b.t.Roots = append(b.t.Roots, n)
 		return
@@ -332,16 +350,46 @@ func (b *treeBuilder) answerInputs(round *Node, params json.RawMessage) {
 	}
 }
 
-func (b *treeBuilder) finish(msgs []*Message) {
-	// Unanswered requests get a finding with their age at the session's
-	// last message, except listen streams, which never answer by design.
+func (b *treeBuilder) exchangeOf(seq uint64) *Exchange {
+	if m := b.msgs[seq]; m != nil {
+		return b.xs[m.ExchangeID]
+	}
+	return nil
+}
+
+func (b *treeBuilder) finish() {
+	// A request whose stream the client closed before the answer was
+	// cancelled (2026-07-28: closing the stream is cancellation) or, on a
+	// legacy session, abandoned. Other unanswered requests get a finding
+	// with their age at the session's last message, except listen streams,
+	// which never answer by design.
+	modern := b.t.Session != nil && b.t.Session.Era == protocol.EraModern
 	var mark func(ns []*Node)
 	mark = func(ns []*Node) {
 		for _, n := range ns {
 			if (n.Kind == NodeCall || n.Kind == NodeServerRequest || n.Kind == NodeRound) && n.Status == "pending" &&
-				n.Response == 0 && n.Method != protocol.MethodSubscriptionsListen && len(n.Rounds) == 0 {
-				n.Findings = append(n.Findings, Finding{FindingUnanswered,
-					fmt.Sprintf("no response %s after the request", b.last.Sub(n.Start).Round(time.Millisecond))})
+				n.Response == 0 && len(n.Rounds) == 0 {
+				x := b.exchangeOf(n.Request)
+				switch {
+				case n.Dir == protocol.ClientToServer && x != nil && x.Aborted && modern:
+					n.Status = "cancelled"
+					n.Note = "the client closed the stream before the response (cancellation on 2026-07-28)"
+				case n.Dir == protocol.ClientToServer && x != nil && x.Aborted:
+					n.Status = "aborted"
+					n.Note = "the exchange ended before the response: " + x.Error
+				case n.Method == protocol.MethodSubscriptionsListen:
+					if x != nil && !x.End.IsZero() {
+						n.Status = "closed"
+					} else {
+						n.Status = "open"
+					}
+				default:
+					n.Findings = append(n.Findings, Finding{FindingUnanswered,
+						fmt.Sprintf("no response %s after the request", b.last.Sub(n.Start).Round(time.Millisecond))})
+				}
+				if root := b.rootOf[n.Request]; root != nil && root != n {
+					root.Status, root.Note = n.Status, n.Note
+				}
 			}
 			mark(n.Rounds)
 			mark(n.Children)
@@ -373,7 +421,9 @@ func paramsOf(raw []byte) json.RawMessage {
 	return env.Params
 }
 
-func inputNodes(m *Message, res resultInfo) []*Node {
+// inputNodes are the requests of an input_required result; later is set
+// for rounds after the first, whose sampling requests continue a loop.
+func inputNodes(m *Message, res resultInfo, later bool) []*Node {
 	var reqs map[string]struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
@@ -389,7 +439,7 @@ func inputNodes(m *Message, res resultInfo) []*Node {
 		r := reqs[k]
 		n := &Node{Kind: NodeInputRequest, Method: r.Method, Key: k, Dir: protocol.ServerToClient, Start: m.Time, Status: "pending"}
 		p, _ := protocol.ParseParams(r.Params)
-		n.Label = labelFor(r.Method, &p, false)
+		n.Label = labelFor(r.Method, &p, later)
 		out = append(out, n)
 	}
 	return out

@@ -38,6 +38,7 @@ type rigOptions struct {
 	tls      bool
 	recorder *capture.RecorderOptions
 	proxy    *proxy.Options
+	upstream string // an upstream already running; h is then unused
 }
 
 func newRig(t *testing.T, h http.Handler, o *rigOptions) *rig {
@@ -46,12 +47,16 @@ func newRig(t *testing.T, h http.Handler, o *rigOptions) *rig {
 		o = &rigOptions{}
 	}
 	r := &rig{}
-	if o.tls {
-		r.up = httptest.NewTLSServer(h)
-	} else {
-		r.up = httptest.NewServer(h)
+	upstream := o.upstream
+	if upstream == "" {
+		if o.tls {
+			r.up = httptest.NewTLSServer(h)
+		} else {
+			r.up = httptest.NewServer(h)
+		}
+		t.Cleanup(r.up.Close)
+		upstream = r.up.URL
 	}
-	t.Cleanup(r.up.Close)
 	r.store = o.store
 	if r.store == nil {
 		r.store = memstore.New()
@@ -70,7 +75,7 @@ func newRig(t *testing.T, h http.Handler, o *rigOptions) *rig {
 	if o.proxy != nil {
 		po = *o.proxy
 	}
-	po.Upstream, _ = url.Parse(r.up.URL)
+	po.Upstream, _ = url.Parse(upstream)
 	po.Recorder = rec
 	if o.tls {
 		pool := x509.NewCertPool()

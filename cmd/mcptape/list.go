@@ -129,7 +129,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return enc.Encode(t)
 		}
 		sessionHeader(stdout, s)
-		(&treePrinter{w: stdout, loc: time.Local}).print(t)
+		t.WriteText(stdout, nil)
 		return nil
 	}
 	return showSession(ctx, store, s, *asJSON, stdout)

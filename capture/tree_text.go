@@ -1,37 +1,61 @@
-package main
+package capture
 
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
-	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/protocol"
 )
 
-// treePrinter renders a capture.Tree the way the MCP Inspector's history
-// view sketches it: a line per call, what it set off nested under it.
-type treePrinter struct {
-	w   io.Writer
-	loc *time.Location
+// TextOptions configures [Tree.WriteText]. The zero value prints local
+// clock times and durations.
+type TextOptions struct {
+	// Location is the zone of the clock times; nil means time.Local.
+	Location *time.Location
+	// NoTimes leaves out clock times, durations and offsets, so that two
+	// recordings of the same traffic print the same (golden tests).
+	NoTimes bool
 }
 
-func (p *treePrinter) print(t *capture.Tree) {
+// WriteText prints the tree the way the MCP Inspector's history view
+// sketches it: a line per call with its time, status and duration, what it
+// set off nested under it with offsets from its start, results and
+// findings beneath. Recorded text has its control characters replaced.
+func (t *Tree) WriteText(w io.Writer, opts *TextOptions) {
+	p := &treePrinter{w: w, loc: time.Local}
+	if opts != nil {
+		p.noTimes = opts.NoTimes
+		if opts.Location != nil {
+			p.loc = opts.Location
+		}
+	}
+	p.print(t)
+}
+
+type treePrinter struct {
+	w       io.Writer
+	loc     *time.Location
+	noTimes bool
+}
+
+func (p *treePrinter) print(t *Tree) {
 	for _, n := range t.Roots {
 		marker := "[>]"
 		switch {
-		case n.Kind == capture.NodeNotification:
+		case n.Kind == NodeNotification:
 			marker = "[*]"
-		case n.Kind == capture.NodeOther:
+		case n.Kind == NodeOther:
 			marker = "[!]"
 		case n.Dir == protocol.ServerToClient:
 			marker = "[<]"
 		}
-		line := fmt.Sprintf("%s %s %s", marker, p.clock(n.Start), p.title(n))
+		line := marker + p.clock(n.Start) + " " + p.title(n)
 		if n.Status != "" {
 			line += " [" + n.Status + "]"
 		}
-		if n.Duration > 0 {
+		if n.Duration > 0 && !p.noTimes {
 			line += " " + fmtDur(n.Duration)
 		}
 		fmt.Fprintln(p.w, clean(line))
@@ -40,7 +64,7 @@ func (p *treePrinter) print(t *capture.Tree) {
 	}
 }
 
-func (p *treePrinter) title(n *capture.Node) string {
+func (p *treePrinter) title(n *Node) string {
 	s := n.Method
 	if n.Name != "" {
 		s += " " + n.Name
@@ -54,15 +78,15 @@ func (p *treePrinter) title(n *capture.Node) string {
 	return s
 }
 
-func (p *treePrinter) details(n *capture.Node, indent string, root bool) {
-	if n.Summary != "" && n.Kind != capture.NodeNotification {
+func (p *treePrinter) details(n *Node, indent string, root bool) {
+	if n.Summary != "" && n.Kind != NodeNotification {
 		fmt.Fprintf(p.w, "%sresult: %s\n", indent, clean(n.Summary))
 	}
 	if n.Note != "" && root {
 		fmt.Fprintf(p.w, "%snote: %s\n", indent, clean(n.Note))
 	}
 	for _, f := range n.Findings {
-		if f.Kind == capture.FindingRedacted {
+		if f.Kind == FindingRedacted {
 			continue
 		}
 		fmt.Fprintf(p.w, "%s! %s: %s\n", indent, f.Kind, clean(f.Message))
@@ -71,9 +95,9 @@ func (p *treePrinter) details(n *capture.Node, indent string, root bool) {
 
 // children prints rounds and children; consecutive progress notifications
 // fold into one line.
-func (p *treePrinter) children(n *capture.Node, parentStart time.Time, prefix string) {
+func (p *treePrinter) children(n *Node, parentStart time.Time, prefix string) {
 	type entry struct {
-		node  *capture.Node
+		node  *Node
 		text  string
 		count int
 	}
@@ -101,25 +125,42 @@ func (p *treePrinter) children(n *capture.Node, parentStart time.Time, prefix st
 		if title == "" {
 			title = p.title(c)
 		}
-		line := fmt.Sprintf("%s%s%s %s", prefix, branch, p.clock(c.Start), title)
+		line := prefix + branch + strings.TrimPrefix(p.clock(c.Start)+" ", " ") + title
 		switch {
 		case c.Method == protocol.MethodProgress && e.count > 1:
 			line += fmt.Sprintf(" x%d, last %s", e.count, c.Summary)
-		case c.Kind == capture.NodeNotification && c.Summary != "":
+		case c.Kind == NodeNotification && c.Summary != "":
 			line += " " + c.Summary
 		}
 		if c.Status != "" && c.Status != "success" {
 			line += " [" + c.Status + "]"
 		}
-		line += fmt.Sprintf(" [+%s]", fmtDur(c.Start.Sub(parentStart)))
+		if !p.noTimes {
+			line += fmt.Sprintf(" [+%s]", fmtDur(c.Start.Sub(parentStart)))
+		}
 		fmt.Fprintln(p.w, clean(line))
 		p.details(c, prefix+more+"  ", false)
 		p.children(c, c.Start, prefix+more)
 	}
 }
 
+// clock is " 15:04:05", or "" without times.
 func (p *treePrinter) clock(t time.Time) string {
-	return t.In(p.loc).Format("15:04:05")
+	if p.noTimes {
+		return ""
+	}
+	return " " + t.In(p.loc).Format("15:04:05")
+}
+
+// clean makes recorded text safe for a terminal: control characters
+// (escape sequences) are replaced.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // fmtDur is 850µs, 12ms, 2.5s.
