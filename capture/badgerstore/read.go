@@ -1,0 +1,350 @@
+package badgerstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// view runs fn in a read transaction while holding the gate.
+func (s *Store) view(ctx context.Context, fn func(txn *badger.Txn) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.leave()
+	return s.db.View(fn)
+}
+
+// scan runs fn in a read transaction held for a whole iteration, which is
+// the snapshot the iteration sees. fn's next reports whether to go on to
+// another record: it checks ctx and Close, and yields the error if either
+// stops the iteration.
+func scan[T any](s *Store, ctx context.Context, yield func(T, error) bool,
+	fn func(txn *badger.Txn, next func() bool) error) {
+	var zero T
+	if err := s.enter(ctx); err != nil {
+		yield(zero, err)
+		return
+	}
+	defer s.gate.leave()
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	stopped := false
+	next := func() bool {
+		err := ctx.Err()
+		if err == nil && s.gate.closed.Load() {
+			err = capture.ErrClosed
+		}
+		if err != nil {
+			stopped = true
+			yield(zero, err)
+			return false
+		}
+		return true
+	}
+	if err := fn(txn, next); err != nil && !stopped {
+		yield(zero, err)
+	}
+}
+
+// Session implements [capture.Store].
+func (s *Store) Session(ctx context.Context, id string) (*capture.Session, error) {
+	var x *capture.Session
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		var err error
+		x, err = getSession(txn, id)
+		return err
+	})
+	return x, err
+}
+
+func getSession(txn *badger.Txn, id string) (*capture.Session, error) {
+	item, err := txn.Get(sessionKey(id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("badgerstore: session %q: %w", id, capture.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: session %q: %w", id, err)
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: session %q: %w", id, err)
+	}
+	return decodeSession(id, v)
+}
+
+// Sessions implements [capture.Store]. It walks the time index backwards
+// and loads each session record.
+func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[*capture.Session, error] {
+	return func(yield func(*capture.Session, error) bool) {
+		scan(s, ctx, yield, func(txn *badger.Txn, next func() bool) error {
+			prefix := []byte(prefixTime)
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+			defer it.Close()
+			var until, since timeKey
+			if q.Until.IsZero() {
+				it.Seek(prefixEnd(prefixTime))
+			} else {
+				until = makeTimeKey(q.Until)
+				it.Seek(timeIndexKey(nil, until, ""))
+			}
+			if !q.Since.IsZero() {
+				since = makeTimeKey(q.Since)
+			}
+			n := 0
+			for ; it.Valid(); it.Next() {
+				key := it.Item().Key()
+				if len(key) < len(prefix)+timeKeyLen {
+					return fmt.Errorf("%w: time index key %q", errCorrupt, key)
+				}
+				tk := key[len(prefix) : len(prefix)+timeKeyLen]
+				if !q.Until.IsZero() && bytes.Compare(tk, until[:]) >= 0 {
+					continue // the exact Until key of an empty ID: Until is exclusive
+				}
+				if !q.Since.IsZero() && bytes.Compare(tk, since[:]) < 0 {
+					return nil
+				}
+				if !next() {
+					return nil
+				}
+				id := string(key[len(prefix)+timeKeyLen:])
+				x, err := getSession(txn, id)
+				if errors.Is(err, capture.ErrNotFound) {
+					s.log.Warn("badger store: time index names a missing session; skipped", logKeySession, id)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if !yield(x, nil) {
+					return nil
+				}
+				if n++; q.Limit > 0 && n >= q.Limit {
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// Exchanges implements [capture.Store].
+func (s *Store) Exchanges(ctx context.Context, sessionID string) iter.Seq2[*capture.Exchange, error] {
+	return func(yield func(*capture.Exchange, error) bool) {
+		scan(s, ctx, yield, func(txn *badger.Txn, next func() bool) error {
+			prefix := exchangePrefix(nil, sessionID)
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				if !next() {
+					return nil
+				}
+				item := it.Item()
+				if len(item.Key()) != len(prefix)+8 {
+					return fmt.Errorf("%w: exchange key %q", errCorrupt, item.Key())
+				}
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				x, err := decodeExchange(tail8(item.Key()), sessionID, v)
+				if err != nil {
+					return err
+				}
+				if !yield(x, nil) {
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// Exchange implements [capture.Store].
+func (s *Store) Exchange(ctx context.Context, id uint64) (*capture.Exchange, error) {
+	var x *capture.Exchange
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		sid, _, err := getSID(txn, xindexKey(nil, id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("badgerstore: exchange %d: %w", id, capture.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("badgerstore: exchange %d: %w", id, err)
+		}
+		item, err := txn.Get(exchangeKey(nil, sid, id))
+		if err != nil {
+			return fmt.Errorf("badgerstore: exchange %d of session %q: %w", id, sid, err)
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		x, err = decodeExchange(id, sid, v)
+		return err
+	})
+	return x, err
+}
+
+// getSID reads a value that starts with a session ID (an exchange's index
+// entry, a message's raw bytes) and returns the ID and the rest, copied.
+func getSID(txn *badger.Txn, key []byte) (string, []byte, error) {
+	item, err := txn.Get(key)
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return "", nil, err
+	}
+	sid, rest, err := splitSID(v)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: key %q", err, key)
+	}
+	if len(rest) == 0 {
+		rest = nil
+	}
+	return sid, rest, nil
+}
+
+// getRaw reads a message's session ID and raw bytes.
+func getRaw(txn *badger.Txn, blobs string, seq uint64) (string, []byte, error) {
+	key := rawKey(nil, seq)
+	item, err := txn.Get(key)
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return "", nil, err
+	}
+	sid, chunks, raw, err := splitRawHead(v)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: key %q", err, key)
+	}
+	if chunks == blobMarker {
+		if blobs == "" {
+			return "", nil, fmt.Errorf("%w: key %q points at a blob file in an in-memory store", errCorrupt, key)
+		}
+		raw, err := os.ReadFile(blobPath(blobs, seq))
+		if err != nil {
+			return "", nil, fmt.Errorf("badgerstore: raw bytes of message %d: %w", seq, err)
+		}
+		return sid, raw, nil
+	}
+	if len(raw) == 0 && chunks == 0 {
+		return sid, nil, nil
+	}
+	raw = raw[:len(raw):len(raw)]
+	if chunks > 0 {
+		raw = slices.Grow(raw, int(chunks)*len(raw))
+	}
+	for i := uint32(1); i <= chunks; i++ {
+		item, err := txn.Get(rawChunkKey(nil, seq, i))
+		if err != nil {
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				err = errCorrupt // not ErrNotFound: the message exists
+			}
+			return "", nil, fmt.Errorf("chunk %d of %d: %w", i, chunks, err)
+		}
+		if err := item.Value(func(v []byte) error {
+			raw = append(raw, v...)
+			return nil
+		}); err != nil {
+			return "", nil, err
+		}
+	}
+	return sid, raw, nil
+}
+
+// Messages implements [capture.Store]. It walks the session's index records
+// and, unless q.NoRaw, reads each message's raw bytes beside them.
+func (s *Store) Messages(ctx context.Context, sessionID string, q capture.MessageQuery) iter.Seq2[*capture.Message, error] {
+	return func(yield func(*capture.Message, error) bool) {
+		scan(s, ctx, yield, func(txn *badger.Txn, next func() bool) error {
+			if q.After == 1<<64-1 {
+				return nil
+			}
+			prefix := messagePrefix(nil, sessionID)
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			n := 0
+			for it.Seek(be8(bytes.Clone(prefix), q.After+1)); it.Valid(); it.Next() {
+				if !next() {
+					return nil
+				}
+				item := it.Item()
+				if len(item.Key()) != len(prefix)+8 {
+					return fmt.Errorf("%w: message key %q", errCorrupt, item.Key())
+				}
+				seq := tail8(item.Key())
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				m, err := decodeMessage(seq, sessionID, v)
+				if err != nil {
+					return err
+				}
+				if !q.NoRaw {
+					if _, m.Raw, err = getRaw(txn, s.blobs, seq); err != nil {
+						return fmt.Errorf("badgerstore: raw bytes of message %d: %w", seq, err)
+					}
+				}
+				if !yield(m, nil) {
+					return nil
+				}
+				if n++; q.Limit > 0 && n >= q.Limit {
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// Message implements [capture.Store].
+func (s *Store) Message(ctx context.Context, seq uint64) (*capture.Message, error) {
+	var m *capture.Message
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		sid, raw, err := getRaw(txn, s.blobs, seq)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("badgerstore: message %d: %w", seq, capture.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("badgerstore: message %d: %w", seq, err)
+		}
+		item, err := txn.Get(messageKey(nil, sid, seq))
+		if err != nil {
+			return fmt.Errorf("badgerstore: message %d of session %q: %w", seq, sid, err)
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if m, err = decodeMessage(seq, sid, v); err != nil {
+			return err
+		}
+		m.Raw = raw
+		return nil
+	})
+	return m, err
+}
+
+// LastIDs implements [capture.Store]. The values are high-water marks kept
+// under their own key: deleting the session that held them does not lower
+// them, so IDs are never handed out twice.
+func (s *Store) LastIDs(ctx context.Context) (seq, exchange uint64, err error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, 0, err
+	}
+	defer s.gate.leave()
+	return s.lastSeq.Load(), s.lastX.Load(), nil
+}

@@ -1,0 +1,405 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+var _ capture.Store = (*Store)(nil)
+
+// schemaVersion is the version of the key layout and record encodings this
+// package writes and reads.
+const schemaVersion = 1
+
+// Errors callers branch on.
+var (
+	// ErrLocked is returned by Open when another process (or another Store
+	// in this one) has the directory open. Badger allows one per directory.
+	ErrLocked = errors.New("store directory is locked")
+	// ErrSchema is returned by Open when the directory holds a store of a
+	// schema version this build does not read, or something that is not an
+	// mcptape store at all.
+	ErrSchema = errors.New("unsupported store schema")
+)
+
+// Options configures Open. A nil *Options means the defaults; every zero
+// field means its default.
+type Options struct {
+	// Logger receives Badger's warnings and errors (its info messages at
+	// debug level) and the store's own. Nil discards them.
+	Logger *slog.Logger
+	// InMemory keeps everything in memory and ignores the directory, for
+	// tests. False stores on disk.
+	InMemory bool
+	// SyncWrites makes every Write fsync before it returns, so a batch
+	// survives a power loss. False (the default) leaves that to the OS: a
+	// written batch survives the process crashing but not the machine.
+	// Syncing costs about two orders of magnitude of write throughput.
+	SyncWrites bool
+	// MemTableSize is the size of one memtable, Badger's in-memory write
+	// buffer, and of the level-0 tables flushed from it. Up to four
+	// memtables exist at a time and table building needs a few times the
+	// size again, so under sustained load the store's memory is a few
+	// dozen times this. Larger memtables absorb longer bursts and write a
+	// little faster. It also bounds an atomic Write to about 15% of it.
+	// Zero means 8 MiB (Badger's own default is 64 MiB); less than 1 MiB
+	// is raised to 1 MiB.
+	MemTableSize int64
+	// BlockCacheSize is the cache of decompressed table blocks that reads
+	// go through. Zero means 16 MiB (Badger's own default is 256 MiB); less
+	// than 1 MiB is raised to 1 MiB.
+	BlockCacheSize int64
+}
+
+const (
+	defaultMemTableSize   = 8 << 20
+	defaultBlockCacheSize = 16 << 20
+	minSize               = 1 << 20
+	// valueLogFileSize bounds Badger's value-log files. Raw bytes are
+	// chunked below the value threshold, so nothing goes there: keep the
+	// (sparse, preallocated) file small.
+	valueLogFileSize = 16 << 20
+	// blobThreshold: on disk, raw bytes this large or larger are written to
+	// a file of their own in blobs/, not into Badger. Through the LSM tree,
+	// compactions rewrite (decompress, recompress) every large tool result
+	// several times, and Badger's memory-mapped value log would keep them in
+	// the process's RSS: both cost hundreds of MB with a few 10 MiB results
+	// streaming at once.
+	blobThreshold = 256 << 10
+	blobDir       = "blobs"
+)
+
+// badgerOptions turns Options into Badger's, avoiding the combinations on
+// which badger.Open panics or fails: the value threshold must stay below
+// 15% of the memtable, and the block cache must exist since compression is
+// on.
+//
+// It also returns the largest value the store writes: raw bytes are cut
+// into chunks below Badger's value threshold, so that every value stays in
+// the LSM tree (Badger refuses larger values in memory, and on disk the
+// value log would need garbage collection to give back deleted space).
+// Raw bytes of blobThreshold or more go to files on disk instead.
+func (o *Options) badgerOptions(dir string) (badger.Options, int) {
+	memtable := o.MemTableSize
+	if memtable == 0 {
+		memtable = defaultMemTableSize
+	}
+	memtable = max(memtable, minSize)
+	cache := o.BlockCacheSize
+	if cache == 0 {
+		cache = defaultBlockCacheSize
+	}
+	cache = max(cache, minSize)
+	// Values at or above the threshold go to the value log.
+	threshold := min(int64(1<<20), memtable*15/100/2)
+	limit := int(threshold - 1)
+
+	var bo badger.Options
+	if o.InMemory {
+		bo = badger.DefaultOptions("").WithInMemory(true)
+	} else {
+		bo = badger.DefaultOptions(dir)
+	}
+	var logger badger.Logger // a nil interface: Badger checks for it
+	if o.Logger != nil {
+		logger = badgerLogger{o.Logger}
+	}
+	return bo.
+		WithLogger(logger).
+		WithSyncWrites(o.SyncWrites).
+		WithMemTableSize(memtable).
+		WithNumMemtables(4).
+		// Table builders keep their buffers in a pool of eight (up to
+		// twice a table's uncompressed size each, released only after
+		// seconds of idleness): small tables keep that pool small.
+		WithBaseTableSize(1 << 20).
+		WithNumLevelZeroTables(5).
+		WithNumLevelZeroTablesStall(15).
+		WithBlockCacheSize(cache).
+		WithValueThreshold(threshold).
+		WithValueLogFileSize(valueLogFileSize).
+		WithNumCompactors(2).
+		WithMetricsEnabled(false).
+		// Writes are serialized by the store, and reads use their own
+		// snapshots: conflict detection would only cost.
+		WithDetectConflicts(false), limit
+}
+
+// Store is a [capture.Store] on Badger. Open one with [Open]; close it with
+// [Store.Close].
+type Store struct {
+	db       *badger.DB
+	dir      string
+	log      *slog.Logger
+	rawLimit int // the largest value written; raw bytes are chunked to fit
+
+	// wmu serializes Write and DeleteSession: they read old state (a
+	// session's previous Start, an exchange's previous session) before
+	// writing, which must not interleave.
+	wmu sync.Mutex
+
+	lastSeq atomic.Uint64 // high-water marks, persisted under keyLast
+	lastX   atomic.Uint64
+
+	// Every method holds the gate while it uses db, so that Close does not
+	// pull the database out from under a running iterator.
+	gate      gate
+	closeOnce sync.Once
+	closeErr  error
+	blobs     string // directory of large raw bytes; "" in memory
+}
+
+// Open opens the store in dir, creating the directory and an empty store if
+// needed. It fails with an error wrapping [ErrLocked] if another process has
+// the directory open, and [ErrSchema] if the directory holds something this
+// version cannot read.
+func Open(dir string, opts *Options) (s *Store, err error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if !opts.InMemory {
+		if err := prepareDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	bopts, rawLimit := opts.badgerOptions(dir)
+	db, err := openBadger(bopts)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("badgerstore: %s is in use by another mcptape process: stop it, "+
+				"or use the running recorder's API or dashboard instead of opening the store: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
+	}
+	s = &Store{db: db, dir: dir, log: log, rawLimit: rawLimit}
+	if !opts.InMemory {
+		s.blobs = filepath.Join(dir, blobDir)
+		if err := os.MkdirAll(s.blobs, 0o700); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("badgerstore: %w", err)
+		}
+	}
+	if err := s.init(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
+	return s, nil
+}
+
+func prepareDir(dir string) error {
+	if dir == "" {
+		return errors.New("badgerstore: no directory given (set Options.InMemory for a store in memory)")
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("badgerstore: create store directory: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("badgerstore: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("badgerstore: %s is a file, not a directory: give the directory the store lives in (it is created if missing)", dir)
+	}
+	return nil
+}
+
+// openBadger is badger.Open, with its option panics turned into errors.
+func openBadger(o badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("badger rejected the options: %v", r)
+		}
+	}()
+	return badger.Open(o)
+}
+
+// init checks the schema version, writing it into an empty store, and loads
+// the high-water marks.
+func (s *Store) init() error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyVersion))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			it := txn.NewIterator(badger.IteratorOptions{})
+			it.Rewind()
+			empty := !it.Valid()
+			it.Close()
+			if !empty {
+				return fmt.Errorf("badgerstore: %s holds a Badger database with no mcptape schema version: "+
+					"it is not an mcptape store; give an empty or new directory: %w", s.dir, ErrSchema)
+			}
+			if err := txn.Set([]byte(keyVersion), []byte(strconv.Itoa(schemaVersion))); err != nil {
+				return err
+			}
+		case err != nil:
+			return fmt.Errorf("badgerstore: read schema version: %w", err)
+		default:
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return fmt.Errorf("badgerstore: read schema version: %w", err)
+			}
+			n, perr := strconv.Atoi(string(v))
+			switch {
+			case perr != nil:
+				return fmt.Errorf("badgerstore: %s: schema version %q is not a number: the store is corrupt: %w", s.dir, v, ErrSchema)
+			case n > schemaVersion:
+				return fmt.Errorf("badgerstore: %s: schema version %d is newer than this mcptape reads (%d): upgrade mcptape: %w", s.dir, n, schemaVersion, ErrSchema)
+			case n != schemaVersion:
+				return fmt.Errorf("badgerstore: %s: unknown schema version %d (this mcptape reads %d): %w", s.dir, n, schemaVersion, ErrSchema)
+			}
+		}
+		return s.loadLast(txn)
+	})
+}
+
+// loadLast loads the high-water marks: the larger of keyLast and the
+// highest keys present, in case a write was cut short after its records
+// but before keyLast.
+func (s *Store) loadLast(txn *badger.Txn) error {
+	var seq, x uint64
+	item, err := txn.Get([]byte(keyLast))
+	switch {
+	case err == nil:
+		err = item.Value(func(v []byte) error {
+			if len(v) != 16 {
+				return fmt.Errorf("%w: %s", errCorrupt, keyLast)
+			}
+			seq, x = tail8(v[:8]), tail8(v[8:])
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	case !errors.Is(err, badger.ErrKeyNotFound):
+		return err
+	}
+	last := func(prefix string) uint64 {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), Reverse: true})
+		defer it.Close()
+		it.Seek(prefixEnd(prefix))
+		// Raw chunk keys have 4 bytes after the Seq: read the 8 after
+		// the prefix.
+		if !it.Valid() {
+			return 0
+		}
+		if key := it.Item().Key(); len(key) >= len(prefix)+8 {
+			return tail8(key[:len(prefix)+8])
+		}
+		return 0
+	}
+	s.lastSeq.Store(max(seq, last(prefixRaw)))
+	s.lastX.Store(max(x, last(prefixXIndex)))
+	return nil
+}
+
+// prefixEnd is the smallest key after every key with the prefix, for
+// reverse seeks. Prefixes here end in '/', so incrementing the last byte
+// never carries.
+func prefixEnd(prefix string) []byte {
+	b := []byte(prefix)
+	b[len(b)-1]++
+	return b
+}
+
+// Close waits for running calls and iterations to end (an iteration stops at
+// its next record with ErrClosed), then flushes and closes the database.
+// Later calls return [capture.ErrClosed]; closing again returns nil. Do not
+// call Close from inside a loop over one of the store's iterators: it would
+// wait for that loop.
+func (s *Store) Close() error {
+	first := false
+	s.closeOnce.Do(func() {
+		first = true
+		s.gate.close()
+		s.closeErr = s.db.Close()
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("badgerstore: close: %w", s.closeErr)
+		}
+	})
+	if !first {
+		return nil
+	}
+	return s.closeErr
+}
+
+// gate counts the calls using the database and turns new ones away once
+// closed.
+type gate struct {
+	mu     sync.Mutex
+	closed atomic.Bool
+	wg     sync.WaitGroup
+}
+
+// enter admits a call, or returns ErrClosed; a call admitted must leave.
+func (g *gate) enter() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed.Load() {
+		return capture.ErrClosed
+	}
+	g.wg.Add(1)
+	return nil
+}
+
+func (g *gate) leave() { g.wg.Done() }
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed.Store(true)
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+// enter admits a call with ctx: ctx's error first, then ErrClosed.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.gate.enter()
+}
+
+// Log keys.
+const (
+	logKeyDir          = "dir"
+	logKeyLastSeq      = "lastSeq"
+	logKeyLastExchange = "lastExchange"
+	logKeyComponent    = "component"
+	logKeySession      = "session"
+)
+
+// badgerLogger sends Badger's log lines to slog. Badger logs routine events
+// (table opens, compactions) at info, so those go to debug.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug-4, f, a) }
+
+func (b badgerLogger) log(level slog.Level, f string, a []any) {
+	ctx := context.Background()
+	if !b.l.Enabled(ctx, level) {
+		return
+	}
+	b.l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(f, a...)), logKeyComponent, "badger")
+}

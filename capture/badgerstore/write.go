@@ -1,0 +1,431 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// Write implements [capture.Store]. A batch is one Badger transaction, so it
+// is atomic, unless it exceeds Badger's transaction size (about 15% of
+// MemTableSize, 1.2 MiB by default, so a batch of some two thousand typical
+// messages, or one holding a Raw of a megabyte or more): then it is
+// committed in several transactions, in order, and a failure can leave a
+// prefix of it stored.
+//
+// Write copies what it needs; it neither keeps nor changes b.
+func (s *Store) Write(ctx context.Context, b *capture.Batch) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.leave()
+	if b == nil || b.Len() == 0 {
+		return nil
+	}
+	if err := validate(b); err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	w := s.newWriter()
+	defer w.discard()
+	// One arena for all keys and values: slices of it stay valid as it
+	// grows, since append never overwrites bytes already handed out.
+	size := 64 * b.Len()
+	for _, m := range b.Messages {
+		size += 96 + len(m.SessionID)*2 + len(m.Method) + min(len(m.Raw), s.rawLimit) + len(m.ID)
+		if m.SSE != nil {
+			size += len(m.SSE.Prefix) + len(m.SSE.Suffix) + len(m.SSE.Whole)
+		}
+	}
+	for _, x := range b.Exchanges {
+		size += 256
+		for _, h := range [...]map[string][]string{x.RequestHeader, x.ResponseHeader} {
+			for k, vs := range h {
+				size += len(k) + 2
+				for _, v := range vs {
+					size += len(v) + 1
+				}
+			}
+		}
+	}
+	for _, x := range b.Sessions {
+		size += 256 + len(x.ClientCapabilities) + len(x.ServerCapabilities)
+	}
+	w.arena = make([]byte, 0, size)
+
+	for _, x := range b.Sessions {
+		if err := w.session(x); err != nil {
+			return err
+		}
+	}
+	// IDs above the high-water mark (and above the batch's so far) cannot
+	// be stored yet: only lower ones need a look at what they replace.
+	lastX, lastSeq := s.lastX.Load(), s.lastSeq.Load()
+	for _, x := range b.Exchanges {
+		if err := w.exchange(x, x.ID <= lastX); err != nil {
+			return err
+		}
+		lastX = max(lastX, x.ID)
+	}
+	for _, m := range b.Messages {
+		if err := w.message(m, m.Seq <= lastSeq); err != nil {
+			return err
+		}
+		lastSeq = max(lastSeq, m.Seq)
+	}
+	if lastX != s.lastX.Load() || lastSeq != s.lastSeq.Load() {
+		if err := w.set([]byte(keyLast), be8(be8(nil, lastSeq), lastX)); err != nil {
+			return err
+		}
+	}
+	// Raise the marks before committing, so that LastIDs is never below a
+	// record a reader can see, and keep them on failure: part of the batch
+	// may have been committed, and marks too high only cost a lookup.
+	s.lastX.Store(lastX)
+	s.lastSeq.Store(lastSeq)
+	if err := w.commit(); err != nil {
+		return fmt.Errorf("badgerstore: write: %w", err)
+	}
+	return nil
+}
+
+func validate(b *capture.Batch) error {
+	for _, x := range b.Sessions {
+		if x == nil {
+			return errors.New("badgerstore: nil session in batch")
+		}
+	}
+	for _, x := range b.Exchanges {
+		if x == nil {
+			return errors.New("badgerstore: nil exchange in batch")
+		}
+	}
+	for _, m := range b.Messages {
+		if m == nil {
+			return errors.New("badgerstore: nil message in batch")
+		}
+	}
+	return nil
+}
+
+// writer is one Write's transaction, split in several when Badger says it
+// is too big. Its Gets see its own pending writes, so several records with
+// one ID in a batch behave like consecutive batches.
+type writer struct {
+	db       *badger.DB
+	txn      *badger.Txn
+	arena    []byte
+	rawLimit int
+	blobs    string
+}
+
+func (s *Store) newWriter() *writer {
+	return &writer{db: s.db, txn: s.db.NewTransaction(true), rawLimit: s.rawLimit, blobs: s.blobs}
+}
+
+// cut returns what was appended to the arena since start.
+func (w *writer) cut(start int) []byte {
+	return w.arena[start:len(w.arena):len(w.arena)]
+}
+
+func (w *writer) set(k, v []byte) error {
+	err := w.txn.Set(k, v)
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		if err = w.split(); err == nil {
+			err = w.txn.Set(k, v)
+		}
+	}
+	return err
+}
+
+func (w *writer) delete(k []byte) error {
+	err := w.txn.Delete(k)
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		if err = w.split(); err == nil {
+			err = w.txn.Delete(k)
+		}
+	}
+	return err
+}
+
+func (w *writer) split() error {
+	if err := w.txn.Commit(); err != nil {
+		return err
+	}
+	w.txn = w.db.NewTransaction(true)
+	return nil
+}
+
+func (w *writer) commit() error { return w.txn.Commit() }
+
+func (w *writer) discard() { w.txn.Discard() }
+
+// get calls fn with the value under k, reporting whether there was one.
+func (w *writer) get(k []byte, fn func(v []byte) error) (bool, error) {
+	item, err := w.txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, item.Value(fn)
+}
+
+func (w *writer) session(x *capture.Session) error {
+	key := sessionKey(x.ID)
+	var old timeKey
+	found, err := w.get(key, func(v []byte) error {
+		if len(v) < timeKeyLen {
+			return fmt.Errorf("%w: session %q", errCorrupt, x.ID)
+		}
+		copy(old[:], v)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	tk := makeTimeKey(x.Start)
+	if found && old != tk {
+		if err := w.delete(timeIndexKey(nil, old, x.ID)); err != nil {
+			return err
+		}
+	}
+	start := len(w.arena)
+	w.arena = appendSession(w.arena, x)
+	if err := w.set(key, w.cut(start)); err != nil {
+		return err
+	}
+	return w.set(timeIndexKey(nil, tk, x.ID), nil)
+}
+
+// exchange writes x; existing says an exchange with its ID may be stored
+// already, possibly under another session.
+func (w *writer) exchange(x *capture.Exchange, existing bool) error {
+	xi := xindexKey(nil, x.ID)
+	if existing {
+		var old string
+		found, err := w.get(xi, func(v []byte) error {
+			var err error
+			old, _, err = splitSID(v)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if found && old != x.SessionID {
+			if err := w.delete(exchangeKey(nil, old, x.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	start := len(w.arena)
+	w.arena = exchangeKey(w.arena, x.SessionID, x.ID)
+	key := w.cut(start)
+	start = len(w.arena)
+	w.arena = appendExchange(w.arena, x)
+	if err := w.set(key, w.cut(start)); err != nil {
+		return err
+	}
+	start = len(w.arena)
+	w.arena = appendSID(w.arena, x.SessionID)
+	return w.set(xi, w.cut(start))
+}
+
+// message writes m's index record and raw bytes; existing says a message
+// with its Seq may be stored already, possibly under another session. This
+// is the hot path: keys and small values go into the arena, and chunks past
+// the first are slices of m.Raw, which Badger copies on commit.
+func (w *writer) message(m *capture.Message, existing bool) error {
+	first, rest := chunkRaw(m.Raw, m.SessionID, w.rawLimit)
+	chunks := uint32(len(rest))
+	blob := w.blobs != "" && len(m.Raw) >= blobThreshold
+	if blob {
+		// Written before the index that points at it is committed: a crash
+		// in between leaves an unreferenced file, never a dangling index.
+		if err := os.WriteFile(blobPath(w.blobs, m.Seq), m.Raw, 0o600); err != nil {
+			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
+		}
+		first, rest, chunks = nil, nil, blobMarker
+	}
+	start := len(w.arena)
+	w.arena = rawKey(w.arena, m.Seq)
+	rk := w.cut(start)
+	if existing {
+		var old string
+		var oldChunks uint32
+		found, err := w.get(rk, func(v []byte) error {
+			var err error
+			old, oldChunks, _, err = splitRawHead(v)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if found && old != m.SessionID {
+			if err := w.delete(messageKey(nil, old, m.Seq)); err != nil {
+				return err
+			}
+		}
+		if oldChunks == blobMarker {
+			if !blob {
+				_ = os.Remove(blobPath(w.blobs, m.Seq))
+			}
+			oldChunks = 0
+		}
+		for i := uint32(len(rest)) + 1; i <= oldChunks; i++ {
+			if err := w.delete(rawChunkKey(nil, m.Seq, i)); err != nil {
+				return err
+			}
+		}
+	}
+	start = len(w.arena)
+	w.arena = messageKey(w.arena, m.SessionID, m.Seq)
+	mk := w.cut(start)
+	start = len(w.arena)
+	w.arena = appendMessage(w.arena, m)
+	if err := w.set(mk, w.cut(start)); err != nil {
+		return err
+	}
+	start = len(w.arena)
+	w.arena = append(appendRawHead(w.arena, m.SessionID, chunks), first...)
+	if err := w.set(rk, w.cut(start)); err != nil {
+		return err
+	}
+	for i, c := range rest {
+		if err := w.set(rawChunkKey(nil, m.Seq, uint32(i+1)), c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteSession implements [capture.Store]. It deletes the session's
+// messages and exchanges in batches, and the session record with its time
+// index entry last, in one transaction: an interrupted delete leaves the
+// session listed, to be deleted again.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.leave()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	item, err := txn.Get(sessionKey(id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return fmt.Errorf("badgerstore: session %q: %w", id, capture.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("badgerstore: delete session %q: %w", id, err)
+	}
+	var tk timeKey
+	if err := item.Value(func(v []byte) error {
+		if len(v) < timeKeyLen {
+			return fmt.Errorf("%w: session %q", errCorrupt, id)
+		}
+		copy(tk[:], v)
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	n := 0
+	del := func(key []byte) error {
+		if n++; n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return wb.Delete(key)
+	}
+	keysOnly := badger.IteratorOptions{PrefetchValues: false}
+	// Messages: each index record, then its raw chunks, found with a
+	// second iterator that only moves forward since Seqs ascend.
+	scanMessages := func() error {
+		opts := keysOnly
+		opts.Prefix = messagePrefix(nil, id)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		opts.Prefix = []byte(prefixRaw)
+		raw := txn.NewIterator(opts)
+		defer raw.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := it.Item().KeyCopy(nil)
+			if err := del(key); err != nil {
+				return err
+			}
+			rk := rawKey(nil, tail8(key))
+			if s.blobs != "" {
+				_ = os.Remove(blobPath(s.blobs, tail8(key)))
+			}
+			for raw.Seek(rk); raw.ValidForPrefix(rk); raw.Next() {
+				if err := del(raw.Item().KeyCopy(nil)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	scanExchanges := func() error {
+		opts := keysOnly
+		opts.Prefix = exchangePrefix(nil, id)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := it.Item().KeyCopy(nil)
+			if err := del(key); err != nil {
+				return err
+			}
+			if err := del(xindexKey(nil, tail8(key))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err = scanMessages()
+	if err == nil {
+		err = scanExchanges()
+	}
+	if err == nil {
+		err = wb.Flush()
+	}
+	if err == nil {
+		err = s.db.Update(func(txn *badger.Txn) error {
+			if err := txn.Delete(timeIndexKey(nil, tk, id)); err != nil {
+				return err
+			}
+			return txn.Delete(sessionKey(id))
+		})
+	}
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return fmt.Errorf("badgerstore: delete session %q: %w", id, err)
+	}
+	return nil
+}
+
+// blobMarker, as a raw head's chunk count, says the raw bytes are in a blob
+// file (blobs/<seq as 16 hex digits>) rather than in Badger.
+const blobMarker = ^uint32(0)
+
+func blobPath(dir string, seq uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%016x", seq))
+}
