@@ -24,18 +24,19 @@ type pipeline struct {
 	red *redactor
 	seq uint64
 
-	msgs      []*Message
-	syncs     []chan struct{}
-	dirtyS    map[string]*sessState
-	dirtyX    map[uint64]*xState
-	sessions  map[string]*sessState
-	byKey     map[string]*sessState // raw Mcp-Session-Id → session; never stored
-	byFP      map[string]*sessState // modern fingerprint → latest session
-	probes    map[string]*sessState // ip|path|client → a session opened by server/discover
-	httpOnly  map[string]*sessState // ip → session of non-MCP exchanges
-	recent    map[string]*sessState // ip|path → the latest session-less session
-	xs        map[uint64]*xState
-	lastPurge time.Time
+	msgs       []*Message
+	batchBytes int // raw bytes in msgs
+	syncs      []chan struct{}
+	dirtyS     map[string]*sessState
+	dirtyX     map[uint64]*xState
+	sessions   map[string]*sessState
+	byKey      map[string]*sessState // raw Mcp-Session-Id → session; never stored
+	byFP       map[string]*sessState // modern fingerprint → latest session
+	probes     map[string]*sessState // ip|path|client → a session opened by server/discover
+	httpOnly   map[string]*sessState // ip → session of non-MCP exchanges
+	recent     map[string]*sessState // ip|path → the latest session-less session
+	xs         map[uint64]*xState
+	lastPurge  time.Time
 }
 
 type pendKey struct {
@@ -118,7 +119,7 @@ func (p *pipeline) run() {
 			}
 			p.handle(ev)
 		drain:
-			for len(p.msgs)+len(p.dirtyX) < p.o.BatchSize {
+			for len(p.msgs)+len(p.dirtyX) < p.o.BatchSize && p.batchBytes < maxBatchBytes {
 				select {
 				case ev, ok := <-p.r.events:
 					if !ok {
@@ -140,6 +141,10 @@ func (p *pipeline) run() {
 		}
 	}
 }
+
+// maxBatchBytes bounds the raw bytes of one batch, so that large results
+// are written (and their memory freed) one or two at a time.
+const maxBatchBytes = 8 << 20
 
 // sessionWriteInterval bounds how often a busy session's record is
 // rewritten: its counts change with every message, and writing it once per
@@ -181,12 +186,16 @@ func (p *pipeline) flush(force bool) {
 	if b.Len() == 0 && len(b.syncs) == 0 {
 		return
 	}
-	p.msgs, p.syncs = nil, nil
+	p.msgs, p.syncs, p.batchBytes = nil, nil, 0
 	clear(p.dirtyX)
 	p.r.batches <- b
 }
 
 func (p *pipeline) handle(ev event) {
+	if ev.weight > 0 {
+		p.r.qbytes.Release(ev.weight)
+		ev.weight = 0
+	}
 	switch ev.kind {
 	case evSync:
 		p.syncs = append(p.syncs, ev.sync)
@@ -537,6 +546,7 @@ func (p *pipeline) add(xs *xState, m *Message, _ *protocol.Message) {
 	st.s.Messages++
 	st.s.Findings += len(m.Findings)
 	p.msgs = append(p.msgs, m)
+	p.batchBytes += len(m.Raw)
 	p.dirtyS[st.s.ID] = st
 	p.r.messages.Add(1)
 }

@@ -2,10 +2,12 @@ package capture
 
 import (
 	"context"
+
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/semaphore"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -28,6 +30,10 @@ type RecorderOptions struct {
 	// QueueSize bounds the events waiting between the proxy and the
 	// pipeline. Zero means 4096.
 	QueueSize int
+	// QueueBytes bounds the body bytes waiting between the proxy and the
+	// pipeline, and so the memory a burst of large results can take.
+	// Zero means 16 MiB.
+	QueueBytes int64
 	// Backpressure is how long the proxy waits for room in a full queue
 	// before it gives up on recording that event (counted as lost and
 	// marked on the session). Zero means 5s.
@@ -77,6 +83,8 @@ type Recorder struct {
 	log   *slog.Logger
 
 	events  chan event
+	qbytes  *semaphore.Weighted
+	qlimit  int64
 	batches chan *Batch
 	done    chan struct{} // closed when both goroutines have ended
 	closing atomic.Bool
@@ -111,6 +119,9 @@ func NewRecorder(ctx context.Context, store Store, opts *RecorderOptions) (*Reco
 	if o.QueueSize <= 0 {
 		o.QueueSize = 4096
 	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 16 << 20
+	}
 	if o.Backpressure <= 0 {
 		o.Backpressure = 5 * time.Second
 	}
@@ -139,6 +150,7 @@ func NewRecorder(ctx context.Context, store Store, opts *RecorderOptions) (*Reco
 	}
 	r.nextExchange.Store(xid)
 	r.events = make(chan event, o.QueueSize)
+	r.qbytes, r.qlimit = semaphore.NewWeighted(o.QueueBytes), o.QueueBytes
 	r.batches = make(chan *Batch, 2)
 	r.done = make(chan struct{})
 	r.pipe = newPipeline(r, seq)
@@ -208,22 +220,40 @@ func (r *Recorder) send(ev event, wait bool) bool {
 	if r.closing.Load() {
 		return false
 	}
+	var deadline <-chan time.Time
+	if ev.weight > 0 {
+		ev.weight = min(ev.weight, r.qlimit)
+		if !r.qbytes.TryAcquire(ev.weight) {
+			if !wait {
+				return false
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.Backpressure)
+			err := r.qbytes.Acquire(ctx, ev.weight)
+			cancel()
+			if err != nil {
+				return false
+			}
+		}
+	}
 	select {
 	case r.events <- ev:
 		return true
 	default:
 	}
-	if !wait {
-		return false
+	if wait {
+		t := time.NewTimer(r.opts.Backpressure)
+		defer t.Stop()
+		deadline = t.C
+		select {
+		case r.events <- ev:
+			return true
+		case <-deadline:
+		}
 	}
-	t := time.NewTimer(r.opts.Backpressure)
-	defer t.Stop()
-	select {
-	case r.events <- ev:
-		return true
-	case <-t.C:
-		return false
+	if ev.weight > 0 {
+		r.qbytes.Release(ev.weight)
 	}
+	return false
 }
 
 func (r *Recorder) writeLoop() {

@@ -31,6 +31,7 @@ type event struct {
 	// body events; data is owned by the pipeline once sent
 	data   []byte
 	pooled bool
+	weight int64 // bytes held against the recorder's queue budget
 	// evEnd
 	errText string
 	aborted bool
@@ -85,7 +86,7 @@ func (r *Recorder) Begin(req *http.Request, body []byte, complete bool) *Tap {
 	}
 	r.exchanges.Add(1)
 	r.inflight.Add(1)
-	t.send(event{kind: evBegin, begin: b})
+	t.send(event{kind: evBegin, begin: b, weight: int64(len(b.body))})
 	if complete {
 		t.send(event{kind: evReqEnd})
 	}
@@ -135,7 +136,7 @@ func (t *Tap) RequestBody(p []byte) {
 		return
 	}
 	d, pooled := copyChunk(p)
-	t.send(event{kind: evReqBody, data: d, pooled: pooled})
+	t.send(event{kind: evReqBody, data: d, pooled: pooled, weight: int64(len(d))})
 }
 
 // RequestEnd reports that the request body is complete.
@@ -159,7 +160,7 @@ func (t *Tap) ResponseBody(p []byte) {
 		return
 	}
 	d, pooled := copyChunk(p)
-	t.send(event{kind: evRespBody, data: d, pooled: pooled})
+	t.send(event{kind: evRespBody, data: d, pooled: pooled, weight: int64(len(d))})
 }
 
 // End finishes the exchange. errText is "" for a clean end, else why it was

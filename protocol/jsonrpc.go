@@ -186,12 +186,7 @@ func (m *Message) ErrorInfo() (e ErrorInfo, ok bool) {
 }
 
 type envelope struct {
-	JSONRPC json.RawMessage `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  json.RawMessage `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
+	JSONRPC, ID, Method, Params, Result, Error json.RawMessage
 }
 
 // IsBatch reports whether b (ignoring leading whitespace) is a JSON array.
@@ -237,10 +232,29 @@ func Decode(b []byte) Message {
 		}
 		return invalid(b, -1, "not JSON")
 	}
-	var env envelope
-	if err := json.Unmarshal(trimmed, &env); err != nil {
-		return invalid(b, -1, "not JSON: "+jsonProblem(err))
+	if !json.Valid(trimmed) {
+		var v any
+		return invalid(b, -1, "not JSON: "+jsonProblem(json.Unmarshal(trimmed, &v)))
 	}
+	// The members are views into b: no copy of a large result.
+	var env envelope
+	_ = members(trimmed, func(key string, v []byte) bool {
+		switch key {
+		case "jsonrpc":
+			env.JSONRPC = v
+		case "id":
+			env.ID = v
+		case "method":
+			env.Method = v
+		case "params":
+			env.Params = v
+		case "result":
+			env.Result = v
+		case "error":
+			env.Error = v
+		}
+		return true
+	})
 	m := Message{Raw: b, Batch: -1, ID: env.ID, Params: env.Params, Result: env.Result, Error: env.Error}
 	var problems []string
 	if v := string(bytes.TrimSpace(env.JSONRPC)); v != `"2.0"` {

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -125,4 +127,31 @@ func TestHeaderValue(t *testing.T) {
 	if _, err := DecodeHeaderValue("=?base64?***?="); err != ErrBadSentinel {
 		t.Errorf("bad sentinel: err = %v, want ErrBadSentinel", err)
 	}
+}
+
+// members must agree with encoding/json on every valid object.
+func FuzzMembers(f *testing.F) {
+	f.Add([]byte(`{"a":1,"b":"x\"}","c":{"d":[1,{"e":"]"}]},"a":2, "\u0066":null}`))
+	f.Add([]byte(` { } `))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]json.RawMessage
+		if json.Unmarshal(b, &want) != nil || want == nil {
+			return
+		}
+		got := map[string]json.RawMessage{}
+		if err := members(b, func(k string, v []byte) bool { got[k] = v; return true }); err != nil {
+			t.Fatalf("members(%q): %v", b, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("members(%q) = %d keys, want %d", b, len(got), len(want))
+		}
+		for k, w := range want {
+			var a, c bytes.Buffer
+			_ = json.Compact(&a, w)
+			_ = json.Compact(&c, got[k])
+			if a.String() != c.String() {
+				t.Fatalf("members(%q)[%q] = %q, want %q", b, k, got[k], w)
+			}
+		}
+	})
 }

@@ -107,55 +107,71 @@ type Params struct {
 	Messages json.RawMessage
 }
 
-type rawParams struct {
-	Meta            *meta           `json:"_meta"`
-	ProtocolVersion string          `json:"protocolVersion"`
-	ClientInfo      *Implementation `json:"clientInfo"`
-	Capabilities    json.RawMessage `json:"capabilities"`
-	ProgressToken   json.RawMessage `json:"progressToken"`
-	Name            string          `json:"name"`
-	URI             string          `json:"uri"`
-	Arguments       json.RawMessage `json:"arguments"`
-	RequestID       json.RawMessage `json:"requestId"`
-	RequestState    *string         `json:"requestState"`
-	InputResponses  json.RawMessage `json:"inputResponses"`
-	TaskID          string          `json:"taskId"`
-	ElicitationID   string          `json:"elicitationId"`
-	Mode            string          `json:"mode"`
-	Tools           json.RawMessage `json:"tools"`
-	Messages        json.RawMessage `json:"messages"`
-}
-
 // ParseParams reads the fields of [Params] from raw params. Malformed params
-// give the zero value and false.
+// give the zero value and false. Large members (arguments, messages,
+// capabilities) are views into raw, not copies.
 func ParseParams(raw json.RawMessage) (Params, bool) {
 	var p Params
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return p, len(raw) == 0
+	if len(raw) == 0 {
+		return p, true
 	}
-	var r rawParams
-	if json.Unmarshal(raw, &r) != nil {
+	if raw[0] != '{' || !json.Valid(raw) {
 		return p, false
 	}
-	p.ProtocolVersion = r.ProtocolVersion
-	p.ClientInfo = r.ClientInfo
-	p.ClientCapabilities = r.Capabilities
-	p.ProgressToken = r.ProgressToken
-	p.Name = r.Name
+	var uri string
+	var m *meta
+	ok := true
+	_ = members(raw, func(key string, v []byte) bool {
+		switch key {
+		case "_meta":
+			m = new(meta)
+			if json.Unmarshal(v, m) != nil {
+				m, ok = nil, false
+			}
+		case "protocolVersion":
+			_ = json.Unmarshal(v, &p.ProtocolVersion)
+		case "clientInfo":
+			p.ClientInfo = new(Implementation)
+			if json.Unmarshal(v, p.ClientInfo) != nil {
+				p.ClientInfo = nil
+			}
+		case "capabilities":
+			p.ClientCapabilities = v
+		case "progressToken":
+			p.ProgressToken = v
+		case "name":
+			_ = json.Unmarshal(v, &p.Name)
+		case "uri":
+			_ = json.Unmarshal(v, &uri)
+		case "arguments":
+			p.Arguments = v
+		case "requestId":
+			p.RequestID = v
+		case "requestState":
+			var st string
+			if json.Unmarshal(v, &st) == nil {
+				p.RequestState = &st
+			}
+		case "inputResponses":
+			p.InputResponses = v
+		case "taskId":
+			_ = json.Unmarshal(v, &p.TaskID)
+		case "elicitationId":
+			_ = json.Unmarshal(v, &p.ElicitationID)
+		case "mode":
+			_ = json.Unmarshal(v, &p.Mode)
+		case "tools":
+			p.Tools = string(v) != "null"
+		case "messages":
+			p.Messages = v
+		}
+		return true
+	})
 	if p.Name == "" {
-		p.Name = r.URI
+		p.Name = uri
 	}
-	p.Arguments = r.Arguments
-	p.RequestID = r.RequestID
-	p.RequestState = r.RequestState
-	p.InputResponses = r.InputResponses
-	p.TaskID = r.TaskID
-	p.ElicitationID = r.ElicitationID
-	p.Mode = r.Mode
-	p.Tools = len(r.Tools) > 0 && string(r.Tools) != "null"
-	p.Messages = r.Messages
-	if m := r.Meta; m != nil {
+	if m != nil {
 		if m.ProtocolVersion != "" {
 			p.ProtocolVersion = m.ProtocolVersion
 			p.Modern = true
@@ -174,7 +190,7 @@ func ParseParams(raw json.RawMessage) (Params, bool) {
 			p.TaskID = m.RelatedTask.TaskID
 		}
 	}
-	return p, true
+	return p, ok
 }
 
 // Result is what the recorder reads from a result.
@@ -211,50 +227,71 @@ type Result struct {
 	SubscriptionID json.RawMessage
 }
 
-type rawResult struct {
-	Meta              *meta           `json:"_meta"`
-	ProtocolVersion   string          `json:"protocolVersion"`
-	SupportedVersions []string        `json:"supportedVersions"`
-	ServerInfo        *Implementation `json:"serverInfo"`
-	Capabilities      json.RawMessage `json:"capabilities"`
-	ResultType        string          `json:"resultType"`
-	InputRequests     json.RawMessage `json:"inputRequests"`
-	RequestState      *string         `json:"requestState"`
-	IsError           bool            `json:"isError"`
-	StructuredContent json.RawMessage `json:"structuredContent"`
-	TaskID            string          `json:"taskId"`
-	Task              *struct {
-		TaskID string `json:"taskId"`
-	} `json:"task"`
-	StopReason string          `json:"stopReason"`
-	Model      string          `json:"model"`
-	Content    json.RawMessage `json:"content"`
-	Tools      json.RawMessage `json:"tools"`
-	Action     string          `json:"action"`
-}
-
 // ParseResult reads the fields of [Result]; malformed results give false.
+// Content, structuredContent, tools and the other large members are views
+// into raw, not copies.
 func ParseResult(raw json.RawMessage) (Result, bool) {
 	var r Result
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return r, false
 	}
-	var x rawResult
-	if json.Unmarshal(raw, &x) != nil {
-		return r, false
-	}
-	r = Result{
-		ProtocolVersion: x.ProtocolVersion, SupportedVersions: x.SupportedVersions, ServerInfo: x.ServerInfo,
-		Capabilities: x.Capabilities, ResultType: x.ResultType, InputRequests: x.InputRequests,
-		RequestState: x.RequestState, IsError: x.IsError, StructuredContent: x.StructuredContent,
-		TaskID: x.TaskID, StopReason: x.StopReason, Model: x.Model, Content: x.Content, Tools: x.Tools,
-		Action: x.Action,
-	}
-	if r.TaskID == "" && x.Task != nil {
-		r.TaskID = x.Task.TaskID
-	}
-	if m := x.Meta; m != nil {
+	var m *meta
+	_ = members(raw, func(key string, v []byte) bool {
+		switch key {
+		case "_meta":
+			m = new(meta)
+			if json.Unmarshal(v, m) != nil {
+				m = nil
+			}
+		case "protocolVersion":
+			_ = json.Unmarshal(v, &r.ProtocolVersion)
+		case "supportedVersions":
+			_ = json.Unmarshal(v, &r.SupportedVersions)
+		case "serverInfo":
+			r.ServerInfo = new(Implementation)
+			if json.Unmarshal(v, r.ServerInfo) != nil {
+				r.ServerInfo = nil
+			}
+		case "capabilities":
+			r.Capabilities = v
+		case "resultType":
+			_ = json.Unmarshal(v, &r.ResultType)
+		case "inputRequests":
+			r.InputRequests = v
+		case "requestState":
+			var st string
+			if json.Unmarshal(v, &st) == nil {
+				r.RequestState = &st
+			}
+		case "isError":
+			_ = json.Unmarshal(v, &r.IsError)
+		case "structuredContent":
+			r.StructuredContent = v
+		case "taskId":
+			_ = json.Unmarshal(v, &r.TaskID)
+		case "task":
+			if r.TaskID == "" {
+				var t struct {
+					TaskID string `json:"taskId"`
+				}
+				_ = json.Unmarshal(v, &t)
+				r.TaskID = t.TaskID
+			}
+		case "stopReason":
+			_ = json.Unmarshal(v, &r.StopReason)
+		case "model":
+			_ = json.Unmarshal(v, &r.Model)
+		case "content":
+			r.Content = v
+		case "tools":
+			r.Tools = v
+		case "action":
+			_ = json.Unmarshal(v, &r.Action)
+		}
+		return true
+	})
+	if m != nil {
 		if r.ServerInfo == nil {
 			r.ServerInfo = m.ServerInfo
 		}

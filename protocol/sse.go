@@ -59,20 +59,31 @@ func (e *Event) RetryMillis() (ms int64, ok bool) {
 
 // SSEParser incrementally splits an SSE stream into [Event]s. Feed it the
 // bytes as they arrive, in any chunking, then call Close at the end of the
-// stream. It is not safe for concurrent use.
+// stream. It keeps one buffer, the size of the block in progress: an event's
+// Raw and (single-line) Data are views into it, so a 10 MiB event costs
+// about 10 MiB, not several copies. It is not safe for concurrent use.
 type SSEParser struct {
 	// MaxEventSize bounds one block's raw bytes; zero means DefaultMaxEventSize.
 	MaxEventSize int
 
-	buf     []byte // unconsumed bytes
-	scan    int    // buf[:scan] holds no line terminator
-	cur     Event
-	curRaw  []byte
-	started bool // cur has at least one line
-	bom     bool // the stream's first bytes were examined for a BOM
-	discard bool // dropping the rest of an oversize block
-	partial bool // the current line's first bytes were dropped
+	buf   []byte // buf[ev:] is the block in progress and what follows it
+	ev    int    // start of the block in progress
+	line  int    // start of the line in progress
+	scan  int    // no line terminator in buf[line:scan]
+	bom   bool   // the stream's first bytes were examined for a BOM
+	cur   Event
+	spans []span // the block's data values, relative to ev
+
+	// Oversize handling: the block's first MaxEventSize bytes are kept in
+	// over, the rest is dropped up to the blank line that ends it.
+	discard   bool
+	over      []byte
+	lineSeen  bool // in discard mode: the line in progress has bytes
+	pendCR    bool // in discard mode: the last byte seen was CR
+	swallowLF bool // an oversize block ended at a CR: drop an LF that follows
 }
+
+type span struct{ start, end int }
 
 func (p *SSEParser) max() int {
 	if p.MaxEventSize > 0 {
@@ -84,119 +95,214 @@ func (p *SSEParser) max() int {
 // Feed parses b and calls emit for each complete block. emit's Event and its
 // slices are only valid during the call.
 func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
-	p.buf = append(p.buf, b...)
 	if !p.bom {
-		if len(p.buf) < 3 && bytes.HasPrefix([]byte("\xEF\xBB\xBF"), p.buf) {
+		head := append(p.buf[p.ev:len(p.buf):len(p.buf)], b...)
+		if len(head) < 3 && bytes.HasPrefix([]byte("\xEF\xBB\xBF"), head) {
+			p.buf = append(p.buf, b...)
 			return
 		}
 		p.bom = true
-		p.buf = bytes.TrimPrefix(p.buf, []byte("\xEF\xBB\xBF"))
+		if bytes.HasPrefix(head, []byte("\xEF\xBB\xBF")) {
+			p.buf = append(p.buf[:0], head[3:]...)
+			p.ev, p.line, p.scan = 0, 0, 0
+			b = nil
+		}
 	}
-	start := 0
+	if p.discard {
+		b = p.skip(b, emit)
+		if p.discard {
+			return
+		}
+	}
+	if p.swallowLF && len(b) > 0 {
+		p.swallowLF = false
+		if b[0] == '\n' {
+			b = b[1:]
+		}
+	}
+	p.buf = appendGrow(p.buf, b)
 	for {
-		i := bytes.IndexAny(p.buf[start+p.scan:], "\r\n")
+		i := bytes.IndexAny(p.buf[p.scan:], "\r\n")
 		if i < 0 {
-			p.scan = len(p.buf) - start
+			p.scan = len(p.buf)
 			break
 		}
-		i += start + p.scan
+		i += p.scan
 		end := i + 1
 		if p.buf[i] == '\r' {
 			if end == len(p.buf) {
 				// A lone CR at the end: wait to see whether LF follows.
-				p.scan = i - start
+				p.scan = i
 				break
 			}
 			if p.buf[end] == '\n' {
 				end++
 			}
 		}
-		p.line(p.buf[start:i], p.buf[start:end], emit)
-		start = end
-		p.scan = 0
+		p.lineDone(i, end, emit)
+		p.line, p.scan = end, end
 	}
-	// Keep the unconsumed partial line, bounded by the event limit.
-	rest := p.buf[start:]
-	switch {
-	case p.discard:
-		if len(rest) > 0 {
-			p.partial = true
+	if len(p.buf)-p.ev > p.max() {
+		p.overflow(emit)
+		return
+	}
+	// Move the block in progress to the front, once per Feed, and give
+	// back the memory of a large block once it is done.
+	if p.ev > 0 {
+		rest := p.buf[p.ev:]
+		if cap(p.buf) > 1<<20 && len(rest) < cap(p.buf)/8 {
+			p.buf = append(make([]byte, 0, max(2*len(rest), 32<<10)), rest...)
+		} else {
+			p.buf = p.buf[:copy(p.buf, rest)]
 		}
-		rest = rest[:0]
-		p.scan = 0
-	case len(p.curRaw)+len(rest) > p.max():
-		p.started = true
-		p.overflow(rest)
-		p.partial = true
-		rest = rest[:0]
-		p.scan = 0
+		p.line -= p.ev
+		p.scan -= p.ev
+		p.ev = 0
 	}
-	p.buf = append(p.buf[:0], rest...)
+}
+
+// appendGrow is append that doubles a full buffer: append grows large
+// slices by only a quarter, which for a 10 MiB event allocates five times
+// its size along the way.
+func appendGrow(buf, b []byte) []byte {
+	if need := len(buf) + len(b); need > cap(buf) {
+		nb := make([]byte, len(buf), max(need, 2*cap(buf), 4<<10))
+		copy(nb, buf)
+		buf = nb
+	}
+	return append(buf, b...)
+}
+
+// overflow keeps the first MaxEventSize bytes of the block in progress and
+// switches to dropping the rest of it.
+func (p *SSEParser) overflow(emit func(*Event)) {
+	block := p.buf[p.ev:]
+	p.over = append(p.over[:0], block[:p.max()]...)
+	rest := block[p.line-p.ev:]
+	if len(rest) == 1 && rest[0] == '\r' {
+		// The held-back CR is a blank line: the block is complete.
+		p.cur.Oversize = true
+		p.buf, p.ev, p.line, p.scan = p.buf[:0], 0, 0, 0
+		p.dispatchOver(emit)
+		p.swallowLF = true
+		return
+	}
+	// A trailing CR already ended the line in progress (a LF may follow).
+	p.pendCR = len(rest) > 0 && rest[len(rest)-1] == '\r'
+	p.lineSeen = len(rest) > 0 && !p.pendCR
+	p.cur.Oversize = true
+	p.discard = true
+	p.buf, p.ev, p.line, p.scan = p.buf[:0], 0, 0, 0
+}
+
+// skip drops the rest of an oversize block, dispatching it at its blank
+// line; it returns the bytes after that line.
+func (p *SSEParser) skip(b []byte, emit func(*Event)) []byte {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if p.pendCR {
+			p.pendCR = false
+			if c == '\n' {
+				continue // the LF of a CRLF
+			}
+		}
+		if c != '\r' && c != '\n' {
+			p.lineSeen = true
+			continue
+		}
+		if c == '\r' {
+			p.pendCR = true
+		}
+		if p.lineSeen {
+			p.lineSeen = false
+			continue
+		}
+		// A blank line: the oversize block ends here.
+		p.discard = false
+		p.dispatchOver(emit)
+		rest := b[i+1:]
+		p.pendCR = false
+		if c == '\r' {
+			if len(rest) == 0 {
+				p.swallowLF = true
+			} else if rest[0] == '\n' {
+				rest = rest[1:]
+			}
+		}
+		return rest
+	}
+	return nil
+}
+
+func (p *SSEParser) dispatchOver(emit func(*Event)) {
+	p.cur.Raw = p.over
+	p.cur.Data = p.joined(p.over)
+	if emit != nil {
+		emit(&p.cur)
+	}
+	p.reset()
 }
 
 // Close ends the stream: a block in progress is emitted with Unterminated
 // set (its partial last line included in Raw).
 func (p *SSEParser) Close(emit func(*Event)) {
-	if len(p.buf) > 0 {
-		tail := p.buf
-		p.line(bytes.TrimRight(tail, "\r"), tail, nil)
-		p.buf = p.buf[:0]
-		p.scan = 0
-	}
-	if p.started {
-		p.cur.Unterminated = true
-		p.dispatch(emit)
-	}
-}
-
-func (p *SSEParser) overflow(rest []byte) {
-	if room := p.max() - len(p.curRaw); room > 0 {
-		p.curRaw = append(p.curRaw, rest[:min(room, len(rest))]...)
-	}
-	p.cur.Oversize = true
-	p.discard = true
-}
-
-// line handles one line; raw includes its terminator. emit is nil for the
-// partial line at the end of the stream.
-func (p *SSEParser) line(line, raw []byte, emit func(*Event)) {
-	blank := len(line) == 0 && !p.partial
-	p.partial = false
-	if blank && emit != nil {
-		if !p.discard {
-			p.curRaw = append(p.curRaw, raw...)
-		}
-		p.started = true
-		p.dispatch(emit)
-		return
-	}
-	p.started = true
 	if p.discard {
+		p.cur.Unterminated = true
+		p.discard = false
+		p.dispatchOver(emit)
 		return
 	}
-	if len(p.curRaw)+len(raw) > p.max() {
-		p.overflow(raw)
+	if n := len(p.buf); p.line < n && p.buf[n-1] == '\r' {
+		// The CR held back to see whether LF follows ends its line.
+		p.lineDone(n-1, n, emit)
+		p.line = n
+	}
+	if end := len(p.buf); p.line < end {
+		if end-p.ev <= p.max() {
+			p.field(p.line, end)
+		}
+		p.line = end
+	}
+	if p.line > p.ev {
+		p.cur.Unterminated = true
+		p.dispatch(p.line, emit)
+	}
+	p.buf, p.ev, p.line, p.scan = p.buf[:0], 0, 0, 0
+}
+
+// lineDone handles the line buf[p.line:i], terminated at end.
+func (p *SSEParser) lineDone(i, end int, emit func(*Event)) {
+	if i == p.line {
+		// A blank line ends the block (one with nothing before it is a
+		// block of its own, so no byte of the stream is lost).
+		p.dispatch(end, emit)
+		p.ev = end
 		return
 	}
-	p.curRaw = append(p.curRaw, raw...)
-	if len(line) == 0 {
-		return
+	if end-p.ev <= p.max() {
+		// Lines past the size limit are dropped, not interpreted.
+		p.field(p.line, i)
 	}
+}
+
+// field interprets the line buf[start:end] (no terminator).
+func (p *SSEParser) field(start, end int) {
+	line := p.buf[start:end]
 	if line[0] == ':' {
 		p.cur.Comments = append(p.cur.Comments, string(bytes.TrimPrefix(line[1:], []byte(" "))))
 		return
 	}
-	field, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		field, value = line[:i], line[i+1:]
-		value = bytes.TrimPrefix(value, []byte(" "))
-	}
-	switch string(field) {
-	case "data":
-		if p.cur.HasData {
-			p.cur.Data = append(p.cur.Data, '\n')
+	name, vs := line, end
+	if k := bytes.IndexByte(line, ':'); k >= 0 {
+		name, vs = line[:k], start+k+1
+		if vs < end && p.buf[vs] == ' ' {
+			vs++
 		}
-		p.cur.Data = append(p.cur.Data, value...)
+	}
+	value := p.buf[vs:end]
+	switch string(name) {
+	case "data":
+		p.spans = append(p.spans, span{vs - p.ev, end - p.ev})
 		p.cur.HasData = true
 	case "event":
 		p.cur.Type = string(value)
@@ -210,16 +316,51 @@ func (p *SSEParser) line(line, raw []byte, emit func(*Event)) {
 	}
 }
 
-func (p *SSEParser) dispatch(emit func(*Event)) {
-	p.cur.Raw = p.curRaw
+// joined is the data lines of the block raw, joined with "\n": a view into
+// raw when there is one line.
+func (p *SSEParser) joined(raw []byte) []byte {
+	switch len(p.spans) {
+	case 0:
+		return nil
+	case 1:
+		s := p.spans[0]
+		if s.end <= len(raw) {
+			return raw[s.start:s.end:s.end]
+		}
+		if s.start <= len(raw) {
+			return raw[s.start:len(raw):len(raw)]
+		}
+		return nil
+	}
+	var out []byte
+	for i, s := range p.spans {
+		if s.start > len(raw) {
+			break
+		}
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		out = append(out, raw[s.start:min(s.end, len(raw))]...)
+	}
+	return out
+}
+
+func (p *SSEParser) dispatch(end int, emit func(*Event)) {
+	raw := p.buf[p.ev:end:end]
+	if len(raw) > p.max() {
+		raw = raw[:p.max():p.max()]
+		p.cur.Oversize = true
+	}
+	p.cur.Raw = raw
+	p.cur.Data = p.joined(raw)
 	if emit != nil {
 		emit(&p.cur)
 	}
-	data := p.cur.Data[:0]
+	p.reset()
+}
+
+func (p *SSEParser) reset() {
 	comments := p.cur.Comments[:0]
-	p.cur = Event{Data: data, Comments: comments}
-	p.curRaw = p.curRaw[:0]
-	p.started = false
-	p.discard = false
-	p.partial = false
+	p.cur = Event{Comments: comments}
+	p.spans = p.spans[:0]
 }

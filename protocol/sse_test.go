@@ -141,3 +141,30 @@ func FuzzSSEChunking(f *testing.F) {
 		}
 	})
 }
+
+// With a small limit, oversize blocks must come out the same whatever the
+// chunking.
+func FuzzSSEOversizeChunking(f *testing.F) {
+	f.Add([]byte("data: 0123456789abcdef0123\nid: x\n\ndata: y\n\n"), 5)
+	f.Add([]byte("id: 1\r\ndata: aaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n:c\r\r"), 2)
+	f.Fuzz(func(t *testing.T, stream []byte, chunk int) {
+		if bytes.HasPrefix(stream, []byte("\xEF")) || chunk <= 0 {
+			return
+		}
+		whole := parseAll(stream, 0, 16)
+		got := parseAll(stream, chunk%7+1, 16)
+		if len(whole) != len(got) {
+			t.Fatalf("%d events whole, %d chunked:\n%+v\n%+v", len(whole), len(got), whole, got)
+		}
+		for i := range whole {
+			w, g := whole[i], got[i]
+			if w.Raw != g.Raw || w.Data != g.Data || w.ID != g.ID || w.HasID != g.HasID || w.Type != g.Type ||
+				w.Oversize != g.Oversize || w.Unterminated != g.Unterminated || w.Retry != g.Retry || w.HasData != g.HasData {
+				t.Fatalf("event %d: whole %+v chunked %+v", i, w, g)
+			}
+			if len(w.Raw) > 16 {
+				t.Fatalf("event %d: raw of %d bytes over the limit", i, len(w.Raw))
+			}
+		}
+	})
+}

@@ -5,13 +5,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +35,7 @@ type recordConfig struct {
 	allowAnyHost bool
 	idleGap      time.Duration
 	logLevel     string
+	memoryLimit  string
 }
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,8 +50,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&c.allowAnyHost, "allow-any-host", false, "accept any Host header on a loopback listener (turns off DNS-rebinding protection)")
 	fs.DurationVar(&c.idleGap, "idle-gap", 5*time.Minute, "silence after which a 2026-07-28 client's next request starts a new session")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit")); err != nil {
+		return usagef("--memory-limit: %v", err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
@@ -203,3 +212,51 @@ func (rs *recording) close() (capture.Stats, error) {
 }
 
 func trimURL(u string) string { return strings.TrimRight(u, "/") }
+
+// defaultMemoryLimit keeps a recorder's RSS near 100 MB even while several
+// 10 MiB results stream through it: without a limit the Go heap may grow to
+// twice its live size before collecting.
+const defaultMemoryLimit = "100MiB"
+
+// applyMemoryLimit sets the Go heap's soft limit, unless the user set
+// GOMEMLIMIT and not the flag.
+func applyMemoryLimit(v string, explicit bool) error {
+	if os.Getenv("GOMEMLIMIT") != "" && !explicit {
+		return nil
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		debug.SetMemoryLimit(math.MaxInt64)
+		return nil
+	}
+	debug.SetMemoryLimit(n)
+	return nil
+}
+
+// parseSize reads 100MiB, 1GiB, 512KiB or a number of bytes.
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSuffix(v, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size like 100MiB", v)
+	}
+	return n * mult, nil
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

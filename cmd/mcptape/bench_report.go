@@ -1,0 +1,477 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// benchReport is everything `mcptape bench` measured; --json writes it.
+type benchReport struct {
+	Machine   machineInfo       `json:"machine"`
+	Config    map[string]any    `json:"config"`
+	Started   time.Time         `json:"started"`
+	Duration  time.Duration     `json:"duration_ns"`
+	Targets   []targetInfo      `json:"targets"`
+	Scenarios []*scenarioResult `json:"scenarios"`
+	// PeakRSS is each proxy's highest VmHWM over the whole run, in MB.
+	PeakRSS  map[string]float64 `json:"peak_rss_mb"`
+	Verdicts []verdict          `json:"verdicts"`
+}
+
+type machineInfo struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	CPUModel   string `json:"cpu_model"`
+	Kernel     string `json:"kernel"`
+	Go         string `json:"go"`
+	Mcptape    string `json:"mcptape"`
+	Nginx      string `json:"nginx,omitempty"`
+	TempDir    string `json:"temp_dir"`
+}
+
+type targetInfo struct {
+	Name    string `json:"name"`
+	URL     string `json:"url,omitempty"`
+	PIDs    []int  `json:"pids,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Exited says how the target's process ended, when it did so before
+	// the bench stopped it.
+	Exited string `json:"exited,omitempty"`
+}
+
+// verdict is one of the performance targets, passed or not.
+type verdict struct {
+	Issue   string `json:"issue"`
+	Name    string `json:"name"`
+	Pass    bool   `json:"pass"`
+	Skipped bool   `json:"skipped,omitempty"`
+	Detail  string `json:"detail"`
+}
+
+func machine(nginx string) machineInfo {
+	return machineInfo{
+		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(), Kernel: kernelRelease(),
+		Go: runtime.Version(), Mcptape: version, Nginx: nginx, TempDir: os.TempDir(),
+	}
+}
+
+func (c *benchConfig) toJSON() map[string]any {
+	return map[string]any{
+		"scenarios": c.scenarios, "targets": c.targets, "rounds": c.rounds, "batch": c.batch.String(), "calls": c.calls,
+		"warmup": c.warmup.String(), "concurrency": c.concurrency, "big_bytes": c.bigBytes, "big_concurrency": c.bigConc,
+		"sse_duration": c.sseDuration.String(), "sse_steps": c.sseSteps, "sse_concurrency": c.sseConc,
+		"huge_bytes": c.hugeBytes, "huge_concurrency": c.hugeConc, "huge_calls": c.hugeCalls,
+	}
+}
+
+func (r *benchReport) scenario(id string) *scenarioResult {
+	for _, s := range r.Scenarios {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+func (r *benchReport) fig(id, target string) *figures {
+	if s := r.scenario(id); s != nil {
+		return s.Targets[target]
+	}
+	return nil
+}
+
+func (r *benchReport) ran(target string) bool {
+	for _, t := range r.Targets {
+		if t.Name == target {
+			return t.Skipped == ""
+		}
+	}
+	return false
+}
+
+// finish reads the whole-run peaks and judges the targets.
+func (r *benchReport) finish(e *benchEnv) {
+	r.PeakRSS = map[string]float64{}
+	for i, t := range e.targets {
+		if t.live() && t.proc != nil && t.proc.exited() {
+			r.Targets[i].Exited = fmt.Sprintf("%v; %s", t.proc.waitErr, t.proc.logTail())
+		}
+	}
+	for _, t := range e.live() {
+		if t.proc != nil {
+			t.peakKB = max(t.peakKB, peakKB(t))
+			r.PeakRSS[t.name] = float64(t.peakKB) / 1024
+		}
+	}
+	r.Verdicts = r.judge()
+}
+
+func (r *benchReport) failed() int {
+	n := 0
+	for _, v := range r.Verdicts {
+		if !v.Pass && !v.Skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// judge applies the performance targets of issues 2 (against the plain Go
+// proxy) and 5 (against nginx).
+func (r *benchReport) judge() []verdict {
+	if !r.ran(tgMcptape) {
+		return nil
+	}
+	var out []verdict
+	add := func(issue, name string, ok bool, detail string) {
+		out = append(out, verdict{Issue: issue, Name: name, Pass: ok, Detail: detail})
+	}
+	skip := func(issue, name, why string) {
+		out = append(out, verdict{Issue: issue, Name: name, Skipped: true, Detail: why})
+	}
+	// atMost checks mcptape's figure ≤ factor × the other target's.
+	ratio := func(issue, name, scenario, other string, factor float64, get func(*figures) *float64, unit string, atLeast bool) {
+		m, o := r.fig(scenario, tgMcptape), r.fig(scenario, other)
+		if m == nil || o == nil || get(m) == nil || get(o) == nil {
+			skip(issue, name, "not measured: run the "+scenario+" scenario with the "+other+" and mcptape targets")
+			return
+		}
+		mv, ov := *get(m), *get(o)
+		limit := factor * ov
+		if atLeast {
+			add(issue, name, mv >= limit, fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
+		} else {
+			add(issue, name, mv <= limit, fmt.Sprintf("mcptape %s ≤ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
+		}
+	}
+	added := func(f *figures) *float64 { return f.AddedP50 }
+	rate := func(f *figures) *float64 { return f.CallsPerSec }
+	cpuCall := func(f *figures) *float64 { return f.CPUPerCall }
+	cpuMiB := func(f *figures) *float64 { return f.CPUPerMiB }
+	firstAdded := func(f *figures) *float64 { return f.FirstAdded }
+
+	firstMax := func(issue string) {
+		name := "SSE first event: added delay ≤ 1 ms"
+		f := r.fig(scSSE, tgMcptape)
+		if f == nil || f.FirstAdded == nil {
+			skip(issue, name, "not measured: run the sse scenario")
+			return
+		}
+		add(issue, name, *f.FirstAdded <= 1000, fmt.Sprintf("mcptape %s ≤ +1000 µs", num(*f.FirstAdded, "+µs")))
+	}
+
+	if r.ran(tgPlain) {
+		ratio("2", "echo c=1: added p50 ≤ 1.3 × plain's", scEcho1, tgPlain, 1.3, added, "+µs", false)
+		ratio("2", "echo c=32: calls/s ≥ 0.7 × plain's", scEcho32, tgPlain, 0.7, rate, "/s", true)
+	} else {
+		skip("2", "against the plain Go proxy", "the plain target did not run")
+	}
+	firstMax("2")
+	// Nothing lost: every scenario's client counts are the stored counts.
+	var bad []string
+	checked := 0
+	for _, s := range r.Scenarios {
+		if s.Recorder == nil {
+			continue
+		}
+		checked++
+		if !s.Recorder.Match {
+			bad = append(bad, s.Short+": "+s.Recorder.Note)
+		}
+	}
+	if checked == 0 {
+		skip("2", "nothing lost", "no scenario ran")
+	} else if len(bad) > 0 {
+		add("2", "nothing lost: client counts = stored counts, none lost or dropped", false, strings.Join(bad, "; "))
+	} else {
+		add("2", "nothing lost: client counts = stored counts, none lost or dropped", true, fmt.Sprintf("all %d scenarios match", checked))
+	}
+	failedCalls, calls := 0, 0
+	for _, s := range r.Scenarios {
+		if f := s.Targets[tgMcptape]; f != nil {
+			failedCalls += f.Failed
+			calls += f.Calls
+		}
+	}
+	add("2", "every call through mcptape succeeded", failedCalls == 0, fmt.Sprintf("%d failed of %d", failedCalls, calls+failedCalls))
+	if mb, ok := r.PeakRSS[tgMcptape]; ok {
+		add("2", "peak RSS < 150 MB", mb < 150, fmt.Sprintf("mcptape's peak RSS over the run %.1f MB", mb))
+	}
+
+	if !r.ran(tgNginx) {
+		skip("5", "against nginx", "the nginx target did not run")
+		return out
+	}
+	ratio("5", "echo c=1: added p50 ≤ 2 × nginx's", scEcho1, tgNginx, 2, added, "+µs", false)
+	ratio("5", "echo c=1: CPU per call ≤ 2.5 × nginx's", scEcho1, tgNginx, 2.5, cpuCall, "µs", false)
+	ratio("5", "echo c=32: CPU per call ≤ 2.5 × nginx's", scEcho32, tgNginx, 2.5, cpuCall, "µs", false)
+	ratio("5", "echo c=32: calls/s ≥ 0.9 × nginx's", scEcho32, tgNginx, 0.9, rate, "/s", true)
+	ratio("5", "big results: calls/s ≥ 0.9 × nginx's", scBig, tgNginx, 0.9, rate, "/s", true)
+	ratio("5", "big results: CPU per MiB ≤ 2 × nginx's", scBig, tgNginx, 2, cpuMiB, "ms", false)
+	ratio("5", "SSE first event: added ≤ 1.5 × nginx's", scSSE, tgNginx, 1.5, firstAdded, "+µs", false)
+	firstMax("5")
+	return out
+}
+
+// num formats v with its unit; "+µs" is a signed difference.
+func num(v float64, unit string) string {
+	switch unit {
+	case "+µs":
+		return fmt.Sprintf("%+.0f µs", v)
+	case "µs":
+		return fmt.Sprintf("%.0f µs", v)
+	case "ms":
+		return fmt.Sprintf("%.2f ms", v)
+	case "/s":
+		return fmt.Sprintf("%.0f calls/s", v)
+	}
+	return fmt.Sprintf("%.3g %s", v, unit)
+}
+
+// row is one line of the table: a metric of a scenario for every target.
+type row struct {
+	scenario, metric string
+	vals             map[string]*float64
+	prec             int
+	signed, ratio    bool
+}
+
+func (r *benchReport) rows() []row {
+	var rows []row
+	for _, s := range r.Scenarios {
+		add := func(metric string, prec int, signed, ratio bool, get func(*figures) *float64) {
+			rw := row{scenario: s.Short, metric: metric, vals: map[string]*float64{}, prec: prec, signed: signed, ratio: ratio}
+			for name, f := range s.Targets {
+				rw.vals[name] = get(f)
+			}
+			rows = append(rows, rw)
+		}
+		p50 := func(f *figures) *float64 { return f.P50 }
+		p99 := func(f *figures) *float64 { return f.P99 }
+		ms := func(get func(*figures) *float64) func(*figures) *float64 {
+			return func(f *figures) *float64 {
+				if v := get(f); v != nil {
+					return ptr(*v / 1000)
+				}
+				return nil
+			}
+		}
+		added := func(f *figures) *float64 { return f.AddedP50 }
+		rate := func(f *figures) *float64 { return f.CallsPerSec }
+		mibs := func(f *figures) *float64 { return f.MiBPerSec }
+		cpuCall := func(f *figures) *float64 { return f.CPUPerCall }
+		cpuMiB := func(f *figures) *float64 { return f.CPUPerMiB }
+		failed := func(f *figures) *float64 { return ptr(float64(f.Failed)) }
+		switch s.ID {
+		case scEcho1, scSampling, scMRTR:
+			add("p50 latency (µs)", 0, false, true, p50)
+			add("p99 latency (µs)", 0, false, true, p99)
+			add("added p50 over direct (µs)", 0, true, true, added)
+			if s.ID == scEcho1 {
+				add("calls/s", 0, false, true, rate)
+			}
+			add("proxy CPU per call (µs)", 0, false, true, cpuCall)
+		case scEcho32:
+			add("calls/s", 0, false, true, rate)
+			add("p50 latency (µs)", 0, false, true, p50)
+			add("p99 latency (µs)", 0, false, true, p99)
+			add("proxy CPU per call (µs)", 0, false, true, cpuCall)
+		case scBig, scHuge:
+			add("calls/s", 1, false, true, rate)
+			add("MiB/s", 0, false, true, mibs)
+			add("p50 latency (ms)", 2, false, true, ms(p50))
+			add("proxy CPU per MiB (ms)", 2, false, true, cpuMiB)
+			if s.ID == scHuge {
+				add("peak RSS during the scenario (MB)", 1, false, true, func(f *figures) *float64 { return f.PeakRSS })
+			}
+		case scSSE:
+			add("first event p50 (µs)", 0, false, true, func(f *figures) *float64 { return f.FirstP50 })
+			add("first event p99 (µs)", 0, false, true, func(f *figures) *float64 { return f.FirstP99 })
+			add("first event added p50 over direct (µs)", 0, true, true, func(f *figures) *float64 { return f.FirstAdded })
+			add("call p50 (ms)", 2, false, true, ms(p50))
+			add("proxy CPU per call (µs)", 0, false, true, cpuCall)
+		}
+		add("failed calls", 0, false, false, failed)
+	}
+	if len(r.PeakRSS) > 0 {
+		rw := row{scenario: "whole run", metric: "peak RSS (MB)", vals: map[string]*float64{}, prec: 1, ratio: true}
+		for name, mb := range r.PeakRSS {
+			rw.vals[name] = ptr(mb)
+		}
+		rows = append(rows, rw)
+	}
+	return rows
+}
+
+func cell(v *float64, prec int, signed bool) string {
+	if v == nil {
+		return "—"
+	}
+	if signed {
+		return fmt.Sprintf("%+.*f", prec, *v)
+	}
+	return fmt.Sprintf("%.*f", prec, *v)
+}
+
+func (r *benchReport) writeMarkdown(w io.Writer) {
+	m := r.Machine
+	var live []string
+	for _, t := range r.Targets {
+		if t.Skipped == "" {
+			live = append(live, t.Name)
+		}
+	}
+	fmt.Fprintf(w, "# mcptape bench\n\n")
+	fmt.Fprintf(w, "- machine: %d CPUs (nproc), %s; %s; %s (GOMAXPROCS %d); mcptape %s", m.CPUs, m.CPUModel, m.Kernel, m.Go, m.GOMAXPROCS, m.Mcptape)
+	if m.Nginx != "" {
+		fmt.Fprintf(w, "; %s", m.Nginx)
+	}
+	fmt.Fprintln(w)
+	batch := r.Config["batch"].(string) + " batch"
+	if n, _ := r.Config["calls"].(int); n > 0 {
+		batch = fmt.Sprintf("%d-call batch", n)
+	}
+	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario, each round one %s per target in rotating order (interleaved); %s in all\n",
+		r.Config["rounds"], batch, r.Duration.Round(time.Second))
+	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (no §3.6b fix); "+
+		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s\n", m.TempDir)
+	for _, t := range r.Targets {
+		if t.Skipped != "" {
+			fmt.Fprintf(w, "- **%s skipped**: %s\n", t.Name, t.Skipped)
+		}
+		if t.Exited != "" {
+			fmt.Fprintf(w, "- **%s's process exited during the run**: %s\n", t.Name, t.Exited)
+		}
+	}
+	fmt.Fprintln(w)
+
+	var ratios []string
+	if slices.Contains(live, tgMcptape) {
+		for _, o := range []string{tgPlain, tgNginx} {
+			if slices.Contains(live, o) {
+				ratios = append(ratios, o)
+			}
+		}
+	}
+	fmt.Fprintf(w, "| scenario | metric | %s |", strings.Join(live, " | "))
+	for _, o := range ratios {
+		fmt.Fprintf(w, " mcptape ÷ %s |", o)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s%s\n", strings.Repeat("---:|", len(live)), strings.Repeat("---:|", len(ratios)))
+	last := ""
+	for _, rw := range r.rows() {
+		sc := rw.scenario
+		if sc == last {
+			sc = ""
+		}
+		last = rw.scenario
+		fmt.Fprintf(w, "| %s | %s |", sc, rw.metric)
+		for _, t := range live {
+			fmt.Fprintf(w, " %s |", cell(rw.vals[t], rw.prec, rw.signed))
+		}
+		for _, o := range ratios {
+			mv, ov := rw.vals[tgMcptape], rw.vals[o]
+			if !rw.ratio || mv == nil || ov == nil || *ov <= 0 || (rw.signed && *mv < 0) {
+				fmt.Fprint(w, " — |")
+				continue
+			}
+			fmt.Fprintf(w, " %.2f× |", *mv / *ov)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "\nLatency percentiles are over every measured call of every round; calls/s and MiB/s are medians of the per-round rates; "+
+		"\"added\" is a target's p50 minus direct's; proxy CPU is utime+stime of the proxy's process (nginx: master and workers) "+
+		"during its own batches, divided by its calls or MiB; peak RSS is VmHWM (nginx: summed over its processes).\n")
+	for _, s := range r.Scenarios {
+		fmt.Fprintf(w, "\n- %s: %s", s.Short, s.Title)
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintf(w, "\n## failed calls\n\n")
+	none := true
+	for _, s := range r.Scenarios {
+		for _, t := range live {
+			f := s.Targets[t]
+			if f == nil || f.Failed == 0 {
+				continue
+			}
+			none = false
+			kinds := make([]string, 0, len(f.Errors))
+			for k, n := range f.Errors {
+				kinds = append(kinds, fmt.Sprintf("%d %s (e.g. %s)", n, k, f.ErrorExamples[k]))
+			}
+			slices.Sort(kinds)
+			fmt.Fprintf(w, "- %s, %s: %d of %d: %s\n", s.Short, t, f.Failed, f.Calls+f.Failed, strings.Join(kinds, "; "))
+		}
+	}
+	if none {
+		fmt.Fprintln(w, "None: every response had the right id, a result, and a complete stream.")
+	}
+
+	if slices.Contains(live, tgMcptape) {
+		fmt.Fprintf(w, "\n## mcptape's recorder: client counts = stored counts\n\n")
+		fmt.Fprintln(w, "Messages the load generator sent and received through mcptape (SSE frames without a message, such as 2025-11-25 priming events, count as one, as the recorder stores them), against the recorder's Stats.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| scenario | client sent | client received | client total | decoded | stored | lost | dropped | |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
+		for _, s := range r.Scenarios {
+			rc := s.Recorder
+			if rc == nil {
+				continue
+			}
+			mark := "equal"
+			if !rc.Match {
+				mark = "**DIFFERENT**"
+			}
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %s |\n", s.Short, rc.ClientSent, rc.ClientReceived, rc.client(), rc.Messages, rc.Stored, rc.Lost, rc.Dropped, mark)
+		}
+	}
+
+	if len(r.Verdicts) > 0 {
+		fmt.Fprintf(w, "\n## targets\n")
+		issue := ""
+		pass, judged := 0, 0
+		for _, v := range r.Verdicts {
+			if v.Issue != issue {
+				issue = v.Issue
+				what := "the plain Go proxy"
+				if issue == "5" {
+					what = "nginx"
+				}
+				fmt.Fprintf(w, "\n### issue %s: mcptape against %s\n\n", issue, what)
+			}
+			status := "**FAIL**"
+			switch {
+			case v.Skipped:
+				status = "SKIP"
+			case v.Pass:
+				status = "PASS"
+			}
+			if !v.Skipped {
+				judged++
+				if v.Pass {
+					pass++
+				}
+			}
+			fmt.Fprintf(w, "- %s %s: %s\n", status, v.Name, v.Detail)
+		}
+		fmt.Fprintf(w, "\n%d of %d targets passed.\n", pass, judged)
+	}
+}
+
+func (r *benchReport) writeJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,509 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// scenarioSpec is one measurement: a kind of call, at a concurrency.
+type scenarioSpec struct {
+	id, title, short string
+	conc             int
+	// calls, if > 0, is the calls per batch, whatever the configuration.
+	calls    int
+	setup    func(*worker, context.Context) error
+	call     func(*worker, context.Context) (sample, error)
+	teardown func(*worker, context.Context)
+	// payload is the result size per call, for MiB/s and CPU per MiB.
+	payload int
+	// first: the call measures its first progress event. rss: the
+	// scenario reports the proxies' peak RSS.
+	first, rss bool
+}
+
+func (e *benchEnv) scenario(id string) *scenarioSpec {
+	c := e.cfg
+	switch id {
+	case scEcho1:
+		return &scenarioSpec{id: id, title: "echo, concurrency 1", short: "echo c=1", conc: 1, call: (*worker).callEcho}
+	case scEcho32:
+		return &scenarioSpec{id: id, title: fmt.Sprintf("echo, concurrency %d", c.concurrency),
+			short: fmt.Sprintf("echo c=%d", c.concurrency), conc: c.concurrency, call: (*worker).callEcho}
+	case scBig:
+		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results (big tool), concurrency %d", sizeText(c.bigBytes), c.bigConc),
+			short: sizeText(c.bigBytes) + " results", conc: c.bigConc, payload: c.bigBytes,
+			call: func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, c.bigBytes) }}
+	case scSSE:
+		return &scenarioSpec{id: id, title: fmt.Sprintf("SSE first event (slow tool, %d progress events over %s), concurrency %d", c.sseSteps, c.sseDuration, c.sseConc),
+			short: "SSE first event", conc: c.sseConc, first: true, call: (*worker).callSlow}
+	case scSampling:
+		return &scenarioSpec{id: id, title: "sampling round trip, 2025-11-25 (stateful: server→client request, answer POSTed), concurrency 1",
+			short: "sampling 2025-11-25", conc: 1, setup: (*worker).initLegacy, teardown: (*worker).closeLegacy, call: (*worker).callSampling}
+	case scMRTR:
+		return &scenarioSpec{id: id, title: "MRTR round trip, 2026-07-28 (input_required, then retry with inputResponses), concurrency 1",
+			short: "MRTR 2026-07-28", conc: 1, call: (*worker).callMRTR}
+	case scHuge:
+		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results, concurrency %d, %d calls per batch, peak RSS", sizeText(c.hugeBytes), c.hugeConc, c.hugeCalls),
+			short: sizeText(c.hugeBytes) + " results", conc: c.hugeConc, calls: c.hugeCalls, payload: c.hugeBytes, rss: true,
+			call: func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, c.hugeBytes) }}
+	}
+	panic("unknown scenario " + id)
+}
+
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// batchResult is what one batch of calls against one target measured.
+type batchResult struct {
+	calls, failed int
+	lats, firsts  []time.Duration
+	errs          map[string]int
+	examples      map[string]string
+	elapsed       time.Duration
+}
+
+func (b *batchResult) fail(err error) {
+	k := errKind(err)
+	if b.errs == nil {
+		b.errs, b.examples = map[string]int{}, map[string]string{}
+	}
+	b.errs[k]++
+	if _, ok := b.examples[k]; !ok {
+		msg := err.Error()
+		if ce, ok := err.(*callError); ok {
+			msg = ce.msg
+		}
+		b.examples[k] = msg
+	}
+	b.failed++
+}
+
+func (b *batchResult) merge(o *batchResult) {
+	b.calls += o.calls
+	b.lats = append(b.lats, o.lats...)
+	b.firsts = append(b.firsts, o.firsts...)
+	for k, n := range o.errs {
+		for range n {
+			b.fail(&callError{kind: k, msg: o.examples[k]})
+		}
+	}
+}
+
+// runBatch runs ws until calls calls are made (calls > 0) or for d.
+func runBatch(ctx context.Context, ws []*worker, sc *scenarioSpec, calls int, d time.Duration) *batchResult {
+	var left atomic.Int64
+	left.Store(int64(calls))
+	parts := make([]batchResult, len(ws))
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for i, w := range ws {
+		if w.broken != nil {
+			continue
+		}
+		p := &parts[i]
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if calls > 0 {
+					if left.Add(-1) < 0 {
+						return
+					}
+				} else if !time.Now().Before(deadline) {
+					return
+				}
+				s, err := sc.call(w, ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					p.fail(err)
+					if errKind(err) == errTransport {
+						time.Sleep(10 * time.Millisecond) // a dead target fails fast; do not spin
+					}
+					continue
+				}
+				p.calls++
+				p.lats = append(p.lats, s.lat)
+				if sc.first {
+					p.firsts = append(p.firsts, s.first)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b := &batchResult{elapsed: time.Since(start)}
+	for i := range parts {
+		b.merge(&parts[i])
+	}
+	return b
+}
+
+// accum gathers one target's batches over a scenario's rounds.
+type accum struct {
+	batchResult
+	rates    []float64
+	cpuTicks int64
+}
+
+// scenarioResult is one scenario's figures for every target.
+type scenarioResult struct {
+	ID          string              `json:"id"`
+	Title       string              `json:"title"`
+	Short       string              `json:"short"`
+	Concurrency int                 `json:"concurrency"`
+	Payload     int                 `json:"payload_bytes,omitempty"`
+	Targets     map[string]*figures `json:"targets"`
+	Recorder    *recorderCheck      `json:"recorder,omitempty"`
+	spec        *scenarioSpec
+}
+
+// figures are one target's numbers in one scenario. Pointers are nil when
+// a figure does not apply (no CPU for direct, say).
+type figures struct {
+	Calls         int               `json:"calls"`
+	Failed        int               `json:"failed"`
+	Errors        map[string]int    `json:"errors,omitempty"`
+	ErrorExamples map[string]string `json:"error_examples,omitempty"`
+	P50           *float64          `json:"p50_us,omitempty"`
+	P99           *float64          `json:"p99_us,omitempty"`
+	AddedP50      *float64          `json:"added_p50_us,omitempty"`
+	FirstP50      *float64          `json:"first_event_p50_us,omitempty"`
+	FirstP99      *float64          `json:"first_event_p99_us,omitempty"`
+	FirstAdded    *float64          `json:"first_event_added_p50_us,omitempty"`
+	CallsPerSec   *float64          `json:"calls_per_sec,omitempty"`
+	MiBPerSec     *float64          `json:"mib_per_sec,omitempty"`
+	CPUPerCall    *float64          `json:"cpu_us_per_call,omitempty"`
+	CPUPerMiB     *float64          `json:"cpu_ms_per_mib,omitempty"`
+	PeakRSS       *float64          `json:"peak_rss_mb,omitempty"`
+}
+
+// recorderCheck compares what the load generator exchanged through mcptape
+// in one scenario with what the recorder decoded and stored.
+type recorderCheck struct {
+	ClientSent     int64  `json:"client_sent"`
+	ClientReceived int64  `json:"client_received"`
+	Messages       int64  `json:"recorder_messages"`
+	Stored         int64  `json:"stored"`
+	Lost           int64  `json:"lost"`
+	Dropped        int64  `json:"dropped"`
+	StoreErrors    int64  `json:"store_errors"`
+	Match          bool   `json:"match"`
+	Note           string `json:"note,omitempty"`
+}
+
+func (r *recorderCheck) client() int64 { return r.ClientSent + r.ClientReceived }
+
+func (e *benchEnv) target(name string) *target {
+	for _, t := range e.targets {
+		if t.name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func (e *benchEnv) live() []*target {
+	var out []*target
+	for _, t := range e.targets {
+		if t.live() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func cpuTicks(t *target) int64 {
+	var n int64
+	for _, pid := range t.pids() {
+		n += procCPUTicks(pid)
+	}
+	return n
+}
+
+func peakKB(t *target) int64 {
+	var n int64
+	for _, pid := range t.pids() {
+		n += procStatusKB(pid, "VmHWM")
+	}
+	return n
+}
+
+// runScenario runs one scenario's rounds, interleaving the targets.
+func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenarioResult, error) {
+	cfg := e.cfg
+	live := e.live()
+	res := &scenarioResult{ID: sc.id, Title: sc.title, Short: sc.short, Concurrency: sc.conc, Payload: sc.payload,
+		Targets: map[string]*figures{}, spec: sc}
+	rec := e.target(tgMcptape)
+	var (
+		before    capture.Stats
+		beforeErr error
+	)
+	if rec != nil && rec.live() {
+		before, beforeErr = e.recorderIdle(ctx, nil, -1)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+
+	workers := map[string][]*worker{}
+	acc := map[string]*accum{}
+	for _, t := range live {
+		acc[t.name] = &accum{}
+		for range sc.conc {
+			w := e.newWorker(t)
+			if sc.setup != nil {
+				if err := sc.setup(w, ctx); err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					w.broken = err
+					acc[t.name].fail(fmt.Errorf("setup: %w", err))
+				}
+			}
+			workers[t.name] = append(workers[t.name], w)
+		}
+	}
+	if sc.rss {
+		for _, t := range live {
+			t.peakKB = max(t.peakKB, peakKB(t))
+			for _, pid := range t.pids() {
+				_ = resetPeakRSS(pid)
+			}
+		}
+	}
+
+	// Warm up: connections, the proxies' pools, the fixture's code paths.
+	for _, t := range live {
+		calls, d := sc.calls, cfg.warmup
+		if calls == 0 && d == 0 {
+			calls = sc.conc
+		}
+		if calls > 0 {
+			calls = min(calls, max(sc.conc, 2))
+		}
+		// Failed warm-up calls count as failures; their latencies do not count.
+		b := runBatch(ctx, workers[t.name], sc, calls, d)
+		for k, n := range b.errs {
+			for range n {
+				acc[t.name].fail(&callError{kind: k, msg: "warm-up: " + b.examples[k]})
+			}
+		}
+	}
+	if err := cmp.Or(ctx.Err(), e.checkChildren()); err != nil {
+		return nil, err
+	}
+
+	calls, d := sc.calls, cfg.batch
+	if calls == 0 {
+		calls = cfg.calls
+	}
+	for r := range cfg.rounds {
+		var line []string
+		for k := range live {
+			t := live[(r+k)%len(live)]
+			cpu0 := cpuTicks(t)
+			b := runBatch(ctx, workers[t.name], sc, calls, d)
+			cpu1 := cpuTicks(t)
+			if err := cmp.Or(ctx.Err(), e.checkChildren()); err != nil {
+				return nil, err
+			}
+			a := acc[t.name]
+			a.merge(b)
+			a.cpuTicks += cpu1 - cpu0
+			rate := 0.0
+			if b.elapsed > 0 {
+				rate = float64(b.calls) / b.elapsed.Seconds()
+			}
+			a.rates = append(a.rates, rate)
+			s := fmt.Sprintf("%s %.0f/s", t.name, rate)
+			if len(b.lats) > 0 {
+				s += fmt.Sprintf(" p50 %s", roundDur(percentile(b.lats, 0.5)))
+			}
+			if b.failed > 0 {
+				s += fmt.Sprintf(" %d FAILED", b.failed)
+			}
+			line = append(line, s)
+		}
+		e.progress("  round %d/%d: %s", r+1, cfg.rounds, strings.Join(line, " | "))
+	}
+
+	for _, t := range live {
+		for _, w := range workers[t.name] {
+			if sc.teardown != nil {
+				sc.teardown(w, ctx)
+			}
+		}
+	}
+	for _, t := range live {
+		f := acc[t.name].figures(sc, t)
+		if sc.rss && t.proc != nil {
+			kb := peakKB(t)
+			t.peakKB = max(t.peakKB, kb)
+			f.PeakRSS = ptr(float64(kb) / 1024)
+		}
+		res.Targets[t.name] = f
+	}
+	if d := res.Targets[tgDirect]; d != nil {
+		for name, f := range res.Targets {
+			if name == tgDirect {
+				continue
+			}
+			if f.P50 != nil && d.P50 != nil {
+				f.AddedP50 = ptr(*f.P50 - *d.P50)
+			}
+			if f.FirstP50 != nil && d.FirstP50 != nil {
+				f.FirstAdded = ptr(*f.FirstP50 - *d.FirstP50)
+			}
+		}
+	}
+
+	if rec != nil && rec.live() {
+		rc := &recorderCheck{}
+		for _, w := range workers[tgMcptape] {
+			rc.ClientSent += w.sent
+			rc.ClientReceived += w.recv
+		}
+		after, err := e.recorderIdle(ctx, &before, rc.client())
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err = cmp.Or(beforeErr, err); err != nil {
+			// The run goes on: the report says what went wrong.
+			rc.Note = err.Error()
+			if rec.proc.exited() {
+				rc.Note += fmt.Sprintf("; mcptape record exited (%v); %s", rec.proc.waitErr, rec.proc.logTail())
+			}
+			res.Recorder = rc
+			return res, nil
+		}
+		rc.Messages = after.Messages - before.Messages
+		rc.Stored = after.Stored - before.Stored
+		rc.Lost = after.Lost - before.Lost
+		rc.Dropped = after.Dropped - before.Dropped
+		rc.StoreErrors = after.StoreErrors - before.StoreErrors
+		rc.Match = rc.Messages == rc.client() && rc.Stored == rc.client() && rc.Lost == 0 && rc.Dropped == 0
+		if !rc.Match {
+			rc.Note = fmt.Sprintf("client %d, decoded %d, stored %d, lost %d, dropped %d", rc.client(), rc.Messages, rc.Stored, rc.Lost, rc.Dropped)
+			if after.LastError != "" {
+				rc.Note += "; last store error: " + after.LastError
+			}
+		}
+		res.Recorder = rc
+	}
+	return res, nil
+}
+
+// recorderIdle waits until the recorder has decoded and stored everything:
+// nothing in flight or queued, every decoded message stored or lost, and,
+// when want >= 0, want messages more than base; or until its counts stop
+// moving. It returns the counts then.
+func (e *benchEnv) recorderIdle(ctx context.Context, base *capture.Stats, want int64) (capture.Stats, error) {
+	deadline := time.Now().Add(20 * time.Second)
+	var last capture.Stats
+	stable := time.Now()
+	settle := 300 * time.Millisecond
+	if want >= 0 {
+		settle = 2 * time.Second
+	}
+	for {
+		st, err := e.recorder.Status(ctx)
+		if err != nil {
+			return capture.Stats{}, fmt.Errorf("asking the mcptape recorder for its counts: %w", err)
+		}
+		s := st.Stats
+		idle := s.InFlight == 0 && s.QueueDepth == 0 && s.Messages == s.Stored+s.Lost
+		if idle && base != nil && want >= 0 && s.Messages-base.Messages == want {
+			return s, nil
+		}
+		if s != last {
+			last, stable = s, time.Now()
+		} else if idle && time.Since(stable) >= settle {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return capture.Stats{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (a *accum) figures(sc *scenarioSpec, t *target) *figures {
+	f := &figures{Calls: a.calls, Failed: a.failed, Errors: a.errs, ErrorExamples: a.examples}
+	if len(a.lats) > 0 {
+		f.P50 = ptr(us(percentile(a.lats, 0.5)))
+		f.P99 = ptr(us(percentile(a.lats, 0.99)))
+	}
+	if len(a.firsts) > 0 {
+		f.FirstP50 = ptr(us(percentile(a.firsts, 0.5)))
+		f.FirstP99 = ptr(us(percentile(a.firsts, 0.99)))
+	}
+	if len(a.rates) > 0 {
+		f.CallsPerSec = ptr(median(a.rates))
+		if sc.payload > 0 {
+			f.MiBPerSec = ptr(*f.CallsPerSec * float64(sc.payload) / (1 << 20))
+		}
+	}
+	if t.proc != nil && a.calls > 0 {
+		cpu := float64(a.cpuTicks) / clockTicks // seconds
+		f.CPUPerCall = ptr(cpu / float64(a.calls) * 1e6)
+		if sc.payload > 0 {
+			f.CPUPerMiB = ptr(cpu * 1e3 / (float64(a.calls) * float64(sc.payload) / (1 << 20)))
+		}
+	}
+	return f
+}
+
+func ptr(v float64) *float64 { return &v }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// percentile is the nearest-rank q-quantile of ds (sorted in place).
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}

@@ -1,0 +1,556 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/fixtures"
+)
+
+// benchCommand returns a command that runs this program with args. The
+// bench's children are this binary re-executed; a test replaces this,
+// since a test binary is not mcptape.
+var benchCommand = func(args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program to start the bench's servers: %w", err)
+	}
+	return exec.Command(exe, args...), nil
+}
+
+// How long a child may take to say where it listens, and to stop.
+const (
+	childStartTimeout = 30 * time.Second
+	childStopGrace    = 10 * time.Second
+)
+
+// benchEnv is the bench's processes and their targets.
+type benchEnv struct {
+	cfg      *benchConfig
+	dir      string
+	progress func(format string, a ...any)
+
+	fixtureBase  string
+	children     []*child
+	targets      []*target
+	nginxVersion string
+
+	recorder    *remotestore.Client
+	recorderDir string
+
+	nextID atomic.Int64
+}
+
+// target is one way to reach the fixture server.
+type target struct {
+	name string
+	base string // scheme://host:port, no path
+	skip string // why it does not run; "" when it does
+	proc *child // the proxy's process; nil for direct
+	// group is set for nginx: its workers are children of proc.
+	group bool
+	hc    *http.Client
+	// peakKB is the highest VmHWM seen over the run, in KiB.
+	peakKB int64
+}
+
+// pids are the processes whose CPU time and memory count for t.
+func (t *target) pids() []int {
+	if t.proc == nil || t.skip != "" {
+		return nil
+	}
+	pids := []int{t.proc.pid()}
+	if t.group {
+		pids = append(pids, procChildren(t.proc.pid())...)
+	}
+	return pids
+}
+
+func (t *target) live() bool { return t.skip == "" }
+
+// child is a process the bench started, in its own process group.
+type child struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	waitErr error
+	// stopping is set when the bench itself stops the child.
+	stopping atomic.Bool
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the child's process group: SIGTERM, then SIGKILL after the
+// grace period, and waits for the child.
+func (c *child) stop(grace time.Duration) {
+	c.stopping.Store(true)
+	if c.exited() {
+		return
+	}
+	_ = killGroup(c.pid(), syscall.SIGTERM)
+	select {
+	case <-c.done:
+		return
+	case <-time.After(grace):
+	}
+	_ = killGroup(c.pid(), syscall.SIGKILL)
+	<-c.done
+}
+
+// logTail is the end of the child's log, for error messages.
+func (c *child) logTail() string {
+	b, err := os.ReadFile(c.logPath)
+	if err != nil || len(b) == 0 {
+		return "(its log " + c.logPath + " is empty)"
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return c.logPath + ":\n" + strings.TrimRight(string(b), "\n")
+}
+
+// spawn starts cmd as a child with its stdout going to the returned pipe
+// reader and its stderr to a log file.
+func (e *benchEnv) spawn(name string, cmd *exec.Cmd) (*child, *os.File, error) {
+	logPath := filepath.Join(e.dir, name+".log")
+	// O_APPEND: the child's stderr and our copy of its stdout share the file.
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		return nil, nil, err
+	}
+	// os.Pipe, not StdoutPipe: Wait must not close our end while we read.
+	cmd.Stdout, cmd.Stderr = pw, logf
+	cmd.SysProcAttr = childSysProcAttr()
+	err = cmd.Start()
+	pw.Close()
+	logf.Close()
+	if err != nil {
+		pr.Close()
+		return nil, nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	e.children = append(e.children, c)
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(c.done)
+	}()
+	return c, pr, nil
+}
+
+var urlRE = regexp.MustCompile(`https?://[^\s/]+`)
+
+// startListener starts this program with args and returns the base URL it
+// prints on the first stdout line that contains marker. The rest of its
+// stdout goes to its log.
+func (e *benchEnv) startListener(ctx context.Context, name, marker string, args ...string) (*child, string, error) {
+	cmd, err := benchCommand(args...)
+	if err != nil {
+		return nil, "", err
+	}
+	c, out, err := e.spawn(name, cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	urlc := make(chan string, 1)
+	go func() {
+		defer out.Close()
+		logf, _ := os.OpenFile(c.logPath, os.O_WRONLY|os.O_APPEND, 0)
+		if logf != nil {
+			defer logf.Close()
+		}
+		sc := bufio.NewScanner(out)
+		found := false
+		for sc.Scan() {
+			line := sc.Text()
+			if logf != nil {
+				fmt.Fprintln(logf, line)
+			}
+			if found {
+				continue
+			}
+			if _, after, ok := strings.Cut(line, marker); ok {
+				if u := urlRE.FindString(after); u != "" {
+					found = true
+					urlc <- u
+				}
+			}
+		}
+	}()
+	timer := time.NewTimer(childStartTimeout)
+	defer timer.Stop()
+	select {
+	case u := <-urlc:
+		return c, u, nil
+	case <-c.done:
+		return nil, "", fmt.Errorf("%s (`%s`) exited before it was ready: %v\n%s", name, strings.Join(args, " "), c.waitErr, c.logTail())
+	case <-timer.C:
+		c.stop(time.Second)
+		return nil, "", fmt.Errorf("%s (`%s`) did not print its address within %s\n%s", name, strings.Join(args, " "), childStartTimeout, c.logTail())
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+// checkChildren fails when a child has exited that the bench did not stop:
+// the figures after that would measure nothing.
+func (e *benchEnv) checkChildren() error {
+	for _, c := range e.children {
+		if !c.exited() || c.stopping.Load() {
+			continue
+		}
+		how := fmt.Sprintf("with %v", c.waitErr)
+		if c.waitErr == nil {
+			how = "cleanly, as on SIGTERM or SIGINT (did a pkill or killall match it?)"
+		}
+		return fmt.Errorf("%s (pid %d) exited during the run %s, so the bench stops; %s", c.name, c.pid(), how, c.logTail())
+	}
+	return nil
+}
+
+// start launches the fixture server and every target's proxy, and checks
+// each target with one call.
+func (e *benchEnv) start(ctx context.Context) error {
+	_, base, err := e.startListener(ctx, "fixture", "mcptape fixture server:", "fixture", "server", "--listen", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.fixtureBase = base
+	e.progress("fixture server at %s", base)
+	for _, name := range e.cfg.targets {
+		t := &target{name: name}
+		switch name {
+		case tgDirect:
+			t.base = base
+		case tgPlain:
+			t.proc, t.base, err = e.startListener(ctx, "plain", "listening on ", "bench", "plain-proxy", "--upstream", base, "--listen", "127.0.0.1:0")
+		case tgNginx:
+			err = e.startNginx(ctx, t)
+		case tgMcptape:
+			e.recorderDir = filepath.Join(e.dir, "mcptape-data")
+			t.proc, t.base, err = e.startListener(ctx, "mcptape", "point your MCP client at ",
+				"record", "--upstream", base, "--listen", "127.0.0.1:0", "--data", e.recorderDir, "--log-level", "warn")
+			if err == nil {
+				e.recorder, _, err = remotestore.Discover(ctx, e.recorderDir)
+				if err != nil {
+					err = fmt.Errorf("asking the mcptape recorder for its status: %w", err)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		t.hc = benchHTTPClient()
+		e.targets = append(e.targets, t)
+		if !t.live() {
+			e.progress("%s: skipped: %s", name, t.skip)
+			continue
+		}
+		if err := e.probe(ctx, t); err != nil {
+			if name == tgNginx {
+				t.skip = fmt.Sprintf("nginx started but a call through it failed (%v); see %s", err, t.proc.logPath)
+				e.progress("%s: skipped: %s", name, t.skip)
+				t.proc.stop(childStopGrace)
+				continue
+			}
+			msg := fmt.Sprintf("a call through %s (%s) failed: %v", name, t.base, err)
+			if t.proc != nil {
+				msg += "\n" + t.proc.logTail()
+			}
+			return errors.New(msg)
+		}
+		e.progress("%s at %s", name, t.base)
+	}
+	return nil
+}
+
+// probe makes one echo call through t.
+func (e *benchEnv) probe(ctx context.Context, t *target) error {
+	w := e.newWorker(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := w.callEcho(ctx)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop ends every child, proxies before the fixture server.
+func (e *benchEnv) stop() {
+	for _, t := range e.targets {
+		if t.hc != nil {
+			t.hc.CloseIdleConnections()
+		}
+	}
+	if e.recorder != nil {
+		_ = e.recorder.Close()
+	}
+	for i := len(e.children) - 1; i >= 0; i-- {
+		e.children[i].stop(childStopGrace)
+	}
+}
+
+func benchHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+		Timeout: 2 * time.Minute,
+	}
+}
+
+// findNginx is the nginx binary to run, or "".
+func findNginx(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"} {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+// nginxConf is a non-daemon nginx that keeps all its files in dir and
+// proxies to upstream without buffering, over kept-alive HTTP/1.1.
+func nginxConf(dir string, port int, upstream string, root bool) string {
+	up, _ := url.Parse(upstream)
+	user := ""
+	if root {
+		// Workers would otherwise run as nobody, who cannot enter dir.
+		user = "user root;\n"
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	return fmt.Sprintf(`# written by mcptape bench
+%sdaemon off;
+master_process on;
+worker_processes auto;
+pid %s;
+error_log %s warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path %s;
+    proxy_temp_path %s;
+    fastcgi_temp_path %s;
+    uwsgi_temp_path %s;
+    scgi_temp_path %s;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    client_max_body_size 64m;
+    upstream fixture {
+        server %s;
+        keepalive 256;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:%d;
+        location / {
+            proxy_pass http://fixture;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            # The upstream's own Host, as httputil's SetURL sends it (go-sdk
+            # refuses non-loopback Hosts).
+            proxy_set_header Host %s;
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }
+    }
+}
+`, user, p("nginx.pid"), p("error.log"), p("client_body"), p("proxy"), p("fastcgi"), p("uwsgi"), p("scgi"),
+		up.Host, port, up.Host)
+}
+
+// startNginx starts nginx in front of the fixture server, or marks t
+// skipped when there is no nginx.
+func (e *benchEnv) startNginx(ctx context.Context, t *target) error {
+	bin := findNginx(e.cfg.nginx)
+	if bin == "" {
+		t.skip = "no nginx binary found; install it with `apt-get install nginx` (or pass --nginx PATH) to compare with nginx"
+		return nil
+	}
+	if out, err := exec.Command(bin, "-v").CombinedOutput(); err == nil {
+		e.nginxVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "nginx version: ")
+	} else {
+		t.skip = fmt.Sprintf("%s -v failed: %v", bin, err)
+		return nil
+	}
+	dir := filepath.Join(e.dir, "nginx")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		conf := filepath.Join(dir, "nginx.conf")
+		if err := os.WriteFile(conf, []byte(nginxConf(dir, port, e.fixtureBase, os.Geteuid() == 0)), 0o600); err != nil {
+			return err
+		}
+		c, out, err := e.spawn("nginx", exec.Command(bin, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", conf))
+		if err != nil {
+			t.skip = err.Error()
+			return nil
+		}
+		go func() { _, _ = io.Copy(io.Discard, out); out.Close() }()
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if lastErr = waitDial(ctx, c, addr); lastErr == nil {
+			t.proc, t.base, t.group = c, "http://"+addr, true
+			return nil
+		}
+		c.stop(time.Second)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+	t.skip = fmt.Sprintf("nginx did not start (%v): %s", lastErr, strings.TrimSpace(string(lastBytes(errLog, 500))))
+	return nil
+}
+
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// waitDial waits until addr accepts connections while c runs, and until
+// nginx's workers exist.
+func waitDial(ctx context.Context, c *child, addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c.exited() {
+			return fmt.Errorf("it exited: %v", c.waitErr)
+		}
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			if len(procChildren(c.pid())) > 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listens on %s after 10s", addr)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// runBenchPlainProxy is the hidden `mcptape bench plain-proxy`: a stock
+// httputil.ReverseProxy, as a Go programmer would write one, recording
+// nothing. It deliberately forwards the inbound body as it is, so it has
+// the request-body race of libraries.md §3.6b.
+func runBenchPlainProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench plain-proxy", stderr)
+	upstream := fs.String("upstream", "", "the server's base URL (required)")
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	up, err := url.Parse(*upstream)
+	if err != nil || up.Host == "" {
+		return usagef("--upstream %q is not a URL like http://127.0.0.1:3001", *upstream)
+	}
+	errLog := log.New(stderr, "plain-proxy: ", log.LstdFlags|log.Lmicroseconds)
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(up) },
+		FlushInterval: -1,
+		Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+		},
+		ErrorLog: errLog,
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 30 * time.Second, ErrorLog: errLog}
+	fmt.Fprintf(stdout, "mcptape bench plain-proxy: listening on http://%s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// The fixture server's endpoints, as the load generator uses them.
+const (
+	pathStateless = fixtures.PathStateless
+	pathStateful  = fixtures.PathStateful
+)
+
+// excerpt is the start of b, for error messages.
+func excerpt(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}

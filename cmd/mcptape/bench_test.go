@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// benchChildEnv carries a child's command line (JSON) when the bench runs
+// under `go test`: the test binary is not mcptape, so the bench re-executes
+// it with only TestBenchChild selected, and that runs the command.
+const benchChildEnv = "MCPTAPE_BENCH_CHILD_ARGS"
+
+// TestBenchChild is not a test of its own: it is how the bench's child
+// processes (fixture server, plain proxy, mcptape record) run when the
+// bench runs inside a test.
+func TestBenchChild(t *testing.T) {
+	raw := os.Getenv(benchChildEnv)
+	if raw == "" {
+		t.Skip("runs only as a child process of the bench")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", benchChildEnv, err)
+		os.Exit(exitUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// childrenFromTestBinary makes the bench start its children from this test
+// binary until the test ends.
+func childrenFromTestBinary(tb testing.TB) {
+	tb.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	old := benchCommand
+	benchCommand = func(args ...string) (*exec.Cmd, error) {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(exe, "-test.run=^TestBenchChild$")
+		cmd.Env = append(os.Environ(), benchChildEnv+"="+string(b))
+		return cmd, nil
+	}
+	tb.Cleanup(func() { benchCommand = old })
+}
+
+// TestBench runs the whole bench with a few calls per scenario, against
+// every target that can run here (nginx only when installed), and checks
+// that the report is complete and that mcptape recorded exactly what the
+// load generator exchanged through it.
+func TestBench(t *testing.T) {
+	if !benchSupported {
+		t.Skip("mcptape bench runs on Linux only")
+	}
+	childrenFromTestBinary(t)
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	start := time.Now()
+	code, out, errOut := mcptape(t, "bench", "--rounds", "1", "--calls", "3", "--warmup", "0",
+		"--concurrency", "4", "--big-bytes", "65536", "--sse-duration", "4ms", "--sse-steps", "2",
+		"--huge-bytes", "1048576", "--huge-calls", "2", "--huge-concurrency", "2", "--json", jsonPath)
+	t.Logf("bench took %s", time.Since(start).Round(time.Millisecond))
+	if code != 0 {
+		t.Fatalf("bench exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"# mcptape bench", "- machine: ", "| scenario | metric | direct | plain |",
+		"| echo c=1 | p50 latency (µs) |", "|  | added p50 over direct (µs) |", "| echo c=4 | calls/s |",
+		"| 64 KiB results | calls/s |", "|  | MiB/s |", "|  | proxy CPU per MiB (ms) |",
+		"| SSE first event | first event p50 (µs) |", "|  | first event added p50 over direct (µs) |",
+		"| sampling 2025-11-25 |", "| MRTR 2026-07-28 |", "| 1 MiB results | calls/s |",
+		"|  | peak RSS during the scenario (MB) |", "| whole run | peak RSS (MB) |",
+		"## mcptape's recorder: client counts = stored counts",
+		"## targets", "### issue 2: mcptape against the plain Go proxy",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "round 1/1:") {
+		t.Errorf("no progress on stderr:\n%s", errOut)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep benchReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json: %v", err)
+	}
+	if len(rep.Scenarios) != len(allScenarios) {
+		t.Fatalf("%d scenarios in the JSON, want %d", len(rep.Scenarios), len(allScenarios))
+	}
+	for _, s := range rep.Scenarios {
+		want := 3 // --calls
+		if s.ID == scHuge {
+			want = 2 // --huge-calls
+		}
+		for name, f := range s.Targets {
+			if name == tgPlain {
+				continue // the stock proxy cuts streams now and then (libraries.md §3.6b)
+			}
+			if f.Failed > 0 || f.Calls < want {
+				t.Errorf("%s, %s: %d calls, %d failed: %v", s.ID, name, f.Calls, f.Failed, f.ErrorExamples)
+			}
+		}
+		if s.Recorder == nil || !s.Recorder.Match || s.Recorder.client() == 0 {
+			t.Errorf("%s: recorder check %+v", s.ID, s.Recorder)
+		}
+	}
+	if f := rep.fig(scEcho1, tgMcptape); f == nil || f.AddedP50 == nil || f.CPUPerCall == nil {
+		t.Errorf("echo1 mcptape figures incomplete: %+v", f)
+	}
+	if f := rep.fig(scHuge, tgMcptape); f == nil || f.PeakRSS == nil || *f.PeakRSS <= 0 {
+		t.Errorf("huge mcptape has no peak RSS: %+v", f)
+	}
+	lost := false
+	for _, v := range rep.Verdicts {
+		if strings.HasPrefix(v.Name, "nothing lost") {
+			lost = !v.Pass
+		}
+	}
+	if lost {
+		t.Errorf("the nothing-lost target failed:\n%s", out)
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--scenarios", "echo1,nope"},
+		{"bench", "--targets", "haproxy"},
+		{"bench", "--rounds", "0"},
+		{"bench", "extra"},
+	} {
+		code, _, errOut := mcptape(t, args...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr %s", args, code, exitUsage, errOut)
+		}
+	}
+}
+
+func TestBenchParseList(t *testing.T) {
+	got, err := parseList("--scenarios", "huge, echo1,huge", allScenarios)
+	if err != nil || strings.Join(got, ",") != "echo1,huge" {
+		t.Errorf("parseList = %v, %v; want [echo1 huge]", got, err)
+	}
+}

@@ -1,0 +1,113 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+)
+
+// errNotObject is returned by members for input that is not a JSON object.
+var errNotObject = errors.New("not a JSON object")
+
+// members calls f with each top-level member of the JSON object b, the
+// value as a sub-slice of b (never a copy: a 10 MiB result costs nothing
+// here). b must be valid JSON; check with json.Valid first. A key with
+// escapes is unquoted; f returning false stops the walk.
+func members(b []byte, f func(key string, value []byte) bool) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errNotObject
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return nil
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return errNotObject
+		}
+		ks := i
+		i = skipString(b, i)
+		raw := b[ks:i]
+		key := ""
+		if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+			key = string(raw[1 : len(raw)-1])
+		} else if json.Unmarshal(raw, &key) != nil {
+			return errNotObject
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return errNotObject
+		}
+		i = skipSpace(b, i+1)
+		vs := i
+		i = skipValue(b, i)
+		if !f(key, b[vs:i]) {
+			return nil
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			break
+		}
+		if b[i] == '}' {
+			return nil
+		}
+		if b[i] != ',' {
+			return errNotObject
+		}
+		i = skipSpace(b, i+1)
+	}
+	return errNotObject
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the (valid) JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
+}
