@@ -155,3 +155,18 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+func TestSetMember(t *testing.T) {
+	in := []byte(`{"jsonrpc":"2.0", "id" : 7,"params":{"_meta":{"progressToken":"p1"}, "x": [1, 2]}}`)
+	out, ok := SetMember(in, []byte(`"live-9"`), "id")
+	if !ok || string(out) != `{"jsonrpc":"2.0", "id" : "live-9","params":{"_meta":{"progressToken":"p1"}, "x": [1, 2]}}` {
+		t.Fatalf("id: %s %v", out, ok)
+	}
+	out, ok = SetMember(in, []byte(`42`), "params", "_meta", "progressToken")
+	if !ok || string(out) != `{"jsonrpc":"2.0", "id" : 7,"params":{"_meta":{"progressToken":42}, "x": [1, 2]}}` {
+		t.Fatalf("nested: %s %v", out, ok)
+	}
+	if _, ok := SetMember(in, []byte(`1`), "params", "nope"); ok {
+		t.Error("a missing path was set")
+	}
+}

@@ -111,3 +111,45 @@ func skipValue(b []byte, i int) int {
 	}
 	return i
 }
+
+// Member returns the value of the top-level member key of the JSON object
+// obj, as a sub-slice, and its offsets; ok is false when obj is not valid
+// JSON, not an object, or lacks the member.
+func Member(obj []byte, key string) (value []byte, start, end int, ok bool) {
+	if !json.Valid(obj) {
+		return nil, 0, 0, false
+	}
+	_ = members(obj, func(k string, v []byte) bool {
+		if k == key {
+			value, ok = v, true
+			start = cap(obj) - cap(v)
+			end = start + len(v)
+		}
+		return true // the last of duplicate keys wins, as in encoding/json
+	})
+	return value, start, end, ok
+}
+
+// SetMember returns a copy of the JSON object obj with the value of member
+// path (keys of nested objects, outermost first) replaced by value, every
+// other byte as it was. ok is false when the path does not exist.
+func SetMember(obj []byte, value []byte, path ...string) (out []byte, ok bool) {
+	if len(path) == 0 {
+		return nil, false
+	}
+	v, start, end, found := Member(obj, path[0])
+	if !found {
+		return nil, false
+	}
+	if len(path) > 1 {
+		inner, ok := SetMember(v, value, path[1:]...)
+		if !ok {
+			return nil, false
+		}
+		value = inner
+	}
+	out = make([]byte, 0, len(obj)-len(v)+len(value))
+	out = append(out, obj[:start]...)
+	out = append(out, value...)
+	return append(out, obj[end:]...), true
+}

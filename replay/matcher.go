@@ -1,0 +1,172 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DefaultIgnore lists the params paths the default matcher ignores: `_meta`
+// (progress tokens, trace context, client info and capabilities of 2026-07-28
+// requests) and, on MRTR retries, the client's `inputResponses` (a strict
+// replay compares those separately). JSON-RPC ids are never compared.
+var DefaultIgnore = []string{"_meta", "inputResponses"}
+
+// Matcher decides which recorded request a live request stands for. The
+// zero value is not usable; build one with NewMatcher.
+type Matcher struct {
+	ignore map[string]bool // dotted paths under params
+	byMeth map[string]map[string]bool
+	custom MatcherFunc
+}
+
+// MatcherFunc, when set with WithMatcherFunc, decides alone: it reports
+// whether a live request (method and params) matches a recorded one.
+type MatcherFunc func(method string, live, recorded json.RawMessage) bool
+
+// MatchOption configures a Matcher.
+type MatchOption func(*Matcher)
+
+// IgnorePaths ignores these dotted params paths for every method, e.g.
+// "arguments.timestamp".
+func IgnorePaths(paths ...string) MatchOption {
+	return func(m *Matcher) {
+		for _, p := range paths {
+			m.ignore[p] = true
+		}
+	}
+}
+
+// IgnorePathsFor ignores these dotted params paths for one method only.
+func IgnorePathsFor(method string, paths ...string) MatchOption {
+	return func(m *Matcher) {
+		if m.byMeth[method] == nil {
+			m.byMeth[method] = map[string]bool{}
+		}
+		for _, p := range paths {
+			m.byMeth[method][p] = true
+		}
+	}
+}
+
+// WithMatcherFunc replaces the comparison of params with f (methods must
+// still be equal).
+func WithMatcherFunc(f MatcherFunc) MatchOption { return func(m *Matcher) { m.custom = f } }
+
+// NewMatcher returns the default matcher with opts applied.
+func NewMatcher(opts ...MatchOption) *Matcher {
+	m := &Matcher{ignore: map[string]bool{}, byMeth: map[string]map[string]bool{}}
+	for _, p := range DefaultIgnore {
+		m.ignore[p] = true
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+func (m *Matcher) ignored(method, path string) bool {
+	return m.ignore[path] || m.byMeth[method][path]
+}
+
+// canonical is params as a canonical JSON string, ignored paths removed:
+// two requests match when their canonical forms are equal.
+func (m *Matcher) canonical(method string, params json.RawMessage) string {
+	v := decodeAny(params)
+	v = m.strip(method, "", v)
+	b, _ := json.Marshal(v) // maps marshal with sorted keys
+	return string(b)
+}
+
+func decodeAny(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return string(raw)
+	}
+	return v
+}
+
+func (m *Matcher) strip(method, path string, v any) any {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(obj))
+	for k, x := range obj {
+		p := k
+		if path != "" {
+			p = path + "." + k
+		}
+		if m.ignored(method, p) {
+			continue
+		}
+		out[k] = m.strip(method, p, x)
+	}
+	if len(out) == 0 && path == "" {
+		return nil // {} and absent params match
+	}
+	return out
+}
+
+// Match reports whether live params match recorded ones for method.
+func (m *Matcher) Match(method string, live, recorded json.RawMessage) bool {
+	if m.custom != nil {
+		return m.custom(method, live, recorded)
+	}
+	return m.canonical(method, live) == m.canonical(method, recorded)
+}
+
+// Diff lists the params paths where live and recorded differ, with both
+// values, ignored paths left out: what a miss reports.
+func (m *Matcher) Diff(method string, live, recorded json.RawMessage) []string {
+	var out []string
+	diffValues(&out, "params", m.strip(method, "", decodeAny(live)), m.strip(method, "", decodeAny(recorded)))
+	sort.Strings(out)
+	return out
+}
+
+func diffValues(out *[]string, path string, a, b any) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		for k := range keys {
+			diffValues(out, path+"."+k, am[k], bm[k])
+		}
+		return
+	}
+	al, alok := a.([]any)
+	bl, blok := b.([]any)
+	if alok && blok && len(al) == len(bl) {
+		for i := range al {
+			diffValues(out, path+"["+strconv.Itoa(i)+"]", al[i], bl[i])
+		}
+		return
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) == string(jb) {
+		return
+	}
+	*out = append(*out, fmt.Sprintf("%s: live %s, recorded %s", path, clip(string(ja), 60), clip(string(jb), 60)))
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
