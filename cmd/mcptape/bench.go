@@ -171,6 +171,11 @@ func parseList(flagName, v string, all []string) ([]string, error) {
 func benchMain(ctx context.Context, c *benchConfig, stdout, stderr io.Writer) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer func() {
+		if err != nil && errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted; the bench's servers and proxies are stopped")
+		}
+	}()
 	progress := func(format string, a ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", a...) }
 
 	tmp, err := os.MkdirTemp("", "mcptape-bench-")

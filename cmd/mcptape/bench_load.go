@@ -576,11 +576,13 @@ func (w *worker) initLegacy(ctx context.Context) error {
 }
 
 // closeLegacy ends the worker's session.
-func (w *worker) closeLegacy(ctx context.Context) {
-	if w.session != "" {
-		_, _ = w.exchange(ctx, http.MethodDelete, pathStateful, w.legacyHeaders(), nil, nil)
-		w.session = ""
+func (w *worker) closeLegacy(ctx context.Context) error {
+	if w.session == "" {
+		return nil
 	}
+	_, err := w.exchange(ctx, http.MethodDelete, pathStateful, w.legacyHeaders(), nil, nil)
+	w.session = ""
+	return err
 }
 
 // callSampling is a 2025-11-25 sampling round trip: tools/call sample, the

@@ -61,7 +61,7 @@ func BenchmarkRecordingProxy(b *testing.B) {
 		{"huge-10MiB-c4", 4, big(10 << 20)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			sc := &scenarioSpec{conc: bc.conc, call: bc.call, first: bc.call != nil}
+			sc := &scenarioSpec{conc: bc.conc, call: bc.call}
 			ws := make([]*worker, bc.conc)
 			for i := range ws {
 				ws[i] = env.newWorker(t)

@@ -14,6 +14,9 @@ import (
 	"github.com/mcptape/mcptape/capture"
 )
 
+// teardownTimeout bounds closing one worker's session.
+const teardownTimeout = 3 * time.Second
+
 // scenarioSpec is one measurement: a kind of call, at a concurrency.
 type scenarioSpec struct {
 	id, title, short string
@@ -22,7 +25,7 @@ type scenarioSpec struct {
 	calls    int
 	setup    func(*worker, context.Context) error
 	call     func(*worker, context.Context) (sample, error)
-	teardown func(*worker, context.Context)
+	teardown func(*worker, context.Context) error
 	// payload is the result size per call, for MiB/s and CPU per MiB.
 	payload int
 	// first: the call measures its first progress event. rss: the
@@ -344,10 +347,17 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenario
 		e.progress("  round %d/%d: %s", r+1, cfg.rounds, strings.Join(line, " | "))
 	}
 
-	for _, t := range live {
-		for _, w := range workers[t.name] {
-			if sc.teardown != nil {
-				sc.teardown(w, ctx)
+	if sc.teardown != nil {
+		for _, t := range live {
+			for _, w := range workers[t.name] {
+				// Bounded: a server may hold a session's DELETE while a call
+				// on it waits for an answer that a cut stream never asked
+				// for (the plain proxy's §3.6b failures do that).
+				tctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+				if err := sc.teardown(w, tctx); err != nil && ctx.Err() == nil {
+					e.progress("  %s: closing a session: %v", t.name, err)
+				}
+				cancel()
 			}
 		}
 	}
