@@ -274,11 +274,11 @@ func LoadTape(path string) (*Tape, error) {
 func ReadTape(r io.Reader) (*Tape, error) {
 	dec := json.NewDecoder(r)
 	var doc struct {
-		Format      string          `json:"format"`
-		Version     int             `json:"version"`
-		Created     time.Time       `json:"created"`
-		Generator   string          `json:"generator"`
-		Annotations []Annotation    `json:"annotations"`
+		Format      string           `json:"format"`
+		Version     int              `json:"version"`
+		Created     time.Time        `json:"created"`
+		Generator   string           `json:"generator"`
+		Annotations []Annotation     `json:"annotations"`
 		Sessions    []rawTapeSession `json:"sessions"`
 	}
 	if err := dec.Decode(&doc); err != nil {

@@ -1,0 +1,106 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/proxy"
+	"github.com/mcptape/mcptape/replay"
+)
+
+// record runs the fixture client through a recording proxy in front of the
+// fixture server, and returns the tape and what the client saw.
+func record(t *testing.T, path string, opts *fixtures.ClientOptions) (*replay.Tape, *fixtures.Report) {
+	t.Helper()
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	store := memstore.New()
+	ctx := context.Background()
+	rec, err := capture.NewRecorder(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	p, err := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := httptest.NewServer(p)
+	rep := runClient(t, px.URL+path, opts)
+	px.CloseClientConnections()
+	px.Close()
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := replay.Export(ctx, store, nil, &buf, "test"); err != nil {
+		t.Fatal(err)
+	}
+	tape, err := replay.ReadTape(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tape, rep
+}
+
+func runClient(t *testing.T, u string, opts *fixtures.ClientOptions) *fixtures.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if opts == nil {
+		opts = &fixtures.ClientOptions{}
+	}
+	c := *opts
+	tr := &http.Transport{Proxy: nil}
+	defer tr.CloseIdleConnections()
+	c.HTTPClient = &http.Client{Transport: tr}
+	rep, err := fixtures.RunClient(ctx, u, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func serve(t *testing.T, tape *replay.Tape, opts *replay.ServerOptions) (*replay.Server, *httptest.Server) {
+	t.Helper()
+	if opts == nil {
+		opts = &replay.ServerOptions{Timing: replay.TimingFast}
+	}
+	s, err := replay.NewServerHandler(tape, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); hs.CloseClientConnections(); hs.Close() })
+	return s, hs
+}
+
+// The fixture client gets the recorded results from the replay server, and
+// its sampling, elicitation and roots handlers are called as they were.
+func TestReplayServerFixtureClient(t *testing.T) {
+	for _, era := range []struct{ name, path string }{{"legacy", fixtures.PathStateful}, {"modern", fixtures.PathStateless}} {
+		t.Run(era.name, func(t *testing.T) {
+			tape, recorded := record(t, era.path, nil)
+			s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
+			replayed := runClient(t, hs.URL+era.path, nil)
+			recorded.URL, replayed.URL = "", ""
+			if d := cmp.Diff(recorded, replayed); d != "" {
+				t.Errorf("the client saw something else from the replay (-recorded +replayed):\n%s", d)
+			}
+			if r := s.Report(); !r.OK() || r.Served < 20 {
+				t.Errorf("strict replay: served %d, failures %q", r.Served, r.Failures)
+			}
+		})
+	}
+}
