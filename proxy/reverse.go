@@ -361,3 +361,10 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 
 func (bufferPool) Get() []byte  { return *(bufPool.Get().(*[]byte)) }
 func (bufferPool) Put(b []byte) { bufPool.Put(&b) }
+
+// NewHandler is New with only an upstream and a recorder: the shape
+// replay.RecordIfMissing takes, so a test can record a missing tape through
+// the proxy.
+func NewHandler(upstream *url.URL, rec *capture.Recorder) (http.Handler, error) {
+	return New(&Options{Upstream: upstream, Recorder: rec})
+}

@@ -40,6 +40,7 @@ func commands() []command {
 		{"show", "[--data DIR] [--json] SESSION", "print a session's messages in order", runShow},
 		{"demo", "[--keep-running]", "record the built-in fixture client and server on both protocol eras", runDemo},
 		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
+		{"replay", "server --tape FILE | client --tape FILE --target URL", "stand in for a recorded server, or replay a recorded client", runReplay},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
 		{"version", "", "print the version", runVersion},
 	}

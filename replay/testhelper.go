@@ -1,0 +1,172 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
+)
+
+// UpdateEnv, set to 1, makes NewServer re-record tapes that exist, when the
+// test gave it RecordIfMissing.
+const UpdateEnv = "MCPTAPE_UPDATE"
+
+// TestServer is a replay server (or, while recording, a recording proxy)
+// running for one test.
+type TestServer struct {
+	// URL is the server's base URL: add the recorded endpoint's path (or
+	// use Endpoint).
+	URL string
+	// Recording reports whether the server records (the tape was missing or
+	// an update was asked for) rather than replays.
+	Recording bool
+	*Server
+	endpoint string
+}
+
+// Endpoint is URL plus the path the tape's first session was recorded on
+// (e.g. http://127.0.0.1:41234/mcp).
+func (ts *TestServer) Endpoint() string { return ts.URL + ts.endpoint }
+
+// Option configures NewServer.
+type Option func(*testConfig)
+
+type testConfig struct {
+	opts     ServerOptions
+	lenient  bool
+	upstream string
+	via      ProxyFunc
+	match    []MatchOption
+}
+
+// ProxyFunc makes the recording proxy of RecordIfMissing; proxy.NewHandler
+// is one. (The replay package does not import the proxy: the test joins
+// the two.)
+type ProxyFunc func(upstream *url.URL, rec *capture.Recorder) (http.Handler, error)
+
+// WithTiming sets the pacing (the helper's default is TimingFast).
+func WithTiming(t Timing) Option { return func(c *testConfig) { c.opts.Timing = t } }
+
+// Lenient reports differences from the recording as log lines instead of
+// failing the test (the helper is strict by default).
+func Lenient() Option { return func(c *testConfig) { c.lenient = true } }
+
+// WithMatch adds matcher options (IgnorePaths, IgnorePathsFor, WithMatcherFunc).
+func WithMatch(opts ...MatchOption) Option {
+	return func(c *testConfig) { c.match = append(c.match, opts...) }
+}
+
+// WithFault injects a fault (see Annotation).
+func WithFault(a Annotation) Option {
+	return func(c *testConfig) { c.opts.Faults = append(c.opts.Faults, a) }
+}
+
+// WithProfile uses a testing profile's faults.
+func WithProfile(p *Profile) Option { return func(c *testConfig) { c.opts.Profile = p } }
+
+// RecordIfMissing records a new tape through a recording proxy to the live
+// upstream when the tape file does not exist, or when MCPTAPE_UPDATE=1: the
+// test then runs against the real server and the tape is written when it
+// ends. via makes the proxy; pass proxy.NewHandler.
+func RecordIfMissing(upstream string, via ProxyFunc) Option {
+	return func(c *testConfig) { c.upstream, c.via = upstream, via }
+}
+
+// NewServer serves the tape at path to the test's client until the test
+// ends, strictly by default: any difference from the recording fails the
+// test, with the replay server's report. See RecordIfMissing for recording
+// a missing tape.
+func NewServer(t testing.TB, path string, options ...Option) *TestServer {
+	t.Helper()
+	c := &testConfig{opts: ServerOptions{Timing: TimingFast, Strict: true}}
+	for _, o := range options {
+		o(c)
+	}
+	c.opts.Strict = !c.lenient
+	c.opts.Matcher = NewMatcher(c.match...)
+	_, statErr := os.Stat(path)
+	if c.via != nil && (os.IsNotExist(statErr) || os.Getenv(UpdateEnv) == "1") {
+		return recordTape(t, path, c)
+	}
+	tape, err := LoadTape(path)
+	if err != nil {
+		if os.IsNotExist(statErr) {
+			t.Fatalf("replay: tape %s does not exist; record it (mcptape export, or NewServer with RecordIfMissing)", path)
+		}
+		t.Fatalf("replay: %v", err)
+	}
+	s, err := NewServerHandler(tape, &c.opts)
+	if err != nil {
+		t.Fatalf("replay: %s: %v", path, err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		s.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+		r := s.Report()
+		for _, f := range r.Failures {
+			if c.lenient {
+				t.Logf("replay %s: %s", path, f)
+			} else {
+				t.Errorf("replay %s: %s", path, f)
+			}
+		}
+	})
+	return &TestServer{URL: hs.URL, Server: s, endpoint: tape.Sessions[0].Session.Path}
+}
+
+func recordTape(t testing.TB, path string, c *testConfig) *TestServer {
+	t.Helper()
+	up, err := url.Parse(c.upstream)
+	if err != nil || up.Host == "" {
+		t.Fatalf("replay: RecordIfMissing upstream %q is not a URL", c.upstream)
+	}
+	store := memstore.New()
+	rec, err := capture.NewRecorder(context.Background(), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.via(up, rec)
+	if err != nil {
+		t.Fatalf("replay: the recording proxy: %v", err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rec.Close(ctx); err != nil {
+			t.Errorf("replay: recording %s: %v", path, err)
+			return
+		}
+		if st := rec.Stats(); st.Lost+st.Dropped > 0 {
+			t.Errorf("replay: recording %s lost %d records; not writing the tape", path, st.Lost+st.Dropped)
+			return
+		}
+		var buf bytes.Buffer
+		if err := Export(ctx, store, nil, &buf, "mcptape replay.NewServer"); err != nil {
+			t.Errorf("replay: recording %s: %v", path, err)
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Error(err)
+			return
+		}
+		t.Logf("replay: recorded %s", path)
+	})
+	return &TestServer{URL: hs.URL, Recording: true, endpoint: up.Path}
+}
