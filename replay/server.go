@@ -147,7 +147,15 @@ func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 		}
 	}
 	for _, ts := range tape.Sessions {
-		s.sessions = append(s.sessions, prepare(ts))
+		rs := prepare(ts)
+		if s.matcher.custom == nil {
+			rs.byKey = map[string][]*call{}
+			for _, c := range rs.calls {
+				k := c.method + "\x00" + s.matcher.canonical(c.method, c.params)
+				rs.byKey[k] = append(rs.byKey[k], c)
+			}
+		}
+		s.sessions = append(s.sessions, rs)
 	}
 	if len(s.sessions) == 0 {
 		return nil, errors.New("the tape holds no sessions")
@@ -185,6 +193,7 @@ type recSession struct {
 	byMethod map[string][]*call
 	bySeq    map[uint64]*capture.Message
 	xs       map[uint64]*capture.Exchange
+	byKey    map[string][]*call // method + canonical params → calls, in order
 	get      []*capture.Message // messages of the standalone GET streams
 	getX     *capture.Exchange
 	delete   *capture.Exchange
@@ -262,7 +271,8 @@ type live struct {
 	rs      *recSession
 	id      string
 	mu      sync.Mutex
-	used    map[*call]bool
+	used    map[*call]bool // with a custom matcher
+	cursor  map[string]int // by match key: the next recorded call to replay
 	seen    map[uint64]bool // recorded requests matched so far
 	changed chan struct{}   // closed and replaced when seen grows
 	nextID  int64
@@ -273,7 +283,7 @@ type live struct {
 }
 
 func newLive(rs *recSession) *live {
-	return &live{rs: rs, used: map[*call]bool{}, seen: map[uint64]bool{}, changed: make(chan struct{}),
+	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]bool{}, changed: make(chan struct{}),
 		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), streams: map[chan string]json.RawMessage{}}
 }
 
@@ -465,6 +475,21 @@ func (s *Server) pick(path string, fits func(*recSession) bool) *recSession {
 // match finds the recorded call for a live request: the first unused one
 // that matches, else (extra) the last one that matched.
 func (s *Server) match(l *live, m *protocol.Message) (c *call, extra bool) {
+	if l.rs.byKey != nil {
+		key := m.Method + "\x00" + s.matcher.canonical(m.Method, m.Params)
+		list := l.rs.byKey[key]
+		if len(list) == 0 {
+			return nil, false
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		i := l.cursor[key]
+		if i < len(list) {
+			l.cursor[key] = i + 1
+			return list[i], false
+		}
+		return list[len(list)-1], true
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var last *call
