@@ -271,8 +271,8 @@ type live struct {
 	rs      *recSession
 	id      string
 	mu      sync.Mutex
-	used    map[*call]bool // with a custom matcher
-	cursor  map[string]int // by match key: the next recorded call to replay
+	used    map[*call]bool  // with a custom matcher
+	cursor  map[string]int  // by match key: the next recorded call to replay
 	seen    map[uint64]bool // recorded requests matched so far
 	changed chan struct{}   // closed and replaced when seen grows
 	nextID  int64
