@@ -270,18 +270,12 @@ func LoadTape(path string) (*Tape, error) {
 	return t, nil
 }
 
-// ReadTape reads and checks a tape document.
+// ReadTape reads and checks a tape document. It streams: each message is
+// decoded and converted in turn, so a tape costs about its records' size.
 func ReadTape(r io.Reader) (*Tape, error) {
 	dec := json.NewDecoder(r)
-	var doc struct {
-		Format      string           `json:"format"`
-		Version     int              `json:"version"`
-		Created     time.Time        `json:"created"`
-		Generator   string           `json:"generator"`
-		Annotations []Annotation     `json:"annotations"`
-		Sessions    []rawTapeSession `json:"sessions"`
-	}
-	if err := dec.Decode(&doc); err != nil {
+	t := &Tape{}
+	fail := func(err error) (*Tape, error) {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			return nil, fmt.Errorf("%w: not JSON at byte %d: %v", ErrNotTape, se.Offset, se)
@@ -290,43 +284,65 @@ func ReadTape(r io.Reader) (*Tape, error) {
 		if errors.As(err, &te) {
 			return nil, fmt.Errorf("%w: field %q at byte %d: %v", ErrTapeInvalid, te.Field, te.Offset, err)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrNotTape, err)
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: the document ends early, at byte %d (a truncated file?)", ErrNotTape, dec.InputOffset())
+		}
+		if errors.Is(err, ErrNotTape) || errors.Is(err, ErrTapeInvalid) || errors.Is(err, ErrTapeVersion) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: at byte %d: %v", ErrTapeInvalid, dec.InputOffset(), err)
 	}
-	if doc.Format != TapeFormat {
-		return nil, fmt.Errorf("%w: the format field is %q, want %q", ErrNotTape, doc.Format, TapeFormat)
+	if err := expectDelim(dec, '{'); err != nil {
+		if errors.Is(err, errWrongDelim) {
+			return nil, fmt.Errorf("%w: the document is not a JSON object", ErrNotTape)
+		}
+		return fail(err)
 	}
-	if doc.Version != TapeVersion {
-		return nil, fmt.Errorf("%w: version %d (this build reads version %d; a newer mcptape may read it)", ErrTapeVersion, doc.Version, TapeVersion)
-	}
-	t := &Tape{Format: doc.Format, Version: doc.Version, Created: doc.Created, Generator: doc.Generator, Annotations: doc.Annotations}
 	seqs := map[uint64]bool{}
-	for i, rs := range doc.Sessions {
-		if rs.Session == nil || rs.Session.ID == "" {
-			return nil, fmt.Errorf("%w: session %d has no session record with an id", ErrTapeInvalid, i)
+	sawSessions := false
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return fail(err)
 		}
-		ts := &TapeSession{Session: rs.Session, Exchanges: rs.Exchanges}
-		xids := map[uint64]bool{}
-		for _, x := range rs.Exchanges {
-			x.SessionID = rs.Session.ID
-			xids[x.ID] = true
+		switch key {
+		case "format":
+			err = dec.Decode(&t.Format)
+		case "version":
+			err = dec.Decode(&t.Version)
+		case "created":
+			err = dec.Decode(&t.Created)
+		case "generator":
+			err = dec.Decode(&t.Generator)
+		case "annotations":
+			err = dec.Decode(&t.Annotations)
+		case "sessions":
+			// The header fields come first (docs/tape-format.md): check
+			// them before reading the bulk.
+			if t.Format == "" && t.Version == 0 {
+				return nil, fmt.Errorf("%w: no format and version before the sessions (they must come first)", ErrNotTape)
+			}
+			if err := t.checkHeader(); err != nil {
+				return nil, err
+			}
+			sawSessions = true
+			err = readSessions(dec, t, seqs)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
 		}
-		var last uint64
-		for _, tm := range rs.Messages {
-			m, err := tm.message(rs.Session.ID)
-			if err != nil {
-				return nil, fmt.Errorf("%w: session %s, message %d: %v", ErrTapeInvalid, rs.Session.ID, tm.Seq, err)
-			}
-			if m.Seq <= last || seqs[m.Seq] {
-				return nil, fmt.Errorf("%w: session %s: message seq %d repeats or goes backwards", ErrTapeInvalid, rs.Session.ID, m.Seq)
-			}
-			if m.ExchangeID != 0 && !xids[m.ExchangeID] {
-				return nil, fmt.Errorf("%w: session %s: message %d names exchange %d, which the session does not hold", ErrTapeInvalid, rs.Session.ID, m.Seq, m.ExchangeID)
-			}
-			last = m.Seq
-			seqs[m.Seq] = true
-			ts.Messages = append(ts.Messages, m)
+		if err != nil {
+			return fail(err)
 		}
-		t.Sessions = append(t.Sessions, ts)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fail(err)
+	}
+	if err := t.checkHeader(); err != nil {
+		return nil, err
+	}
+	if !sawSessions {
+		return nil, fmt.Errorf("%w: no sessions", ErrTapeInvalid)
 	}
 	for _, s := range t.Sessions {
 		for _, m := range s.Messages {
@@ -340,10 +356,129 @@ func ReadTape(r io.Reader) (*Tape, error) {
 	return t, nil
 }
 
-type rawTapeSession struct {
-	Session   *capture.Session    `json:"session"`
-	Exchanges []*capture.Exchange `json:"exchanges"`
-	Messages  []tapeMessage       `json:"messages"`
+func (t *Tape) checkHeader() error {
+	if t.Format != TapeFormat {
+		return fmt.Errorf("%w: the format field is %q, want %q", ErrNotTape, t.Format, TapeFormat)
+	}
+	if t.Version != TapeVersion {
+		return fmt.Errorf("%w: version %d (this build reads version %d; a newer mcptape may read it)", ErrTapeVersion, t.Version, TapeVersion)
+	}
+	return nil
+}
+
+var errWrongDelim = errors.New("unexpected JSON value")
+
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("%w: want %q at byte %d", errWrongDelim, d, dec.InputOffset())
+	}
+	return nil
+}
+
+func readSessions(dec *json.Decoder, t *Tape, seqs map[uint64]bool) error {
+	if err := expectDelim(dec, '['); err != nil {
+		return err
+	}
+	for i := 0; dec.More(); i++ {
+		if err := expectDelim(dec, '{'); err != nil {
+			return err
+		}
+		ts := &TapeSession{}
+		var raw []tapeMessage
+		for dec.More() {
+			key, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			switch key {
+			case "session":
+				err = dec.Decode(&ts.Session)
+			case "exchanges":
+				err = dec.Decode(&ts.Exchanges)
+			case "messages":
+				if ts.Session != nil {
+					err = readMessages(dec, ts, seqs)
+				} else {
+					err = dec.Decode(&raw) // the session record comes later
+				}
+			default:
+				var skip json.RawMessage
+				err = dec.Decode(&skip)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return err
+		}
+		if ts.Session == nil || ts.Session.ID == "" {
+			return fmt.Errorf("%w: session %d has no session record with an id", ErrTapeInvalid, i)
+		}
+		for j := range raw {
+			if err := addMessage(ts, &raw[j], seqs); err != nil {
+				return err
+			}
+		}
+		if err := ts.checkExchanges(); err != nil {
+			return err
+		}
+		t.Sessions = append(t.Sessions, ts)
+	}
+	_, err := dec.Token()
+	return err
+}
+
+func readMessages(dec *json.Decoder, ts *TapeSession, seqs map[uint64]bool) error {
+	if err := expectDelim(dec, '['); err != nil {
+		return err
+	}
+	for dec.More() {
+		var tm tapeMessage
+		if err := dec.Decode(&tm); err != nil {
+			return err
+		}
+		if err := addMessage(ts, &tm, seqs); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token()
+	return err
+}
+
+func addMessage(ts *TapeSession, tm *tapeMessage, seqs map[uint64]bool) error {
+	m, err := tm.message(ts.Session.ID)
+	if err != nil {
+		return fmt.Errorf("%w: session %s, message %d: %v", ErrTapeInvalid, ts.Session.ID, tm.Seq, err)
+	}
+	var last uint64
+	if n := len(ts.Messages); n > 0 {
+		last = ts.Messages[n-1].Seq
+	}
+	if m.Seq <= last || seqs[m.Seq] {
+		return fmt.Errorf("%w: session %s: message seq %d repeats or goes backwards", ErrTapeInvalid, ts.Session.ID, m.Seq)
+	}
+	seqs[m.Seq] = true
+	ts.Messages = append(ts.Messages, m)
+	return nil
+}
+
+func (ts *TapeSession) checkExchanges() error {
+	xids := make(map[uint64]bool, len(ts.Exchanges))
+	for _, x := range ts.Exchanges {
+		x.SessionID = ts.Session.ID
+		xids[x.ID] = true
+	}
+	for _, m := range ts.Messages {
+		if m.ExchangeID != 0 && !xids[m.ExchangeID] {
+			return fmt.Errorf("%w: session %s: message %d names exchange %d, which the session does not hold", ErrTapeInvalid, ts.Session.ID, m.Seq, m.ExchangeID)
+		}
+	}
+	return nil
 }
 
 func (tm *tapeMessage) message(session string) (*capture.Message, error) {
