@@ -232,13 +232,10 @@ func Decode(b []byte) Message {
 		}
 		return invalid(b, -1, "not JSON")
 	}
-	if !json.Valid(trimmed) {
-		var v any
-		return invalid(b, -1, "not JSON: "+jsonProblem(json.Unmarshal(trimmed, &v)))
-	}
-	// The members are views into b: no copy of a large result.
+	// One pass validates and finds the members, as views into b: no copy
+	// of a large result.
 	var env envelope
-	_ = members(trimmed, func(key string, v []byte) bool {
+	valid := validJSON(trimmed, func(key string, v []byte) {
 		switch key {
 		case "jsonrpc":
 			env.JSONRPC = v
@@ -253,8 +250,11 @@ func Decode(b []byte) Message {
 		case "error":
 			env.Error = v
 		}
-		return true
 	})
+	if !valid {
+		var v any
+		return invalid(b, -1, "not JSON: "+jsonProblem(json.Unmarshal(trimmed, &v)))
+	}
 	m := Message{Raw: b, Batch: -1, ID: env.ID, Params: env.Params, Result: env.Result, Error: env.Error}
 	var problems []string
 	if v := string(bytes.TrimSpace(env.JSONRPC)); v != `"2.0"` {

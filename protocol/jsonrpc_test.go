@@ -170,3 +170,52 @@ func TestSetMember(t *testing.T) {
 		t.Error("a missing path was set")
 	}
 }
+
+// validJSON must agree with json.Valid, and find the same members.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{"a":"x\u00e9\n","b":[1,-2.5e+3,true,false,null,{}],"c":{"d":"\""}}`, `"\\"`, `[1,]`, "\"\x01\"", `{"a":01}`, `-`, `1.`, `1e`, `{"a" 1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := map[string]string{}
+		ok := validJSON(b, func(k string, v []byte) { got[k] = string(v) })
+		if ok != json.Valid(b) {
+			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", b, ok, !ok)
+		}
+		if !ok {
+			return
+		}
+		var want map[string]json.RawMessage
+		if json.Unmarshal(b, &want) != nil {
+			return
+		}
+		for k, w := range want {
+			if got[k] != string(w) {
+				t.Fatalf("validJSON(%q) member %q = %q, want %q", b, k, got[k], w)
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeLarge(b *testing.B) {
+	big := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("mcptape-fixture-big-0123456789abcdefghij ", 1<<20/40) + `"}]}}`)
+	b.SetBytes(int64(len(big)))
+	for b.Loop() {
+		m := Decode(big)
+		if m.Kind != KindResult {
+			b.Fatal(m.Problem)
+		}
+		if _, ok := ParseResult(m.Result); !ok {
+			b.Fatal("result")
+		}
+	}
+}
+
+func TestValidJSONDeepNesting(t *testing.T) {
+	for _, n := range []int{9999, 10000, 10001, 20000} {
+		b := []byte(strings.Repeat("[", n) + strings.Repeat("]", n))
+		if got, want := validJSON(b, nil), json.Valid(b); got != want {
+			t.Errorf("depth %d: validJSON %v, json.Valid %v", n, got, want)
+		}
+	}
+}

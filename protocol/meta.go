@@ -116,13 +116,15 @@ func ParseParams(raw json.RawMessage) (Params, bool) {
 	if len(raw) == 0 {
 		return p, true
 	}
-	if raw[0] != '{' || !json.Valid(raw) {
+	if raw[0] != '{' {
 		return p, false
 	}
 	var uri string
 	var m *meta
 	ok := true
-	_ = members(raw, func(key string, v []byte) bool {
+	// raw is usually a view into a message Decode validated; on anything
+	// else, malformed members are skipped.
+	if members(raw, func(key string, v []byte) bool {
 		switch key {
 		case "_meta":
 			m = new(meta)
@@ -167,7 +169,9 @@ func ParseParams(raw json.RawMessage) (Params, bool) {
 			p.Messages = v
 		}
 		return true
-	})
+	}) != nil {
+		ok = false
+	}
 	if p.Name == "" {
 		p.Name = uri
 	}
@@ -233,11 +237,13 @@ type Result struct {
 func ParseResult(raw json.RawMessage) (Result, bool) {
 	var r Result
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+	if len(raw) == 0 || raw[0] != '{' {
 		return r, false
 	}
 	var m *meta
-	_ = members(raw, func(key string, v []byte) bool {
+	// raw is usually a view into a message Decode validated; on anything
+	// else, malformed members are skipped.
+	err := members(raw, func(key string, v []byte) bool {
 		switch key {
 		case "_meta":
 			m = new(meta)
@@ -297,7 +303,7 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 		}
 		r.SubscriptionID = m.SubscriptionID
 	}
-	return r, true
+	return r, err == nil
 }
 
 // NewestModern returns the newest modern version in vs, or "".

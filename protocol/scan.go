@@ -29,13 +29,10 @@ func members(b []byte, f func(key string, value []byte) bool) error {
 		}
 		ks := i
 		i = skipString(b, i)
-		raw := b[ks:i]
-		key := ""
-		if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-			key = string(raw[1 : len(raw)-1])
-		} else if json.Unmarshal(raw, &key) != nil {
+		if i-ks < 2 {
 			return errNotObject
 		}
+		key := memberKey(b[ks:i])
 		i = skipSpace(b, i)
 		if i >= len(b) || b[i] != ':' {
 			return errNotObject
@@ -61,6 +58,16 @@ func members(b []byte, f func(key string, value []byte) bool) error {
 	return errNotObject
 }
 
+// memberKey unquotes a member name (raw with its quotes).
+func memberKey(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1])
+	}
+	var key string
+	_ = json.Unmarshal(raw, &key)
+	return key
+}
+
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
@@ -68,17 +75,26 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string starting at b[i] == '"'.
+// skipString returns the index after the string starting at b[i] == '"'
+// (the input is valid JSON, so it only looks for the closing quote, with
+// IndexByte, and counts the backslashes before it).
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	i++
+	for {
+		k := bytes.IndexByte(b[i:], '"')
+		if k < 0 {
+			return len(b)
 		}
+		q := i + k
+		n := 0
+		for j := q - 1; j >= i && b[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
 	}
-	return len(b)
 }
 
 // skipValue returns the index after the (valid) JSON value at b[i].

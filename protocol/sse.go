@@ -122,7 +122,7 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 	}
 	p.buf = appendGrow(p.buf, b)
 	for {
-		i := bytes.IndexAny(p.buf[p.scan:], "\r\n")
+		i := lineEnd(p.buf[p.scan:])
 		if i < 0 {
 			p.scan = len(p.buf)
 			break
@@ -363,4 +363,18 @@ func (p *SSEParser) reset() {
 	comments := p.cur.Comments[:0]
 	p.cur = Event{Comments: comments}
 	p.spans = p.spans[:0]
+}
+
+// lineEnd is the index of the first CR or LF in b, or -1: two vectorized
+// IndexByte scans, several times faster than IndexAny on long data lines.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	lim := b
+	if i >= 0 {
+		lim = b[:i]
+	}
+	if j := bytes.IndexByte(lim, '\r'); j >= 0 {
+		return j
+	}
+	return i
 }

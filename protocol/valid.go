@@ -1,0 +1,221 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// validJSON reports whether b is one valid JSON value (surrounding
+// whitespace allowed), as json.Valid does, several times faster on the large
+// strings tool results are made of. When the value is an object, member is
+// called with each top-level member, its value a sub-slice of b.
+func validJSON(b []byte, member func(key string, value []byte)) bool {
+	v := validator{b: b}
+	i := skipSpace(b, 0)
+	if i < len(b) && b[i] == '{' && member != nil {
+		v.member = member
+	}
+	end, ok := v.value(i, 0)
+	return ok && skipSpace(b, end) == len(b)
+}
+
+// maxDepth bounds nesting, as hostile input may nest arrays 10k deep.
+const maxDepth = 10000
+
+type validator struct {
+	b      []byte
+	member func(key string, value []byte)
+}
+
+func (v *validator) value(i, depth int) (int, bool) {
+	b := v.b
+	if i >= len(b) || depth >= maxDepth {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return v.str(i)
+	case c == '{':
+		return v.object(i, depth)
+	case c == '[':
+		return v.array(i, depth)
+	case c == 't':
+		return lit(b, i, "true")
+	case c == 'f':
+		return lit(b, i, "false")
+	case c == 'n':
+		return lit(b, i, "null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return number(b, i)
+	}
+	return i, false
+}
+
+func (v *validator) object(i, depth int) (int, bool) {
+	b := v.b
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		ks := i
+		ke, ok := v.str(i)
+		if !ok {
+			return ke, false
+		}
+		i = skipSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+		vs := i
+		if i, ok = v.value(i, depth+1); !ok {
+			return i, false
+		}
+		if depth == 0 && v.member != nil {
+			v.member(memberKey(b[ks:ke]), b[vs:i])
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+}
+
+func (v *validator) array(i, depth int) (int, bool) {
+	b := v.b
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i, ok = v.value(i, depth+1); !ok {
+			return i, false
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special reports whether any byte of the 8 in x is a quote, a backslash or
+// a control character: the bytes a string scan must stop at.
+func special(x uint64) bool {
+	quote := x ^ (ones * '"')
+	back := x ^ (ones * '\\')
+	return ((quote-ones)&^quote|(back-ones)&^back|(x-ones*0x20)&^x)&highs != 0
+}
+
+// str returns the index after the string at b[i] == '"'.
+func (v *validator) str(i int) (int, bool) {
+	b := v.b
+	i++
+	for {
+		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			return i, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, true
+		case c == '\\':
+			if i+1 >= len(b) {
+				return i, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
+					return i, false
+				}
+				i += 6
+			default:
+				return i, false
+			}
+		case c < 0x20:
+			return i, false
+		default:
+			i++
+		}
+	}
+}
+
+func hex4(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func lit(b []byte, i int, word string) (int, bool) {
+	if bytes.HasPrefix(b[i:], []byte(word)) {
+		return i + len(word), true
+	}
+	return i, false
+}
+
+func number(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	digits := func() bool {
+		s := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > s
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return i, false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return i, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return i, false
+		}
+	}
+	return i, true
+}
