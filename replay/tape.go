@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -142,7 +143,7 @@ func (tw *tapeWriter) session(s *capture.Session, xs []*capture.Exchange, messag
 	}
 	tw.first = false
 	tw.write([]byte("\n{\"session\": "))
-	tw.marshal(s)
+	tw.sessionRecord(s)
 	tw.write([]byte(",\n \"exchanges\": ["))
 	for i, x := range xs {
 		if i > 0 {
@@ -169,12 +170,51 @@ func (tw *tapeWriter) session(s *capture.Session, xs []*capture.Exchange, messag
 	return tw.err
 }
 
+// sessionRecord writes a session with its raw capabilities as recorded:
+// encoding/json would compact a RawMessage.
+func (tw *tapeWriter) sessionRecord(s *capture.Session) {
+	c := *s
+	c.ClientCapabilities, c.ServerCapabilities = nil, nil
+	b, err := json.Marshal(&c)
+	if err != nil {
+		tw.err = cmp.Or(tw.err, err)
+		return
+	}
+	tw.write(b[:len(b)-1])
+	for _, f := range []struct {
+		key string
+		raw []byte
+	}{{"clientCapabilities", s.ClientCapabilities}, {"serverCapabilities", s.ServerCapabilities}} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		tw.write([]byte(`,"` + f.key + `":`))
+		if verbatimJSON(f.raw) {
+			tw.write(f.raw)
+		} else {
+			tw.marshal(json.RawMessage(f.raw))
+		}
+	}
+	tw.write([]byte("}"))
+}
+
+// verbatimJSON reports whether b can stand in a JSON document as it is
+// and be read back byte for byte: one valid JSON value with no whitespace
+// around it (a decoder drops that).
+func verbatimJSON(b []byte) bool {
+	return len(b) > 0 && json.Valid(b) && !isSpace(b[0]) && !isSpace(b[len(b)-1])
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 func (tw *tapeWriter) message(m *capture.Message) {
 	tm := tapeMessage{
 		Seq: m.Seq, ExchangeID: m.ExchangeID, Direction: m.Direction, Time: m.Time, Kind: m.Kind, Method: m.Method,
 		ID: m.ID, Name: m.Name, Batch: m.Batch, Size: m.Size, SSE: m.SSE, Findings: m.Findings, Links: m.Links,
 	}
-	verbatim := m.Kind != protocol.KindInvalid && m.Kind != protocol.KindFrame && len(m.Raw) > 0 && json.Valid(m.Raw)
+	// A body's trailing newline is part of Raw: such a message goes as
+	// rawText, which keeps every byte.
+	verbatim := m.Kind != protocol.KindInvalid && m.Kind != protocol.KindFrame && verbatimJSON(m.Raw)
 	switch {
 	case verbatim:
 	case utf8.Valid(m.Raw):
@@ -332,6 +372,10 @@ func ReadTape(r io.Reader) (*Tape, error) {
 			err = dec.Decode(&skip)
 		}
 		if err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field == "" {
+				te.Field, _ = key.(string) // a header field: name it
+			}
 			return fail(err)
 		}
 	}

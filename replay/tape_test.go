@@ -1,0 +1,147 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/protocol"
+	"github.com/mcptape/mcptape/replay"
+)
+
+// handTape is a small tape whose messages carry bytes that a re-encoding
+// would change: whitespace and escapes inside a JSON message, a frame that
+// is not JSON, and bytes that are not UTF-8.
+func handTape() *replay.Tape {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 123456000, time.UTC)
+	s := &capture.Session{ID: "20261202-100000-abcdef", Era: protocol.EraLegacy, Version: protocol.V20251125,
+		Client: protocol.Implementation{Name: "hand", Version: "1"}, Path: "/mcp", Start: at, End: at.Add(time.Second),
+		ClientCapabilities: []byte(`{ "roots" : {} }`), Status: capture.StatusClosed}
+	x := &capture.Exchange{ID: 7, SessionID: s.ID, Method: "POST", URL: "/mcp", Status: 200, Start: at,
+		RequestBody: capture.BodyJSON, ResponseBody: capture.BodySSE}
+	req := []byte("{ \"jsonrpc\" : \"2.0\",\n  \"id\" : 1 ,\t\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"\\u00e9t\\u00e9 \\/ \\\"q\\\"\"}}}")
+	resp := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"été / \"q\""}]}}   `)
+	frame := []byte(": keep-alive\r\n\r\n")
+	binary := []byte{0xff, 0xfe, 'x', 0x00}
+	return &replay.Tape{Created: at, Generator: "test", Sessions: []*replay.TapeSession{{
+		Session:   s,
+		Exchanges: []*capture.Exchange{x},
+		Messages: []*capture.Message{
+			{Seq: 10, SessionID: s.ID, ExchangeID: 7, Direction: protocol.ClientToServer, Time: at, Kind: protocol.KindRequest,
+				Method: "tools/call", ID: []byte("1"), Name: "echo", Batch: -1, Raw: req, Size: len(req)},
+			{Seq: 11, SessionID: s.ID, ExchangeID: 7, Direction: protocol.ServerToClient, Time: at.Add(time.Millisecond), Kind: protocol.KindFrame,
+				Batch: -1, Raw: frame, Size: len(frame), SSE: &capture.SSEInfo{}},
+			{Seq: 12, SessionID: s.ID, ExchangeID: 7, Direction: protocol.ServerToClient, Time: at.Add(2 * time.Millisecond), Kind: protocol.KindResult,
+				Method: "tools/call", ID: []byte("1"), Batch: -1, Raw: resp, Size: len(resp), Links: capture.Links{Request: 10},
+				SSE: &capture.SSEInfo{ID: "s_1", Prefix: []byte("id: s_1\ndata: "), Suffix: []byte("\n\n")}},
+			{Seq: 13, SessionID: s.ID, ExchangeID: 7, Direction: protocol.ServerToClient, Time: at.Add(3 * time.Millisecond), Kind: protocol.KindInvalid,
+				Batch: -1, Raw: binary, Size: len(binary)},
+		},
+	}}}
+}
+
+// Recorded bytes survive a tape byte for byte: the message itself appears
+// verbatim in the document, and reads back unchanged, as do frames that are
+// not JSON and bytes that are not UTF-8.
+func TestTapeKeepsRawBytes(t *testing.T) {
+	want := handTape()
+	var buf bytes.Buffer
+	if err := replay.WriteTape(&buf, want); err != nil {
+		t.Fatal(err)
+	}
+	doc := buf.String()
+	for _, m := range want.Sessions[0].Messages[:1] {
+		if !strings.Contains(doc, `"raw":`+string(m.Raw)+"}") {
+			t.Errorf("the tape does not hold message %d verbatim:\n%s", m.Seq, doc)
+		}
+	}
+	got, err := replay.ReadTape(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Format != replay.TapeFormat || got.Version != replay.TapeVersion || got.Generator != "test" || !got.Created.Equal(want.Created) {
+		t.Errorf("header: %+v", got)
+	}
+	if d := cmp.Diff(want.Sessions, got.Sessions); d != "" {
+		t.Errorf("the tape read back differs (-written +read):\n%s", d)
+	}
+
+	// The same through a store: Export, then Import into an empty store.
+	ctx := context.Background()
+	src, dst := memstore.New(), memstore.New()
+	ts := want.Sessions[0]
+	if err := src.Write(ctx, &capture.Batch{Sessions: []*capture.Session{ts.Session}, Exchanges: ts.Exchanges, Messages: ts.Messages}); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := replay.Export(ctx, src, nil, &buf, "test"); err != nil {
+		t.Fatal(err)
+	}
+	tape, err := replay.ReadTape(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.Import(ctx, dst, tape, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ts.Messages {
+		g, err := dst.Message(ctx, m.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(g.Raw, m.Raw) {
+			t.Errorf("message %d after export and import: %q, want %q", m.Seq, g.Raw, m.Raw)
+		}
+	}
+}
+
+func TestReadTapeRefuses(t *testing.T) {
+	var buf bytes.Buffer
+	if err := replay.WriteTape(&buf, handTape()); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.String()
+	edit := func(old, new string) string {
+		if !strings.Contains(good, old) {
+			t.Fatalf("the tape lacks %q", old)
+		}
+		return strings.Replace(good, old, new, 1)
+	}
+	for _, tc := range []struct {
+		name   string
+		doc    string
+		target error
+		says   string
+	}{
+		{"empty", "", replay.ErrNotTape, "ends early"},
+		{"not JSON", "mcptape-tape v1", replay.ErrNotTape, "not JSON at byte"},
+		{"an array", "[1,2]", replay.ErrNotTape, "not a JSON object"},
+		{"truncated", good[:len(good)*2/3], replay.ErrNotTape, "ends early"},
+		{"no format", edit(`"format":"mcptape-tape",`, ""), replay.ErrNotTape, `the format field is ""`},
+		{"wrong format", edit(`"format":"mcptape-tape"`, `"format":"har"`), replay.ErrNotTape, `the format field is "har"`},
+		{"newer version", edit(`"version":1`, `"version":2`), replay.ErrTapeVersion, "version 2 (this build reads version 1"},
+		{"version as text", edit(`"version":1`, `"version":"1"`), replay.ErrTapeInvalid, `field "version"`},
+		{"sessions first", `{"sessions":[],"format":"mcptape-tape","version":1}`, replay.ErrNotTape, "must come first"},
+		{"no sessions", `{"format":"mcptape-tape","version":1}`, replay.ErrTapeInvalid, "no sessions"},
+		{"session without id", edit(`"id":"20261202-100000-abcdef"`, `"id":""`), replay.ErrTapeInvalid, "no session record with an id"},
+		{"seq repeats", edit(`"seq":11`, `"seq":10`), replay.ErrTapeInvalid, "seq 10 repeats or goes backwards"},
+		{"dangling link", edit(`"links":{"request":10}`, `"links":{"request":99}`), replay.ErrTapeInvalid, "message 12 links to seq 99, which is not in the tape"},
+		{"unknown exchange", edit(`"seq":12,"exchange":7`, `"seq":12,"exchange":8`), replay.ErrTapeInvalid, "message 12 names exchange 8"},
+		{"bad direction", edit(`"seq":12,"exchange":7,"dir":"s2c"`, `"seq":12,"exchange":7,"dir":"up"`), replay.ErrTapeInvalid, "message 12: dir"},
+		{"two raw forms", edit(`"raw":{ "jsonrpc"`, `"rawText":"x","raw":{ "jsonrpc"`), replay.ErrTapeInvalid, "more than one of raw, rawText and rawBase64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := replay.ReadTape(strings.NewReader(tc.doc))
+			if !errors.Is(err, tc.target) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("ReadTape: %v\nwant %v saying %q", err, tc.target, tc.says)
+			}
+		})
+	}
+}
