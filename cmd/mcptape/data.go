@@ -56,7 +56,7 @@ func openWrite(dir string) (*badgerstore.Store, error) {
 	if err != nil {
 		if errors.Is(err, badgerstore.ErrLocked) {
 			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
-				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it, or record into another directory with --data", dir, a.PID)
+				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)
 			}
 		}
 		return nil, err

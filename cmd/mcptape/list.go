@@ -160,7 +160,7 @@ func interleave(args []string) []string {
 
 func takesValue(flag string) bool {
 	switch strings.TrimLeft(flag, "-") {
-	case "data":
+	case "data", "o":
 		return true
 	}
 	return false

@@ -40,6 +40,8 @@ func commands() []command {
 		{"show", "[--data DIR] [--json] SESSION", "print a session's messages in order", runShow},
 		{"demo", "[--keep-running]", "record the built-in fixture client and server on both protocol eras", runDemo},
 		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
+		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
+		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"replay", "server --tape FILE | client --tape FILE --target URL", "stand in for a recorded server, or replay a recorded client", runReplay},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
 		{"version", "", "print the version", runVersion},

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/replay"
+)
+
+// runExport is `mcptape export`: sessions of a store as a tape file.
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("export", stderr)
+	data := fs.String("data", defaultDataDir(), "directory of the capture store")
+	out := fs.String("o", "-", "the tape file to write; - is stdout")
+	quiet := fs.Bool("q", false, "no progress or summary on stderr")
+	if err := parse(fs, interleave(args)); err != nil {
+		return err
+	}
+	store, err := openRead(ctx, *data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	// Prefix matching as in `show`; a session named twice is written once.
+	var ids []string
+	messages := 0
+	seen := map[string]bool{}
+	for _, a := range fs.Args() {
+		s, err := findSession(ctx, store, a)
+		if err != nil {
+			return err
+		}
+		if !seen[s.ID] {
+			seen[s.ID] = true
+			ids = append(ids, s.ID)
+			messages += s.Messages
+		}
+	}
+	if len(ids) == 0 {
+		for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
+			if err != nil {
+				return err
+			}
+			messages += s.Messages
+		}
+	}
+
+	var w io.Writer = stdout
+	var tmp *os.File
+	if *out != "-" {
+		// Write beside the target and rename at the end, so a failed or
+		// interrupted export never leaves half a tape under the name.
+		tmp, err = os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if tmp != nil {
+				tmp.Close()
+				os.Remove(tmp.Name())
+			}
+		}()
+		w = tmp
+	}
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 256<<10)
+	stop := func() {}
+	if !*quiet {
+		stop = progress(stderr, "export", cw, messages)
+	}
+	err = replay.Export(ctx, store, ids, bw, "mcptape "+version)
+	if err == nil {
+		err = bw.Flush()
+	}
+	stop()
+	if err != nil {
+		return err
+	}
+	if tmp != nil {
+		if err := tmp.Sync(); err != nil {
+			return err
+		}
+		if err := tmp.Close(); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp.Name(), *out); err != nil {
+			return err
+		}
+		tmp = nil
+	}
+	if !*quiet {
+		n := len(ids)
+		if n == 0 {
+			n = countSessions(ctx, store)
+		}
+		dest := *out
+		if dest == "-" {
+			dest = "stdout"
+		}
+		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, messages, byteSize(cw.n.Load()), dest)
+	}
+	return nil
+}
+
+func countSessions(ctx context.Context, store capture.Store) int {
+	n := 0
+	for _, err := range store.Sessions(ctx, capture.SessionQuery{}) {
+		if err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// runImport is `mcptape import`: a tape's sessions into a store.
+func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("import", stderr)
+	data := fs.String("data", defaultDataDir(), "directory of the capture store to import into")
+	rename := fs.Bool("rename", false, "give a session whose id the store holds already a new id (a -2 suffix) instead of refusing")
+	if err := parse(fs, interleave(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("name one tape file (- reads stdin)")
+	}
+	path := fs.Arg(0)
+	var tape *replay.Tape
+	var err error
+	if path == "-" {
+		tape, err = replay.ReadTape(bufio.NewReaderSize(os.Stdin, 256<<10))
+		if err != nil {
+			err = fmt.Errorf("stdin: %w", err)
+		}
+	} else {
+		tape, err = replay.LoadTape(path)
+	}
+	if err != nil {
+		return err
+	}
+	store, err := openWrite(*data)
+	if err != nil {
+		return err
+	}
+	ids, err := replay.Import(ctx, store, tape, &replay.ImportOptions{Rename: *rename})
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	for _, id := range ids {
+		fmt.Fprintln(stdout, id)
+	}
+	if err != nil {
+		if len(ids) > 0 {
+			return fmt.Errorf("%w (the %d session(s) listed above were imported)", err, len(ids))
+		}
+		return err
+	}
+	for i, ts := range tape.Sessions {
+		if i < len(ids) && ids[i] != ts.Session.ID {
+			fmt.Fprintf(stderr, "mcptape import: %s was renamed %s (the store held that id already)\n", ts.Session.ID, ids[i])
+		}
+	}
+	fmt.Fprintf(stderr, "mcptape import: %d session(s) into %s\n", len(ids), *data)
+	return nil
+}
+
+// countingWriter counts what passes through it, for progress reports.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// progress reports a long copy on stderr every second, starting after the
+// first second (small exports stay quiet); the returned func stops it.
+func progress(stderr io.Writer, what string, cw *countingWriter, messages int) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(stderr, "mcptape %s: %s written (%d messages in all), %s\n", what, byteSize(cw.n.Load()), messages,
+					time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 10<<20:
+		return fmt.Sprintf("%d MB", n>>20)
+	case n >= 10<<10:
+		return fmt.Sprintf("%d kB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
