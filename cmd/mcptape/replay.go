@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/mcptape/mcptape/proxy"
@@ -95,17 +92,5 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	return err
 }
 
-// loadProfile reads a testing profile; the replay package checks it.
-func loadProfile(path string) (*replay.Profile, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var p replay.Profile
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &p, nil
-}
+// loadProfile reads and checks a testing profile (docs/testing-profiles.md).
+func loadProfile(path string) (*replay.Profile, error) { return replay.LoadProfile(path) }
