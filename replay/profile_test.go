@@ -107,7 +107,9 @@ func TestAnswerSampling(t *testing.T) {
 	p := profile(t, `{"sampling":{"template":"T: {{prompt}} [{{toolResults}}]","model":"base","stopReason":"endTurn",
 		"overrides":[{"hint":"claude-3-*","model":"old-claude"},{"hint":"claude-*","template":"C: {{prompt}}","model":"claude"},{"hint":"gpt-?","stopReason":"maxTokens"}],
 		"toolUse":[{"name":"get_weather","input":{"city":"Paris"}},{"name":"not_offered"},{"name":"get_time"}]}}`)
-	user := func(text string) string { return `{"role":"user","content":{"type":"text","text":` + mustJSON(text) + `}}` }
+	user := func(text string) string {
+		return `{"role":"user","content":{"type":"text","text":` + mustJSON(text) + `}}`
+	}
 	hints := func(names ...string) string {
 		var hs []string
 		for _, n := range names {
