@@ -363,6 +363,7 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	res, _ := protocol.ParseResult(pm.Result)
 	if res.IsError {
 		st.s.Errors++
+		p.r.met.toolError(pd.method, pd.name)
 	}
 	if res.TaskID != "" && len(st.tasks) < maxPending {
 		if _, known := st.tasks[res.TaskID]; !known {
@@ -445,5 +446,6 @@ func (p *pipeline) checkHeaders(xs *xState, msgs []protocol.Message) {
 	if len(fs) > 0 {
 		xs.x.FindingList = append(xs.x.FindingList, fs...)
 		xs.sess.s.Findings += len(fs)
+		p.r.met.findingList(fs)
 	}
 }

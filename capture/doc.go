@@ -48,4 +48,33 @@
 // [RedactOptions.Headers]; OAuth codes and tokens in query strings; and any
 // of those secret values wherever they reappear in a body. Mcp-Session-Id is
 // stored as a stable pseudonym.
+//
+// # Metrics
+//
+// With [RecorderOptions.Registerer] set, the recorder registers these (nil
+// means no metrics: the hooks are nil checks):
+//
+//	mcptape_capture_messages_total{direction,kind,method}   messages recorded; a response counts under its request's method
+//	mcptape_capture_errors_total{method,tool,code}          JSON-RPC error responses
+//	mcptape_capture_tool_errors_total{tool}                 tools/call results with isError true
+//	mcptape_capture_findings_total{kind}                    findings on messages and exchanges
+//	mcptape_capture_messages_stored_total                   messages the store accepted
+//	mcptape_capture_messages_lost_total                     messages lost to failed store writes
+//	mcptape_capture_events_dropped_total                    proxy events given up on a full queue
+//	mcptape_capture_store_write_errors_total                failed store writes
+//	mcptape_capture_queue_events, mcptape_capture_queue_bytes                    the queue now
+//	mcptape_capture_queue_capacity_events, mcptape_capture_queue_capacity_bytes  its bounds
+//	mcptape_capture_sessions_active                         MCP sessions not closed and seen within IdleGap
+//	mcptape_capture_store_size_bytes                        when the store is a [Sizer] (Badger on disk)
+//
+// Labels are bounded whatever the traffic, so that a hostile peer cannot
+// grow the registry: direction is c2s or s2c; kind is one of the
+// [protocol.Kind] names; method is a method the MCP specification defines
+// ([protocol.IsSpecMethod]), "none" when there is none, else "other"
+// ([MethodLabel]); tool is set on tools/call only and keeps the first
+// [MaxToolLabels] (100) distinct names, later ones (and names that are not
+// short printable UTF-8) become "other" ([ToolLabels]); code is a code
+// JSON-RPC or MCP defines (-32700, -32600…-32603, -32000…-32004, -32020…-32022,
+// -32042), else "other" ([ErrorCodeLabel]); kind of a finding is a
+// [FindingKind]. Sessions and ids are never labels.
 package capture

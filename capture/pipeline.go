@@ -138,6 +138,7 @@ func (p *pipeline) run() {
 			p.writeInFlight(now)
 			p.flush(true)
 			p.purge(now)
+			p.countActive(now)
 		}
 	}
 }
@@ -194,11 +195,15 @@ func (p *pipeline) flush(force bool) {
 func (p *pipeline) handle(ev event) {
 	if ev.weight > 0 {
 		p.r.qbytes.Release(ev.weight)
+		p.r.met.addQueued(-ev.weight)
 		ev.weight = 0
 	}
 	switch ev.kind {
 	case evSync:
 		p.syncs = append(p.syncs, ev.sync)
+		if p.r.met != nil {
+			p.countActive(p.o.Now()) // so that a scrape after Sync sees it
+		}
 		return
 	case evBegin:
 		p.begin(ev)
@@ -541,8 +546,9 @@ func (p *pipeline) invalidMsg(xs *xState, dir protocol.Direction, raw []byte, at
 }
 
 // add appends a finished message to the batch and the session's counts.
-func (p *pipeline) add(xs *xState, m *Message, _ *protocol.Message) {
+func (p *pipeline) add(xs *xState, m *Message, pm *protocol.Message) {
 	st := xs.sess
+	p.r.met.message(m, pm)
 	st.s.Messages++
 	st.s.Findings += len(m.Findings)
 	p.msgs = append(p.msgs, m)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RecorderOptions configures a Recorder. Nil means defaults; every field's
@@ -54,6 +56,10 @@ type RecorderOptions struct {
 	// OnBatch, if set, is called after each successful store write with
 	// the batch (tests and live tail). It must not retain or modify it.
 	OnBatch func(*Batch)
+	// Registerer receives the recorder's Prometheus metrics (see the
+	// package documentation). Nil means no metrics, at no cost. One
+	// recorder per Registerer.
+	Registerer prometheus.Registerer
 }
 
 // Stats are the recorder's counters, safe to read at any time.
@@ -100,6 +106,7 @@ type Recorder struct {
 	lossMu                   sync.Mutex
 	lossBySession            map[string]lossNote
 	pipe                     *pipeline
+	met                      *recorderMetrics // nil without a Registerer
 	storeLogOnce, recoverLog sync.Once
 }
 
@@ -153,6 +160,11 @@ func NewRecorder(ctx context.Context, store Store, opts *RecorderOptions) (*Reco
 	r.qbytes, r.qlimit = semaphore.NewWeighted(o.QueueBytes), o.QueueBytes
 	r.batches = make(chan *Batch, 2)
 	r.done = make(chan struct{})
+	if o.Registerer != nil {
+		if r.met, err = newRecorderMetrics(r, o.Registerer); err != nil {
+			return nil, err
+		}
+	}
 	r.pipe = newPipeline(r, seq)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -234,6 +246,7 @@ func (r *Recorder) send(ev event, wait bool) bool {
 				return false
 			}
 		}
+		r.met.addQueued(ev.weight)
 	}
 	select {
 	case r.events <- ev:
@@ -252,6 +265,7 @@ func (r *Recorder) send(ev event, wait bool) bool {
 	}
 	if ev.weight > 0 {
 		r.qbytes.Release(ev.weight)
+		r.met.addQueued(-ev.weight)
 	}
 	return false
 }

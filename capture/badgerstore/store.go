@@ -160,6 +160,7 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	blobs     string // directory of large raw bytes; "" in memory
+	size      sizeCache
 }
 
 // Open opens the store in dir, creating the directory and an empty store if
