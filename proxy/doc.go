@@ -29,6 +29,34 @@
 // The recorder sees the bytes as they were written to the client, so the
 // record shows what the client actually received.
 //
+// # Metrics
+//
+// With [Options.Registerer] set, the proxy registers these (nil means no
+// metrics: the hooks are nil checks). The histograms have classic buckets (100µs to 30s; 10µs to
+// 10s for the overhead) and native ones (bucket factor 1.1), which
+// Prometheus reads when it scrapes with native histograms enabled.
+//
+//	mcptape_proxy_upstream_latency_seconds{method,tool}            request forwarded → the upstream's response headers
+//	mcptape_proxy_overhead_seconds{method,tool}                    the proxy's own time: arrival → forwarded, plus upstream headers → written to the client
+//	mcptape_proxy_sse_first_event_seconds{method,tool}             SSE responses: request arrival → first body byte to the client
+//	mcptape_proxy_sse_headers_to_first_event_seconds{method,tool}  SSE responses: upstream headers → first body byte to the client
+//	mcptape_proxy_requests_total{method,code}                      HTTP status sent to the client ("none": the client left before one)
+//	mcptape_proxy_request_bytes_total{method}                      body bytes client → upstream
+//	mcptape_proxy_response_bytes_total{method}                     body bytes upstream → client
+//	mcptape_proxy_requests_in_flight                               requests being proxied (open streams included)
+//	mcptape_proxy_sse_streams_open{method}                         open SSE responses
+//
+// A request's method and tool come from the 2026-07-28 Mcp-Method and
+// Mcp-Name headers when it has them (that is what they are for; a server
+// refuses a request whose headers and body disagree), else from the
+// buffered body. Labels are bounded, as the recorder's are
+// ([capture.MethodLabel], [capture.ToolLabels]): method is a method the MCP
+// specification defines, "none" for a request that carries none (a GET
+// stream, a DELETE, a client's answer), else "other" (also a batch, and a
+// body too large to buffer without an Mcp-Method header); tool is set on
+// tools/call only, for the first 100 distinct names, then "other"; code is
+// a status net/http knows, else "other". Sessions and ids are never labels.
+//
 //	rec, _ := capture.NewRecorder(ctx, store, nil)
 //	p, _ := proxy.New(&proxy.Options{Upstream: up, Recorder: rec})
 //	srv, _ := proxy.Listen("127.0.0.1:7000", p, nil)

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/protocol"
 )
@@ -49,6 +51,10 @@ type Options struct {
 	// request that arrives on a loopback address must name a loopback
 	// host (localhost, 127.0.0.1, [::1]), as go-sdk's servers require.
 	AllowAnyHost bool
+	// Registerer receives the proxy's Prometheus metrics (see the package
+	// documentation). Nil means no metrics, at no cost. One proxy per
+	// Registerer.
+	Registerer prometheus.Registerer
 }
 
 // Proxy is a transparent reverse proxy for MCP over Streamable HTTP. It is an
@@ -60,6 +66,7 @@ type Proxy struct {
 	log       *slog.Logger
 	maxBuf    int64
 	checkHost bool
+	m         *metrics // nil without a Registerer
 }
 
 // DefaultTransport returns the transport New uses when Options.Transport is nil.
@@ -106,6 +113,13 @@ func New(opts *Options) (*Proxy, error) {
 	if tr == nil {
 		tr = DefaultTransport(opts.TLSConfig)
 	}
+	if opts.Registerer != nil {
+		var err error
+		if p.m, err = newMetrics(opts.Registerer); err != nil {
+			return nil, err
+		}
+		tr = timedTransport{tr}
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      tr,
@@ -132,6 +146,7 @@ type exchange struct {
 	upErr    error  // a non-EOF error reading the upstream body
 	upErrMu  sync.Mutex
 	finished bool
+	mx       exchangeMetrics
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -149,6 +164,10 @@ func (x *exchange) getUpErr() error {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var arrived time.Time
+	if p.m != nil {
+		arrived = time.Now()
+	}
 	if p.checkHost && !hostAllowed(r) {
 		p.refuseHost(w, r)
 		return
@@ -162,6 +181,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tap := p.rec.Begin(r, body, complete)
 	x := &exchange{tap: tap, body: body}
+	x.mx.begin(p.m, r, body, complete, arrived)
 	x.w = &teeWriter{ResponseWriter: w, x: x}
 	out := r.WithContext(context.WithValue(r.Context(), ctxKey{}, x))
 	switch {
@@ -174,9 +194,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// and cuts streamed responses).
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	default:
-		out.Body = &forwardBody{prefix: body, rest: r.Body, remain: r.ContentLength - int64(len(body)), tap: tap}
+		out.Body = &forwardBody{prefix: body, rest: r.Body, remain: r.ContentLength - int64(len(body)), tap: tap, mx: &x.mx}
 	}
 	defer func() {
+		x.mx.end()
 		v := recover()
 		if v == nil {
 			tap.End(x.w.endText(), x.w.aborted)
@@ -300,6 +321,8 @@ func cleanErr(err error) error {
 func (p *Proxy) refuseHost(w http.ResponseWriter, r *http.Request) {
 	tap := p.rec.Begin(r, nil, true)
 	x := &exchange{tap: tap}
+	x.mx.begin(p.m, r, []byte{}, true, time.Time{})
+	defer x.mx.end()
 	tw := &teeWriter{ResponseWriter: w, x: x, synthesized: true}
 	msg := fmt.Sprintf("mcptape: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)", r.Host)
 	tw.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -40,6 +40,7 @@ func (t *teeWriter) WriteHeader(code int) {
 	}
 	t.x.tap.Response(code, h, t.synthesized)
 	t.ResponseWriter.WriteHeader(code)
+	t.x.mx.wroteHeader(code, h, t.synthesized)
 }
 
 func (t *teeWriter) Write(p []byte) (int, error) {
@@ -48,6 +49,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	}
 	n, err := t.ResponseWriter.Write(p)
 	t.x.tap.ResponseBody(p[:n])
+	t.x.mx.wrote(n)
 	if err != nil && t.writeErr == nil {
 		t.writeErr = err
 	}
@@ -101,6 +103,7 @@ type forwardBody struct {
 	rest   io.Reader
 	remain int64 // bytes of rest still expected; <0 when unknown (chunked)
 	tap    *capture.Tap
+	mx     *exchangeMetrics
 	done   bool
 }
 
@@ -120,6 +123,7 @@ func (b *forwardBody) Read(p []byte) (int, error) {
 	n, err := b.rest.Read(p)
 	if n > 0 {
 		b.tap.RequestBody(p[:n])
+		b.mx.forwardedBytes(n)
 		if b.remain > 0 {
 			b.remain -= int64(n)
 		}
