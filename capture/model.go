@@ -205,6 +205,11 @@ type Message struct {
 	Findings []Finding `json:"findings,omitempty"`
 	// Links to other messages, set by the recorder (see package doc).
 	Links Links `json:"links,omitzero"`
+	// Edited counts the edits made to Raw after it was recorded: those the
+	// store keeps (see [Editor]) plus any the message came with (a tape
+	// exported from an edited session). Zero means Raw is as recorded.
+	// Size is then len of the current Raw.
+	Edited int `json:"edited,omitempty"`
 }
 
 // SSEInfo is how a message's SSE event looked on the wire.

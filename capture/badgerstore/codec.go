@@ -287,7 +287,14 @@ func appendMessage(b []byte, m *capture.Message) []byte {
 	b = binary.AppendUvarint(b, m.Links.Request)
 	b = binary.AppendUvarint(b, m.Links.Parent)
 	b = binary.AppendUvarint(b, m.Links.Previous)
-	return binary.AppendUvarint(b, m.Links.Task)
+	b = binary.AppendUvarint(b, m.Links.Task)
+	// Edited came later: it is written only when set, so that records of
+	// messages never edited elsewhere are as before and old records
+	// decode as Edited 0.
+	if m.Edited != 0 {
+		b = binary.AppendVarint(b, int64(m.Edited))
+	}
+	return b
 }
 
 // decoder reads what the append functions wrote. It owns b: byte fields it
@@ -515,5 +522,11 @@ func decodeMessage(seq uint64, sid string, b []byte) (*capture.Message, error) {
 	m.Links.Parent = d.uvarint()
 	m.Links.Previous = d.uvarint()
 	m.Links.Task = d.uvarint()
+	if len(d.b) > 0 {
+		// Written only when set: a zero here is not a record we wrote.
+		if m.Edited = d.int(); m.Edited == 0 {
+			d.fail()
+		}
+	}
 	return m, d.done(fmt.Sprintf("message %d", seq))
 }

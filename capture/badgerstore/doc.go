@@ -28,8 +28,20 @@
 //	m/<sid><seq>          message index record: every field but Raw
 //	r/<seq>               <sid>, chunk count n (uvarint), first chunk of Raw
 //	r/<seq><i BE4>        chunk i of Raw, for i in 1..n
+//	e/<seq><v BE4>        edit v ≥ 1 of a message's Raw: time, note, chunk
+//	                      count n (uvarint), first chunk of the new Raw
+//	e/<seq><v BE4><i BE4> chunk i of edit v, for i in 1..n
+//	l/<session ID>        labels set with SetLabels: count, then each label
 //	meta/version          schema version, ASCII decimal ("1")
 //	meta/last             high-water marks: last seq, last exchange ID
+//
+// Edits and labels ([capture.Editor]) have keys of their own, so that the
+// recorder rewriting a message or a session record does not undo them;
+// reads merge them in. The store remembers in memory which messages have
+// edits and which sessions labels (loaded when it opens), so reading the
+// others costs no lookup. They came after schema version 1 without
+// changing it: older stores open unchanged, and a message record gains a
+// trailing Edited field only when one is written with it set.
 //
 // On disk, Raw of 256 KiB or more is not in Badger at all: r/<seq> holds
 // the chunk count 0xFFFFFFFF and no bytes, and the bytes are the file

@@ -60,8 +60,10 @@ func (s *Store) Session(ctx context.Context, id string) (*capture.Session, error
 	var x *capture.Session
 	err := s.view(ctx, func(txn *badger.Txn) error {
 		var err error
-		x, err = getSession(txn, id)
-		return err
+		if x, err = getSession(txn, id); err != nil {
+			return err
+		}
+		return s.withLabels(txn, x)
 	})
 	return x, err
 }
@@ -120,6 +122,9 @@ func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[
 				if errors.Is(err, capture.ErrNotFound) {
 					s.log.Warn("badger store: time index names a missing session; skipped", logKeySession, id)
 					continue
+				}
+				if err == nil {
+					err = s.withLabels(txn, x)
 				}
 				if err != nil {
 					return err
@@ -298,6 +303,9 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q capture.Messag
 						return fmt.Errorf("badgerstore: raw bytes of message %d: %w", seq, err)
 					}
 				}
+				if err := s.applyEdits(txn, m, q.NoRaw); err != nil {
+					return err
+				}
 				if !yield(m, nil) {
 					return nil
 				}
@@ -333,7 +341,7 @@ func (s *Store) Message(ctx context.Context, seq uint64) (*capture.Message, erro
 			return err
 		}
 		m.Raw = raw
-		return nil
+		return s.applyEdits(txn, m, false)
 	})
 	return m, err
 }

@@ -160,6 +160,7 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	blobs     string // directory of large raw bytes; "" in memory
+	extras    extras // which messages have edits, which sessions labels
 	size      sizeCache
 }
 
@@ -268,6 +269,9 @@ func (s *Store) init() error {
 			case n != schemaVersion:
 				return fmt.Errorf("badgerstore: %s: unknown schema version %d (this mcptape reads %d): %w", s.dir, n, schemaVersion, ErrSchema)
 			}
+		}
+		if err := s.loadExtras(txn); err != nil {
+			return err
 		}
 		return s.loadLast(txn)
 	})

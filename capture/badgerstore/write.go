@@ -355,6 +355,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return wb.Delete(key)
 	}
 	keysOnly := badger.IteratorOptions{PrefetchValues: false}
+	var deleted []uint64 // edited messages
 	// Messages: each index record, then its raw chunks, found with a
 	// second iterator that only moves forward since Seqs ascend.
 	scanMessages := func() error {
@@ -371,6 +372,12 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 				return err
 			}
 			rk := rawKey(nil, tail8(key))
+			if s.extras.isEdited(tail8(key)) {
+				if err := deleteEdits(txn, tail8(key), del); err != nil {
+					return err
+				}
+				deleted = append(deleted, tail8(key))
+			}
 			if s.blobs != "" {
 				_ = os.Remove(blobPath(s.blobs, tail8(key)))
 			}
@@ -410,8 +417,19 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 			if err := txn.Delete(timeIndexKey(nil, tk, id)); err != nil {
 				return err
 			}
+			if err := txn.Delete(labelKey(id)); err != nil {
+				return err
+			}
 			return txn.Delete(sessionKey(id))
 		})
+	}
+	if err == nil {
+		s.extras.mu.Lock()
+		for _, seq := range deleted {
+			delete(s.extras.edited, seq)
+		}
+		delete(s.extras.labelled, id)
+		s.extras.mu.Unlock()
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -15,7 +15,10 @@ import (
 	"github.com/mcptape/mcptape/capture"
 )
 
-var _ capture.Store = (*Store)(nil)
+var (
+	_ capture.Store  = (*Store)(nil)
+	_ capture.Editor = (*Store)(nil)
+)
 
 // Store is an in-memory [capture.Store]. The zero value is not usable; call
 // [New].
@@ -33,6 +36,10 @@ type Store struct {
 	sessionM  map[string][]uint64 // message Seqs by session, sorted
 	lastSeq   uint64              // high-water marks: never lowered by deletes
 	lastX     uint64
+	// Edits and labels live beside the records, so that rewriting a
+	// message or a session does not undo them (see edit.go).
+	edits  map[uint64][]capture.Edit // versions 1… of edited messages
+	labels map[string][]string       // labels set with SetLabels
 }
 
 // New returns an empty store.
@@ -43,6 +50,8 @@ func New() *Store {
 		sessionX:  make(map[string][]uint64),
 		messages:  make(map[uint64]*capture.Message),
 		sessionM:  make(map[string][]uint64),
+		edits:     make(map[uint64][]capture.Edit),
+		labels:    make(map[string][]string),
 	}
 }
 
@@ -118,7 +127,7 @@ func (s *Store) Session(ctx context.Context, id string) (*capture.Session, error
 	case !ok:
 		return nil, notFound("session %q", id)
 	}
-	return copySession(x), nil
+	return s.withLabels(copySession(x)), nil
 }
 
 // Sessions implements [capture.Store].
@@ -150,6 +159,11 @@ func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[
 			x := s.byStart[i]
 			if !q.Since.IsZero() && x.Start.Before(q.Since) {
 				break
+			}
+			if l, ok := s.labels[x.ID]; ok {
+				c := *x
+				c.Labels = l
+				x = &c
 			}
 			snap = append(snap, x)
 			if q.Limit > 0 && len(snap) == q.Limit {
@@ -242,7 +256,7 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q capture.Messag
 		}
 		snap := make([]*capture.Message, len(seqs))
 		for i, seq := range seqs {
-			snap[i] = s.messages[seq]
+			snap[i] = s.edited(s.messages[seq])
 		}
 		s.mu.RUnlock()
 		for _, m := range snap {
@@ -264,6 +278,9 @@ func (s *Store) Message(ctx context.Context, seq uint64) (*capture.Message, erro
 	}
 	s.mu.RLock()
 	m, ok := s.messages[seq]
+	if ok {
+		m = s.edited(m)
+	}
 	closed := s.closed.Load()
 	s.mu.RUnlock()
 	switch {
@@ -297,8 +314,10 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	delete(s.sessionX, id)
 	for _, seq := range s.sessionM[id] {
 		delete(s.messages, seq)
+		delete(s.edits, seq)
 	}
 	delete(s.sessionM, id)
+	delete(s.labels, id)
 	return nil
 }
 
@@ -326,6 +345,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.sessions, s.byStart, s.exchanges, s.sessionX, s.messages, s.sessionM = nil, nil, nil, nil, nil, nil
+	s.edits, s.labels = nil, nil
 	return nil
 }
 

@@ -37,6 +37,17 @@
 //   - Records passed to Write and records returned by reads do not alias the
 //     store: changing them afterwards changes nothing stored.
 //
+// # Editing
+//
+// A store that implements [capture.Editor] also runs the Editor tests:
+// versions numbered from 1 with the recorded bytes as version 0, reads
+// that return the latest version (Size and Edited with it, NoRaw
+// included), refusals (invalid JSON, empty labels, missing records),
+// edits and labels that survive the recorder rewriting the message and
+// session records, deletes that take them along, edits of several MiB,
+// concurrent edits that get distinct versions, and, with Reopen, that
+// they persist.
+//
 // # Parallelism
 //
 // Subtests run in parallel, so open must be safe to call concurrently. Each

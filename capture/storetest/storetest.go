@@ -76,6 +76,9 @@ func RunWithOptions(t *testing.T, open func(t *testing.T) capture.Store, opts Ru
 			testReopen(t, open(t), opts.Reopen)
 		})
 	}
+	if _, ok := open(t).(capture.Editor); ok {
+		runEditor(t, open, opts)
+	}
 }
 
 // Fixtures. Every field is set to something other than its zero value, so
@@ -178,7 +181,8 @@ func fullMessage(seq uint64, sessionID string, exchangeID uint64) *capture.Messa
 			{Kind: capture.FindingBatch, Message: "batch on 2025-06-18"},
 			{Kind: capture.FindingDuplicateID, Message: "id reused"},
 		},
-		Links: capture.Links{Request: seq + 1, Parent: seq + 2, Previous: 1<<64 - 1, Task: seq + 3},
+		Links:  capture.Links{Request: seq + 1, Parent: seq + 2, Previous: 1<<64 - 1, Task: seq + 3},
+		Edited: 2, // edited before it came here (an imported tape)
 	}
 }
 
