@@ -207,6 +207,11 @@ func (p *pipeline) handle(ev event) {
 		return
 	case evBegin:
 		p.begin(ev)
+		if ev.reqEnd {
+			if xs := p.xs[ev.x]; xs != nil {
+				p.reqEnd(xs, ev.at)
+			}
+		}
 		return
 	}
 	xs := p.xs[ev.x]
@@ -214,7 +219,7 @@ func (p *pipeline) handle(ev event) {
 		releaseChunk(ev.data, ev.pooled)
 		return
 	}
-	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody) {
+	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody || ev.resp != nil && ev.kind != evEnd) {
 		// Keep response events until the request is decoded, so that the
 		// request's messages come first and the session is known.
 		if !ev.pooled {
@@ -241,6 +246,9 @@ func (p *pipeline) handle(ev event) {
 	case evResp:
 		p.response(xs, ev)
 	case evRespBody:
+		if ev.resp != nil {
+			p.response(xs, *ev.resp)
+		}
 		p.respBody(xs, ev.data, ev.at)
 		releaseChunk(ev.data, ev.pooled)
 	case evEnd:
@@ -250,6 +258,9 @@ func (p *pipeline) handle(ev event) {
 				p.handle(d)
 			}
 			xs.deferred = nil
+		}
+		if ev.resp != nil {
+			p.response(xs, *ev.resp)
 		}
 		p.end(xs, ev)
 	}

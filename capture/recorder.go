@@ -270,9 +270,50 @@ func (r *Recorder) send(ev event, wait bool) bool {
 	return false
 }
 
+// writeLinger is how long the writer waits for more batches to write with
+// the one in hand: every store write has a fixed cost (a Badger commit),
+// and at one call at a time each call's records would otherwise be a write
+// of their own. It delays only storing, never traffic, and not Sync.
+const writeLinger = 2 * time.Millisecond
+
+// gather merges the batches that arrive within writeLinger into b.
+func (r *Recorder) gather(b *Batch) (*Batch, bool) {
+	if len(b.syncs) > 0 {
+		return b, true
+	}
+	t := time.NewTimer(writeLinger)
+	defer t.Stop()
+	raw := b.rawBytes()
+	for b.Len() < r.opts.BatchSize && raw < maxBatchBytes {
+		select {
+		case nb, ok := <-r.batches:
+			if !ok {
+				return b, false
+			}
+			raw += nb.rawBytes()
+			b.Sessions = append(b.Sessions, nb.Sessions...)
+			b.Exchanges = append(b.Exchanges, nb.Exchanges...)
+			b.Messages = append(b.Messages, nb.Messages...)
+			b.syncs = append(b.syncs, nb.syncs...)
+			if len(nb.syncs) > 0 {
+				return b, true
+			}
+		case <-t.C:
+			return b, true
+		}
+	}
+	return b, true
+}
+
 func (r *Recorder) writeLoop() {
 	ctx := context.Background()
-	for b := range r.batches {
+	more := true
+	for more {
+		b, ok := <-r.batches
+		if !ok {
+			return
+		}
+		b, more = r.gather(b)
 		n := int64(len(b.Messages))
 		if err := r.store.Write(ctx, b); err != nil {
 			r.storeErrors.Add(1)

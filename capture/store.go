@@ -56,6 +56,15 @@ type Batch struct {
 	syncs []chan struct{} // closed once the batch is written (Recorder.Sync)
 }
 
+// rawBytes is the raw bytes the batch's messages hold.
+func (b *Batch) rawBytes() int {
+	n := 0
+	for _, m := range b.Messages {
+		n += len(m.Raw)
+	}
+	return n
+}
+
 // Len is the number of records in the batch.
 func (b *Batch) Len() int { return len(b.Sessions) + len(b.Exchanges) + len(b.Messages) }
 

@@ -24,10 +24,14 @@ type event struct {
 	x     uint64
 	at    time.Time
 	begin *beginInfo
-	// evResp
+	// evResp, or a response's headers riding on its first body event or
+	// its end (one channel send fewer per exchange)
 	status int
 	header http.Header
 	synth  bool
+	resp   *event
+	// evBegin: the request body handed to Begin is the whole body
+	reqEnd bool
 	// body events; data is owned by the pipeline once sent
 	data   []byte
 	pooled bool
@@ -59,6 +63,7 @@ type beginInfo struct {
 type Tap struct {
 	r      *Recorder
 	id     uint64
+	resp   *event // headers not sent yet: they go with the first body bytes or End
 	broken atomic.Bool // an event was dropped: later data events are not sent
 	ended  atomic.Bool
 }
@@ -86,10 +91,7 @@ func (r *Recorder) Begin(req *http.Request, body []byte, complete bool) *Tap {
 	}
 	r.exchanges.Add(1)
 	r.inflight.Add(1)
-	t.send(event{kind: evBegin, begin: b, weight: int64(len(b.body))})
-	if complete {
-		t.send(event{kind: evReqEnd})
-	}
+	t.send(event{kind: evBegin, begin: b, weight: int64(len(b.body)), reqEnd: complete})
 	return t
 }
 
@@ -146,11 +148,13 @@ func (t *Tap) RequestEnd() {
 	}
 }
 
-// Response reports the status and headers as sent to the client.
+// Response reports the status and headers as sent to the client. They reach
+// the recorder with the first body bytes, or with End. Response,
+// ResponseBody and End must be called from one goroutine.
 // synthesized marks a response the proxy made itself (an upstream error).
 func (t *Tap) Response(status int, h http.Header, synthesized bool) {
 	if t != nil {
-		t.send(event{kind: evResp, status: status, header: h.Clone(), synth: synthesized})
+		t.resp = &event{kind: evResp, status: status, header: h.Clone(), synth: synthesized, at: t.r.opts.Now()}
 	}
 }
 
@@ -160,7 +164,9 @@ func (t *Tap) ResponseBody(p []byte) {
 		return
 	}
 	d, pooled := copyChunk(p)
-	t.send(event{kind: evRespBody, data: d, pooled: pooled, weight: int64(len(d))})
+	ev := event{kind: evRespBody, data: d, pooled: pooled, weight: int64(len(d)), resp: t.resp}
+	t.resp = nil
+	t.send(ev)
 }
 
 // End finishes the exchange. errText is "" for a clean end, else why it was
@@ -169,6 +175,8 @@ func (t *Tap) End(errText string, aborted bool) {
 	if t == nil || t.ended.Swap(true) {
 		return
 	}
-	t.send(event{kind: evEnd, errText: errText, aborted: aborted, broken: t.broken.Load()})
+	ev := event{kind: evEnd, errText: errText, aborted: aborted, broken: t.broken.Load(), resp: t.resp}
+	t.resp = nil
+	t.send(ev)
 	t.r.inflight.Add(-1)
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // Method names the recorder treats specially.
@@ -127,42 +128,38 @@ func ParseParams(raw json.RawMessage) (Params, bool) {
 	if members(raw, func(key string, v []byte) bool {
 		switch key {
 		case "_meta":
-			m = new(meta)
-			if json.Unmarshal(v, m) != nil {
-				m, ok = nil, false
+			if m = parseMeta(v); m == nil {
+				ok = false
 			}
 		case "protocolVersion":
-			_ = json.Unmarshal(v, &p.ProtocolVersion)
+			str(v, &p.ProtocolVersion)
 		case "clientInfo":
-			p.ClientInfo = new(Implementation)
-			if json.Unmarshal(v, p.ClientInfo) != nil {
-				p.ClientInfo = nil
-			}
+			p.ClientInfo = parseImpl(v)
 		case "capabilities":
 			p.ClientCapabilities = v
 		case "progressToken":
 			p.ProgressToken = v
 		case "name":
-			_ = json.Unmarshal(v, &p.Name)
+			str(v, &p.Name)
 		case "uri":
-			_ = json.Unmarshal(v, &uri)
+			str(v, &uri)
 		case "arguments":
 			p.Arguments = v
 		case "requestId":
 			p.RequestID = v
 		case "requestState":
 			var st string
-			if json.Unmarshal(v, &st) == nil {
+			if str(v, &st) {
 				p.RequestState = &st
 			}
 		case "inputResponses":
 			p.InputResponses = v
 		case "taskId":
-			_ = json.Unmarshal(v, &p.TaskID)
+			str(v, &p.TaskID)
 		case "elicitationId":
-			_ = json.Unmarshal(v, &p.ElicitationID)
+			str(v, &p.ElicitationID)
 		case "mode":
-			_ = json.Unmarshal(v, &p.Mode)
+			str(v, &p.Mode)
 		case "tools":
 			p.Tools = string(v) != "null"
 		case "messages":
@@ -246,28 +243,22 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 	err := members(raw, func(key string, v []byte) bool {
 		switch key {
 		case "_meta":
-			m = new(meta)
-			if json.Unmarshal(v, m) != nil {
-				m = nil
-			}
+			m = parseMeta(v)
 		case "protocolVersion":
-			_ = json.Unmarshal(v, &r.ProtocolVersion)
+			str(v, &r.ProtocolVersion)
 		case "supportedVersions":
 			_ = json.Unmarshal(v, &r.SupportedVersions)
 		case "serverInfo":
-			r.ServerInfo = new(Implementation)
-			if json.Unmarshal(v, r.ServerInfo) != nil {
-				r.ServerInfo = nil
-			}
+			r.ServerInfo = parseImpl(v)
 		case "capabilities":
 			r.Capabilities = v
 		case "resultType":
-			_ = json.Unmarshal(v, &r.ResultType)
+			str(v, &r.ResultType)
 		case "inputRequests":
 			r.InputRequests = v
 		case "requestState":
 			var st string
-			if json.Unmarshal(v, &st) == nil {
+			if str(v, &st) {
 				r.RequestState = &st
 			}
 		case "isError":
@@ -275,7 +266,7 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 		case "structuredContent":
 			r.StructuredContent = v
 		case "taskId":
-			_ = json.Unmarshal(v, &r.TaskID)
+			str(v, &r.TaskID)
 		case "task":
 			if r.TaskID == "" {
 				var t struct {
@@ -285,15 +276,15 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 				r.TaskID = t.TaskID
 			}
 		case "stopReason":
-			_ = json.Unmarshal(v, &r.StopReason)
+			str(v, &r.StopReason)
 		case "model":
-			_ = json.Unmarshal(v, &r.Model)
+			str(v, &r.Model)
 		case "content":
 			r.Content = v
 		case "tools":
 			r.Tools = v
 		case "action":
-			_ = json.Unmarshal(v, &r.Action)
+			str(v, &r.Action)
 		}
 		return true
 	})
@@ -315,4 +306,75 @@ func NewestModern(vs []string) string {
 		}
 	}
 	return best
+}
+
+// str reads a JSON string: a plain one (no escapes, valid UTF-8) without
+// encoding/json, which would validate and reflect for every field.
+func str(v []byte, dst *string) bool {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		in := v[1 : len(v)-1]
+		if bytes.IndexByte(in, '\\') < 0 && bytes.IndexByte(in, '"') < 0 && utf8.Valid(in) {
+			*dst = string(in)
+			return true
+		}
+		return json.Unmarshal(v, dst) == nil
+	}
+	return false
+}
+
+// parseImpl reads clientInfo or serverInfo; nil when it is not an object.
+func parseImpl(v []byte) *Implementation {
+	if len(v) == 0 || v[0] != '{' {
+		return nil
+	}
+	impl := new(Implementation)
+	if members(v, func(k string, x []byte) bool {
+		switch k {
+		case "name":
+			str(x, &impl.Name)
+		case "version":
+			str(x, &impl.Version)
+		case "title":
+			str(x, &impl.Title)
+		}
+		return true
+	}) != nil {
+		return nil
+	}
+	return impl
+}
+
+// parseMeta reads a _meta object; nil when it is not one.
+func parseMeta(v []byte) *meta {
+	if len(v) == 0 || v[0] != '{' {
+		return nil
+	}
+	m := new(meta)
+	if members(v, func(k string, x []byte) bool {
+		switch k {
+		case MetaProtocolVersion:
+			str(x, &m.ProtocolVersion)
+		case MetaClientInfo:
+			m.ClientInfo = parseImpl(x)
+		case MetaClientCapabilities:
+			m.ClientCapabilities = x
+		case MetaServerInfo:
+			m.ServerInfo = parseImpl(x)
+		case MetaSubscriptionID:
+			m.SubscriptionID = x
+		case MetaRelatedTask:
+			var t string
+			if id, ok := ValidMember(x, "taskId"); ok && str(id, &t) {
+				m.RelatedTask = &struct {
+					TaskID string `json:"taskId"`
+				}{t}
+			}
+		case MetaProgressToken:
+			m.ProgressToken = x
+		}
+		return true
+	}) != nil {
+		return nil
+	}
+	return m
 }
