@@ -63,7 +63,7 @@ type beginInfo struct {
 type Tap struct {
 	r      *Recorder
 	id     uint64
-	resp   *event // headers not sent yet: they go with the first body bytes or End
+	resp   *event      // headers not sent yet: they go with the first body bytes or End
 	broken atomic.Bool // an event was dropped: later data events are not sent
 	ended  atomic.Bool
 }
