@@ -44,6 +44,7 @@ func commands() []command {
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"replay", "server --tape FILE | client --tape FILE --target URL", "stand in for a recorded server, or replay a recorded client", runReplay},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
+		{"metrics", metricsUsage, "print the Grafana dashboard for the metrics of record --metrics", runMetrics},
 		{"version", "", "print the version", runVersion},
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
@@ -36,6 +38,7 @@ type recordConfig struct {
 	idleGap      time.Duration
 	logLevel     string
 	memoryLimit  string
+	metrics      string
 }
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -51,6 +54,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&c.idleGap, "idle-gap", 5*time.Minute, "silence after which a 2026-07-28 client's next request starts a new session")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
+	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics on their own listener; a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -77,6 +81,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	up, _ := url.Parse(c.upstream)
 	fmt.Fprintf(stdout, "mcptape: recording %s into %s\n", up.Redacted(), c.data)
 	fmt.Fprintf(stdout, "mcptape: point your MCP client at %s%s\n", rs.srv.URL(), up.RequestURI())
+	if rs.metrics != nil {
+		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
+	}
 	fmt.Fprintf(stdout, "mcptape: look with `mcptape ls --data %s` (works while recording); stop with Ctrl-C\n", c.data)
 	errc := make(chan error, 1)
 	go func() { errc <- rs.srv.Serve() }()
@@ -105,6 +112,7 @@ type recording struct {
 	api      *http.Server
 	unann    func()
 	upstream string
+	metrics  *metricsServer
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -124,6 +132,14 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 		tlsConf = &tls.Config{RootCAs: pool}
 	}
+	var reg *prometheus.Registry
+	var metricsAt string
+	if c.metrics != "" {
+		if metricsAt, err = metricsAddr(c.metrics); err != nil {
+			return nil, usagef("--metrics: %v", err)
+		}
+		reg = newMetricsRegistry()
+	}
 	store, err := openWrite(c.data)
 	if err != nil {
 		return nil, err
@@ -136,7 +152,8 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}()
 	ro := &capture.RecorderOptions{
 		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap,
-		Redact: capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
+		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
+		Registerer: registerer(reg),
 	}
 	if !c.noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(c.data); err != nil {
@@ -147,7 +164,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost})
+	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost, Registerer: registerer(reg)})
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +174,11 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	if err := rs.serveAPI(c); err != nil {
 		return nil, err
+	}
+	if reg != nil {
+		if rs.metrics, err = serveMetrics(metricsAt, reg); err != nil {
+			return nil, err
+		}
 	}
 	return rs, nil
 }
@@ -204,6 +226,9 @@ func (rs *recording) close() (capture.Stats, error) {
 	}
 	if rs.api != nil {
 		_ = rs.api.Close()
+	}
+	if rs.metrics != nil {
+		rs.metrics.close(ctx) // after the recorder drained: scrapes until now see the final counts
 	}
 	if err := rs.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the store: %w", err))

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+func TestMetricsAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"9464": "127.0.0.1:9464", ":9464": "127.0.0.1:9464", "0": "127.0.0.1:0",
+		"0.0.0.0:9464": "0.0.0.0:9464", "[::1]:9464": "[::1]:9464", "localhost:9464": "localhost:9464",
+		"nope": "", "1.2.3.4": "", "99999": "",
+	} {
+		got, err := metricsAddr(in)
+		if got != want || (err != nil) != (want == "") {
+			t.Errorf("metricsAddr(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestRecordMetrics runs `mcptape record --metrics 0` (a bare port:
+// loopback), sends traffic through it, scrapes /metrics as Prometheus does,
+// and checks that every metric the Grafana dashboard queries is there.
+func TestRecordMetrics(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"record", "--upstream", up.URL + fixtures.PathStateless, "--listen", "127.0.0.1:0",
+			"--data", t.TempDir(), "--metrics", "0"}, &out, &errOut)
+	}()
+	var proxyURL, metricsURL string
+	for deadline := time.Now().Add(10 * time.Second); proxyURL == "" || metricsURL == ""; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("record did not start: %s %s", out.String(), errOut.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if _, u, ok := strings.Cut(line, "point your MCP client at "); ok {
+				proxyURL = strings.TrimSpace(u)
+			}
+			if _, u, ok := strings.Cut(line, "Prometheus metrics at "); ok {
+				metricsURL = strings.TrimSpace(u)
+			}
+		}
+	}
+	if !strings.HasPrefix(metricsURL, "http://127.0.0.1:") || !strings.HasSuffix(metricsURL, "/metrics") {
+		t.Errorf("metrics at %s, want loopback for a bare port", metricsURL)
+	}
+
+	// Traffic that touches every family: SSE answers, a JSON-RPC error, a
+	// tool failure, a header-mismatch finding.
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	defer hc.CloseIdleConnections()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+	for i, c := range []struct{ tool, header string }{{"echo", "echo"}, {"echo", "echo"}, {"error", "error"}, {"fail", "fail"}, {"echo", "mismatch"}} {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"text":"x"},%s}}`, i, c.tool, meta)
+		req, _ := http.NewRequest("POST", proxyURL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(protocol.HeaderProtocolVersion, "2026-07-28")
+		req.Header.Set(protocol.HeaderMethod, "tools/call")
+		req.Header.Set(protocol.HeaderName, c.header)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+
+	// The recorder writes within a second; scrape until it has.
+	var fams map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		fams = scrapeText(t, hc, metricsURL)
+		if f := fams["mcptape_capture_messages_stored_total"]; f != nil && f.Metric[0].Counter.GetValue() == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scrape never showed 10 stored messages: %v", fams["mcptape_capture_messages_stored_total"])
+		}
+	}
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "mcptape_build_info",
+		"mcptape_proxy_upstream_latency_seconds", "mcptape_capture_store_size_bytes"} {
+		if fams[name] == nil {
+			t.Errorf("the scrape has no %s", name)
+		}
+	}
+	if got := histCount(fams["mcptape_proxy_upstream_latency_seconds"], "tool", "echo"); got != 2 {
+		t.Errorf("upstream latency samples for echo: %d, want 2", got)
+	}
+
+	t.Run("grafana", func(t *testing.T) {
+		var printed syncBuffer
+		if code := run(context.Background(), []string{"metrics", "grafana"}, &printed, io.Discard); code != 0 {
+			t.Fatalf("metrics grafana exited %d", code)
+		}
+		checkDashboard(t, []byte(printed.String()), fams)
+	})
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("record exited %d: %s", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("record did not stop")
+	}
+	if _, err := hc.Get(metricsURL); err == nil {
+		t.Error("the metrics listener outlived record")
+	}
+}
+
+func scrapeText(t *testing.T, hc *http.Client, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatalf("parsing the scrape: %v", err)
+	}
+	return fams
+}
+
+func histCount(f *dto.MetricFamily, label, value string) uint64 {
+	if f == nil {
+		return 0
+	}
+	var n uint64
+	for _, m := range f.Metric {
+		for _, l := range m.Label {
+			if l.GetName() == label && l.GetValue() == value {
+				n += m.Histogram.GetSampleCount()
+			}
+		}
+	}
+	return n
+}
+
+// metricName finds the metric names in a PromQL expression: identifiers
+// that are not followed by "(" (functions) and are not label names or
+// keywords; ours all start with one of these prefixes.
+var metricName = regexp.MustCompile(`\b((?:mcptape|go|process)_[a-zA-Z0-9_]+)\b`)
+
+func checkDashboard(t *testing.T, b []byte, fams map[string]*dto.MetricFamily) {
+	var d struct {
+		Title      string `json:"title"`
+		UID        string `json:"uid"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	if d.Title == "" || d.UID == "" {
+		t.Errorf("dashboard title %q uid %q", d.Title, d.UID)
+	}
+	var exprs []string
+	for _, v := range d.Templating.List {
+		exprs = append(exprs, v.Definition)
+	}
+	titles := map[string]bool{}
+	for _, p := range d.Panels {
+		titles[p.Title] = true
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+			if strings.Count(tg.Expr, "(") != strings.Count(tg.Expr, ")") || strings.Count(tg.Expr, "{") != strings.Count(tg.Expr, "}") {
+				t.Errorf("panel %q: unbalanced query %s", p.Title, tg.Expr)
+			}
+		}
+	}
+	used := map[string]bool{}
+	for _, e := range exprs {
+		for _, m := range metricName.FindAllStringSubmatch(e, -1) {
+			name := m[1]
+			if fams[name] == nil {
+				for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+					if base := strings.TrimSuffix(name, suffix); base != name && fams[base].GetType() == dto.MetricType_HISTOGRAM {
+						name = base
+					}
+				}
+			}
+			used[name] = true
+			if fams[name] == nil {
+				t.Errorf("the dashboard queries %s, which the scrape lacks", m[1])
+			}
+		}
+	}
+	// Every mcptape family is on the dashboard.
+	for name := range fams {
+		if strings.HasPrefix(name, "mcptape_") && !used[name] {
+			t.Errorf("%s is in the scrape but on no panel", name)
+		}
+	}
+	for _, want := range []string{"Upstream latency p50 / p99 by method and tool", "Proxy overhead p50 / p99 by method",
+		"First SSE event delay p50 / p99", "Request rate by status", "Messages by kind", "JSON-RPC errors by code",
+		"Findings by kind", "Capture queue depth", "Stored vs lost", "Store size"} {
+		if !titles[want] {
+			t.Errorf("no panel %q", want)
+		}
+	}
+}
