@@ -1,0 +1,802 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// maxClientRounds bounds the rounds of one MRTR call, as go-sdk's client
+// does.
+const maxClientRounds = 10
+
+// sessionRun is the replay of one tape session against a live server.
+type sessionRun struct {
+	c        *Client
+	hc       *http.Client
+	plan     *clientPlan
+	endpoint string
+	result   *SessionResult
+
+	mu      sync.Mutex
+	sid     string // the live Mcp-Session-Id (legacy)
+	version string // the live negotiated version (legacy)
+	nextID  int64
+	liveIDs map[uint64]json.RawMessage // recorded request seq → the id it was replayed with
+	used    map[uint64]bool            // recorded server requests whose answers were used
+	usedKey map[string]bool            // recorded MRTR input requests (round seq + key) likewise
+	streams map[uint64]*liveStream     // long-lived streams by recorded request seq; the GET stream under 0
+	slots   []slot                     // the transcript, in step order
+}
+
+// slot is one place in a session's transcript: a call, or a notification
+// the client sent.
+type slot struct {
+	call  *CallResult
+	entry *TranscriptEntry
+}
+
+func (r *sessionRun) run(ctx context.Context) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, st := range r.plan.steps {
+		if ctx.Err() != nil {
+			r.result.Err = "interrupted: " + ctx.Err().Error()
+			break
+		}
+		switch {
+		case st.x != nil && st.x.Method == http.MethodGet:
+			r.startStream(sctx, nil, st.x)
+		case st.x != nil:
+			r.waitStreams()
+			r.delete(ctx, st.x)
+			r.closeStreams()
+		case st.msg.Kind == protocol.KindRequest && r.plan.longLived(st.msg):
+			r.startStream(sctx, st.msg, r.plan.xs[st.msg.ExchangeID])
+		case st.msg.Kind == protocol.KindRequest:
+			r.call(ctx, st.msg)
+		case st.msg.Kind == protocol.KindNotification:
+			r.notify(ctx, st.msg)
+		}
+	}
+	r.waitStreams()
+	r.closeStreams()
+	for _, s := range r.slots {
+		if s.call != nil {
+			r.result.Calls = append(r.result.Calls, s.call)
+		}
+	}
+	r.result.slots = r.slots
+}
+
+func (r *sessionRun) newID() json.RawMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID++
+	return json.RawMessage(strconv.FormatInt(r.nextID, 10))
+}
+
+// withID is a recorded message with a fresh id, every other byte as
+// recorded; rec, if set, is the recorded request it stands for.
+func (r *sessionRun) withID(raw []byte, rec *capture.Message) ([]byte, json.RawMessage, error) {
+	id := r.newID()
+	out, ok := protocol.SetMember(raw, id, "id")
+	if !ok {
+		return nil, nil, errors.New("the recorded request has no id member")
+	}
+	if rec != nil {
+		r.mu.Lock()
+		r.liveIDs[rec.Seq] = id
+		r.mu.Unlock()
+	}
+	return out, id, nil
+}
+
+// callDoc is what a call's comparison looks at (see the package doc, "Replay
+// client").
+type callDoc struct {
+	status        int
+	final         *protocol.Message
+	rounds        []json.RawMessage
+	requests      []*protocol.Message
+	notifications []*protocol.Message
+}
+
+func (d *callDoc) add(m *protocol.Message) {
+	switch m.Kind {
+	case protocol.KindRequest:
+		d.requests = append(d.requests, m)
+	case protocol.KindNotification:
+		d.notifications = append(d.notifications, m)
+	}
+}
+
+// value is the document as JSON values, numbers kept as written.
+func (d *callDoc) value() map[string]any {
+	v := map[string]any{}
+	if d.status != 0 {
+		v["status"] = json.Number(strconv.Itoa(d.status))
+	}
+	if f := d.final; f != nil {
+		if f.Kind == protocol.KindError {
+			v["error"] = decodeAny(f.Error)
+		} else {
+			v["result"] = decodeAny(f.Result)
+		}
+	}
+	if len(d.rounds) > 0 {
+		var rs []any
+		for _, r := range d.rounds {
+			rs = append(rs, map[string]any{"result": decodeAny(r)})
+		}
+		v["rounds"] = rs
+	}
+	list := func(ms []*protocol.Message) []any {
+		var out []any
+		for _, m := range ms {
+			e := map[string]any{"method": m.Method}
+			if m.Params != nil {
+				e["params"] = decodeAny(m.Params)
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	if len(d.requests) > 0 {
+		v["requests"] = list(d.requests)
+	}
+	if len(d.notifications) > 0 {
+		v["notifications"] = list(d.notifications)
+	}
+	return v
+}
+
+func decoded(m *capture.Message) *protocol.Message {
+	if m == nil {
+		return nil
+	}
+	d := protocol.Decode(m.Raw)
+	return &d
+}
+
+// recordedDoc is the recorded side of a call of these rounds.
+func (p *clientPlan) recordedDoc(rounds []*capture.Message) *callDoc {
+	d := &callDoc{}
+	last := rounds[len(rounds)-1]
+	for i, r := range rounds {
+		resp := decoded(p.response[r.Seq])
+		if i < len(rounds)-1 {
+			if resp != nil && resp.Result != nil {
+				d.rounds = append(d.rounds, resp.Result)
+			}
+			continue
+		}
+		d.final = resp
+	}
+	if x := p.xs[last.ExchangeID]; x != nil {
+		d.status = x.Status
+	}
+	for _, m := range p.streamOf(rounds) {
+		if !m.Kind.IsResponse() {
+			d.add(decoded(m))
+		}
+	}
+	return d
+}
+
+func (r *sessionRun) compare(cr *CallResult, rec, live *callDoc) {
+	rv, lv := rec.value(), live.value()
+	cr.Recorded, _ = json.Marshal(rv)
+	cr.Live, _ = json.Marshal(lv)
+	if cr.Err == "" {
+		cr.Diffs = diffDocs(rv, lv, r.c.ignore)
+	}
+}
+
+func (r *sessionRun) addCall(cr *CallResult) {
+	r.mu.Lock()
+	r.slots = append(r.slots, slot{call: cr})
+	r.mu.Unlock()
+}
+
+// call replays one recorded request with its MRTR rounds and compares the
+// outcome with the recording.
+func (r *sessionRun) call(ctx context.Context, rec *capture.Message) {
+	cr := &CallResult{Seq: rec.Seq, Method: rec.Method, Name: rec.Name}
+	r.addCall(cr)
+	ctx, cancel := context.WithTimeout(ctx, r.c.opts.CallTimeout)
+	defer cancel()
+	start := time.Now()
+	rounds := r.plan.rounds(rec)
+	live := &callDoc{}
+	body, id, err := r.withID(rec.Raw, rec)
+	if err != nil {
+		cr.fail("%v", err)
+	}
+	for round := 0; err == nil; round++ {
+		cr.Rounds++
+		recRound := rec
+		if round < len(rounds) {
+			recRound = rounds[round]
+		}
+		var resp *protocol.Message
+		var status int
+		resp, status, err = r.exchange(ctx, cr, body, id, r.plan.xs[recRound.ExchangeID], live, r.plan.streamOf(rounds))
+		if err != nil {
+			cr.fail("%v", err)
+			break
+		}
+		res, _ := protocol.ParseResult(resp.Result)
+		if resp.Kind != protocol.KindResult || res.ResultType != "input_required" {
+			live.final, live.status = resp, status
+			break
+		}
+		// An MRTR round: answer its input requests, then retry with a new
+		// id, the answers, and the requestState exactly as the live server
+		// sent it.
+		live.rounds = append(live.rounds, resp.Result)
+		if round+1 >= maxClientRounds {
+			live.final, live.status = resp, status
+			cr.fail("the server asked for input more than %d times", maxClientRounds)
+			break
+		}
+		var next *capture.Message
+		base := rec.Raw
+		if round+1 < len(rounds) {
+			next = rounds[round+1]
+			base = next.Raw
+		}
+		answers := r.inputResponses(cr, rounds, round, resp.Result)
+		state, _, _, hasState := protocol.Member(resp.Result, "requestState")
+		if body, err = retryBody(base, answers, state, hasState); err == nil {
+			body, id, err = r.withID(body, next)
+		}
+		if err != nil {
+			cr.fail("building the retry: %v", err)
+		}
+	}
+	cr.Duration = time.Since(start)
+	if rec.Method == protocol.MethodInitialize && live.final != nil {
+		if res, ok := protocol.ParseResult(live.final.Result); ok && res.ProtocolVersion != "" {
+			r.mu.Lock()
+			r.version = res.ProtocolVersion
+			r.mu.Unlock()
+		}
+	}
+	r.compare(cr, r.plan.recordedDoc(rounds), live)
+	r.c.opts.Logger.Debug("replayed", "call", cr.Title(), "rounds", cr.Rounds, "diffs", len(cr.Diffs), "err", cr.Err)
+}
+
+// exchange POSTs one request and reads its response stream until the
+// response, answering the server's requests on the way (legacy) and
+// collecting its notifications into live. recStream is the recorded
+// stream of the call, where the recorded answers are found.
+func (r *sessionRun) exchange(ctx context.Context, cr *CallResult, body []byte, id json.RawMessage, recX *capture.Exchange,
+	live *callDoc, recStream []*capture.Message) (*protocol.Message, int, error) {
+	m := protocol.Decode(body)
+	cr.note(protocol.ClientToServer, &m)
+	res, err := r.post(ctx, body, r.headers(&m, recX))
+	if err != nil {
+		return nil, 0, err
+	}
+	var got, idless *protocol.Message
+	handle := func(sm *protocol.Message) bool {
+		cr.note(protocol.ServerToClient, sm)
+		switch {
+		case sm.Kind.IsResponse() && protocol.IDKey(sm.ID) == protocol.IDKey(id):
+			got = sm
+			return true
+		case sm.Kind == protocol.KindError && !sm.HasID() && idless == nil:
+			idless = sm // an HTTP-level refusal, e.g. 400 with a JSON-RPC error
+		case sm.Kind == protocol.KindRequest:
+			live.add(sm)
+			r.answerRequest(ctx, cr, sm, recStream)
+		case sm.Kind == protocol.KindNotification:
+			live.add(sm)
+		}
+		return false
+	}
+	status, err := r.readAll(ctx, res, handle, func() bool { return got != nil })
+	if err != nil {
+		return nil, status, err
+	}
+	if got == nil {
+		got = idless
+	}
+	if got == nil {
+		return nil, status, fmt.Errorf("HTTP %d and no response to the request", status)
+	}
+	return got, status, nil
+}
+
+// answerRequest answers a live server→client request: with the recorded
+// answer to the matching recorded request of recStream, else from the
+// profile.
+func (r *sessionRun) answerRequest(ctx context.Context, cr *CallResult, sm *protocol.Message, recStream []*capture.Message) {
+	var answer, rpcErr json.RawMessage
+	from := "recording"
+	if rec := r.recordedRequest(sm, recStream); rec != nil {
+		a := decoded(r.plan.answer[rec.Seq])
+		answer, rpcErr = a.Result, a.Error
+	} else {
+		from = "profile"
+		var err error
+		if answer, err = r.profileAnswer(sm.Method, sm.Params); err != nil {
+			from = "none"
+			msg, _ := json.Marshal("mcptape replay client: " + err.Error())
+			rpcErr = json.RawMessage(`{"code":-32603,"message":` + string(msg) + `}`)
+			if errors.Is(err, errNoAnswer) {
+				rpcErr = json.RawMessage(`{"code":-32601,"message":` + string(msg) + `}`)
+			}
+		}
+	}
+	cr.answered(sm.Method, "", from)
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":`)
+	b.Write(sm.ID)
+	if rpcErr != nil {
+		b.WriteString(`,"error":`)
+		b.Write(rpcErr)
+	} else {
+		b.WriteString(`,"result":`)
+		b.Write(answer)
+	}
+	b.WriteString("}")
+	reply := protocol.Decode(b.Bytes())
+	cr.note(protocol.ClientToServer, &reply)
+	res, err := r.post(ctx, b.Bytes(), r.headers(&reply, nil))
+	if err != nil {
+		cr.fail("answering %s: %v", sm.Method, err)
+		return
+	}
+	_, _ = r.readAll(ctx, res, func(*protocol.Message) bool { return false }, nil)
+	if res.StatusCode/100 != 2 {
+		cr.fail("answering %s: the server said HTTP %d", sm.Method, res.StatusCode)
+	}
+}
+
+// recordedRequest is the recorded server request a live one stands for:
+// the first unused one of recStream with the same method and params (the
+// default matcher's view), else the first unused one with the same method.
+func (r *sessionRun) recordedRequest(sm *protocol.Message, recStream []*capture.Message) *capture.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	matcher := NewMatcher()
+	var sameMethod *capture.Message
+	for _, m := range recStream {
+		if m.Kind != protocol.KindRequest || m.Method != sm.Method || r.used[m.Seq] || r.plan.answer[m.Seq] == nil {
+			continue
+		}
+		if matcher.Match(sm.Method, sm.Params, paramsOf(m.Raw)) {
+			r.used[m.Seq] = true
+			return m
+		}
+		if sameMethod == nil {
+			sameMethod = m
+		}
+	}
+	if sameMethod != nil {
+		r.used[sameMethod.Seq] = true
+	}
+	return sameMethod
+}
+
+var errNoAnswer = errors.New("no answer for this method")
+
+// profileAnswer answers a server request the recording cannot.
+func (r *sessionRun) profileAnswer(method string, params json.RawMessage) (json.RawMessage, error) {
+	p := r.c.opts.Profile
+	switch method {
+	case protocol.MethodSampling:
+		return p.AnswerSampling(params)
+	case protocol.MethodElicitation:
+		return p.AnswerElicitation(params)
+	case protocol.MethodRootsList:
+		return p.AnswerRoots(), nil
+	case protocol.MethodPing:
+		return json.RawMessage(`{}`), nil
+	}
+	return nil, fmt.Errorf("%w: %s", errNoAnswer, method)
+}
+
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// inputResponses answers the input requests of a live input_required
+// result of round: with the recorded answers (the next recorded round's
+// inputResponses under the same key, else the answer to a recorded input
+// request with the same method and params), else from the profile.
+func (r *sessionRun) inputResponses(cr *CallResult, rounds []*capture.Message, round int, result json.RawMessage) json.RawMessage {
+	var reqs map[string]inputRequest
+	if raw, _, _, ok := protocol.Member(result, "inputRequests"); ok {
+		_ = json.Unmarshal(raw, &reqs)
+	}
+	type recInput struct {
+		round int
+		key   string
+		req   inputRequest
+		ans   json.RawMessage
+	}
+	var recorded []recInput
+	for i, rr := range rounds[:len(rounds)-1] {
+		resp := decoded(r.plan.response[rr.Seq])
+		if resp == nil {
+			continue
+		}
+		var rreqs map[string]inputRequest
+		if raw, _, _, ok := protocol.Member(resp.Result, "inputRequests"); ok {
+			_ = json.Unmarshal(raw, &rreqs)
+		}
+		var answers map[string]json.RawMessage
+		if raw, _, _, ok := protocol.Member(paramsOf(rounds[i+1].Raw), "inputResponses"); ok {
+			_ = json.Unmarshal(raw, &answers)
+		}
+		for _, k := range slices.Sorted(maps.Keys(rreqs)) {
+			if a, ok := answers[k]; ok {
+				recorded = append(recorded, recInput{i, k, rreqs[k], a})
+			}
+		}
+	}
+	// The same round first, then the others: a server whose rounds shift
+	// still gets the answers it was given.
+	slices.SortStableFunc(recorded, func(a, b recInput) int {
+		return boolInt(b.round == round) - boolInt(a.round == round)
+	})
+	matcher := NewMatcher()
+	take := func(fits func(recInput) bool) json.RawMessage {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, ri := range recorded {
+			k := strconv.FormatUint(rounds[ri.round].Seq, 10) + "/" + ri.key
+			if !r.usedKey[k] && fits(ri) {
+				if r.usedKey == nil {
+					r.usedKey = map[string]bool{}
+				}
+				r.usedKey[k] = true
+				return ri.ans
+			}
+		}
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	n := 0
+	for _, key := range slices.Sorted(maps.Keys(reqs)) {
+		req := reqs[key]
+		ans := take(func(ri recInput) bool { return ri.key == key && ri.req.Method == req.Method })
+		if ans == nil {
+			ans = take(func(ri recInput) bool {
+				return ri.req.Method == req.Method && matcher.Match(req.Method, req.Params, ri.req.Params)
+			})
+		}
+		from := "recording"
+		if ans == nil {
+			from = "profile"
+			var err error
+			if ans, err = r.profileAnswer(req.Method, req.Params); err != nil {
+				cr.answered(req.Method, key, "none")
+				continue // the server will say what it misses
+			}
+		}
+		cr.answered(req.Method, key, from)
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		k, _ := json.Marshal(key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(ans)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// retryBody is the request of an MRTR retry: base (the recorded retry, or
+// the first round) with the live answers and requestState. Every other
+// byte, _meta included, is as recorded.
+func retryBody(base []byte, answers json.RawMessage, state []byte, hasState bool) ([]byte, error) {
+	params := paramsOf(base)
+	if params == nil {
+		params = json.RawMessage(`{}`)
+	}
+	var p []byte
+	var err error
+	if string(answers) == "{}" {
+		// Nothing was asked (a load-shedding or polling round): send only
+		// the requestState.
+		p = withoutMember(params, "inputResponses")
+	} else if p, err = setOrAddMember(params, "inputResponses", answers); err != nil {
+		return nil, err
+	}
+	if hasState {
+		p, err = setOrAddMember(p, "requestState", state)
+	} else {
+		p = withoutMember(p, "requestState")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if out, ok := protocol.SetMember(base, p, "params"); ok {
+		return out, nil
+	}
+	return setOrAddMember(base, "params", p)
+}
+
+// notify sends a recorded notification: notifications/cancelled with the
+// live id of the request it cancels, after the stream of that request (if
+// long-lived) has carried what it did in the recording, and then closing
+// that stream; anything else as recorded.
+func (r *sessionRun) notify(ctx context.Context, rec *capture.Message) {
+	body := rec.Raw
+	var stream *liveStream
+	if rec.Method == protocol.MethodCancelled && rec.Links.Request != 0 {
+		r.mu.Lock()
+		id := r.liveIDs[rec.Links.Request]
+		stream = r.streams[rec.Links.Request]
+		r.mu.Unlock()
+		if id == nil {
+			return // the cancelled request was never replayed
+		}
+		if stream != nil {
+			stream.wait(r.c.opts.StreamWait)
+		}
+		if b, ok := protocol.SetMember(body, id, "params", "requestId"); ok {
+			body = b
+		}
+	}
+	m := protocol.Decode(body)
+	e := TranscriptEntry{Dir: protocol.ClientToServer, Method: m.Method, Params: m.Params}
+	if m.Method == protocol.MethodCancelled {
+		e.Params = withoutMember(m.Params, "requestId")
+	}
+	r.mu.Lock()
+	r.slots = append(r.slots, slot{entry: &e})
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, r.c.opts.CallTimeout)
+	defer cancel()
+	if res, err := r.post(ctx, body, r.headers(&m, r.plan.xs[rec.ExchangeID])); err == nil {
+		_, _ = r.readAll(ctx, res, func(*protocol.Message) bool { return false }, nil)
+	} else {
+		r.result.Err = fmt.Sprintf("sending %s: %v", rec.Method, err)
+	}
+	if stream != nil {
+		stream.close(r)
+	}
+}
+
+// delete ends a legacy session as the recording did.
+func (r *sessionRun) delete(ctx context.Context, x *capture.Exchange) {
+	cr := &CallResult{Method: http.MethodDelete}
+	r.addCall(cr)
+	r.mu.Lock()
+	sid := r.sid
+	r.mu.Unlock()
+	if sid == "" {
+		cr.fail("no live session to DELETE (the server issued no Mcp-Session-Id)")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.c.opts.CallTimeout)
+	defer cancel()
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, r.endpoint, nil)
+	if err != nil {
+		cr.fail("%v", err)
+		return
+	}
+	r.sessionHeaders(req.Header)
+	res, err := r.hc.Do(req)
+	cr.Duration = time.Since(start)
+	if err != nil {
+		cr.fail("%v", err)
+		return
+	}
+	res.Body.Close()
+	cr.noteHTTP(http.MethodDelete, res.StatusCode)
+	r.compare(cr, &callDoc{status: x.Status}, &callDoc{status: res.StatusCode})
+}
+
+// liveStream is a long-lived stream replayed in the background: a
+// subscriptions/listen request (or another the recorded server never
+// answered), or the standalone GET stream.
+type liveStream struct {
+	cr     *CallResult
+	rec    *capture.Message // nil for GET
+	x      *capture.Exchange
+	want   int // the messages the recorded stream carried
+	body   []byte
+	id     json.RawMessage
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	doc     callDoc
+	count   int
+	changed chan struct{}
+	closed  bool
+}
+
+func (r *sessionRun) startStream(ctx context.Context, rec *capture.Message, x *capture.Exchange) {
+	cr := &CallResult{Method: http.MethodGet, Name: "(standalone stream)"}
+	var recStream []*capture.Message
+	if rec != nil {
+		cr = &CallResult{Seq: rec.Seq, Method: rec.Method, Name: rec.Name}
+		recStream = r.plan.streamOf([]*capture.Message{rec})
+	} else {
+		recStream = r.plan.standaloneStream()
+	}
+	r.addCall(cr)
+	cr.Rounds = 1
+	s := &liveStream{cr: cr, rec: rec, x: x, want: len(recStream), done: make(chan struct{}), changed: make(chan struct{})}
+	if rec != nil {
+		// The id now, in step order, so that ids (and the subscription
+		// ids 2026-07-28 servers derive from them) are the same each run.
+		var err error
+		if s.body, s.id, err = r.withID(rec.Raw, rec); err != nil {
+			cr.fail("%v", err)
+			close(s.done)
+			return
+		}
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	key := uint64(0)
+	if rec != nil {
+		key = rec.Seq
+	}
+	r.mu.Lock()
+	r.streams[key] = s
+	r.mu.Unlock()
+	go func() {
+		defer close(s.done)
+		start := time.Now()
+		err := r.runStream(ctx, s, recStream)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		cr.Duration = time.Since(start)
+		if err != nil && !s.closed && ctx.Err() == nil {
+			cr.fail("%v", err)
+		}
+	}()
+}
+
+func (r *sessionRun) runStream(ctx context.Context, s *liveStream, recStream []*capture.Message) error {
+	var res *http.Response
+	var err error
+	id := s.id
+	if s.rec != nil {
+		m := protocol.Decode(s.body)
+		s.cr.note(protocol.ClientToServer, &m)
+		res, err = r.post(ctx, s.body, r.headers(&m, s.x))
+	} else {
+		res, err = r.get(ctx, "")
+		if err == nil {
+			s.cr.noteHTTP(http.MethodGet, res.StatusCode)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.doc.status = res.StatusCode
+	s.mu.Unlock()
+	var final bool
+	_, err = r.readAll(ctx, res, func(sm *protocol.Message) bool {
+		s.cr.note(protocol.ServerToClient, sm)
+		s.mu.Lock()
+		if sm.Kind.IsResponse() {
+			if id != nil && protocol.IDKey(sm.ID) == protocol.IDKey(id) {
+				s.doc.final, final = sm, true
+			}
+		} else {
+			s.doc.add(sm)
+		}
+		s.count++
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+		if sm.Kind == protocol.KindRequest {
+			r.answerRequest(ctx, s.cr, sm, recStream)
+		}
+		return final
+	}, nil)
+	var he *httpError
+	if errors.As(err, &he) {
+		return nil // a refusal without a message: the statuses are compared
+	}
+	return err
+}
+
+// wait waits until the stream has carried what it did in the recording,
+// it ended, or limit passed.
+func (s *liveStream) wait(limit time.Duration) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		n, ch := s.count, s.changed
+		s.mu.Unlock()
+		if n >= s.want {
+			return
+		}
+		select {
+		case <-ch:
+		case <-s.done:
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// close ends the stream (on 2026-07-28 closing it is the cancellation)
+// and compares what it carried with the recording.
+func (s *liveStream) close(r *sessionRun) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	<-s.done
+	rec := &callDoc{}
+	if s.x != nil {
+		rec.status = s.x.Status
+	}
+	if s.rec != nil {
+		rec = r.plan.recordedDoc([]*capture.Message{s.rec})
+	} else {
+		for _, m := range r.plan.standaloneStream() {
+			if !m.Kind.IsResponse() {
+				rec.add(decoded(m))
+			}
+		}
+	}
+	s.mu.Lock()
+	live := s.doc
+	s.mu.Unlock()
+	r.compare(s.cr, rec, &live)
+}
+
+func (r *sessionRun) waitStreams() {
+	r.mu.Lock()
+	streams := slices.Collect(maps.Values(r.streams))
+	r.mu.Unlock()
+	deadline := time.Now().Add(r.c.opts.StreamWait)
+	for _, s := range streams {
+		s.wait(max(time.Until(deadline), 0))
+	}
+}
+
+func (r *sessionRun) closeStreams() {
+	r.mu.Lock()
+	keys := slices.Sorted(maps.Keys(r.streams))
+	r.mu.Unlock()
+	for _, k := range keys {
+		r.mu.Lock()
+		s := r.streams[k]
+		r.mu.Unlock()
+		s.close(r)
+	}
+}
