@@ -1,11 +1,112 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcptape/mcptape/replay"
 )
 
-// runReplayClient is `mcptape replay client`.
+// runReplayClient is `mcptape replay client`: the recorded client requests
+// of a tape against a live server, compared with the recording.
 func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return usagef("the replay client is not built yet")
+	fs := newFlags("replay client", stderr)
+	tapePath := fs.String("tape", "", "the tape to replay (required)")
+	target := fs.String("target", "", "the live server: its MCP endpoint URL, or a base URL to which each session's recorded path is added (required)")
+	profilePath := fs.String("profile", "", "a testing profile: answers the server's sampling, elicitation and roots requests the recording has no answer for")
+	junit := fs.String("junit", "", "also write the result as JUnit XML to this file, for CI")
+	var ignore, ignoreKeys, sessions, headers stringList
+	fs.Var(&ignore, "ignore", "leave this path out of the comparison, e.g. result.content[0].text or result.content[*].text (repeatable)")
+	fs.Var(&ignoreKeys, "ignore-key", "leave members of this name out wherever they appear, beyond _meta, requestState and timestamps (repeatable)")
+	fs.Var(&sessions, "session", "replay only this tape session (its id or a unique prefix; repeatable); default all")
+	fs.Var(&headers, "header", "add this header to every request, e.g. 'Authorization: Bearer …' (repeatable)")
+	timeout := fs.Duration("timeout", 60*time.Second, "bound on one call, its rounds and answers included")
+	streamWait := fs.Duration("stream-wait", 3*time.Second, "how long a long-lived stream (listen, GET) may take to carry what it carried in the recording")
+	verbose := fs.Bool("v", false, "list the calls that matched too")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *tapePath == "" {
+		return usagef("--tape is required: the file `mcptape export` wrote")
+	}
+	if *target == "" {
+		return usagef("--target is required: the live server's URL, e.g. --target http://127.0.0.1:3001/mcp")
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	h := http.Header{}
+	for _, kv := range headers {
+		k, v, ok := strings.Cut(kv, ":")
+		if !ok || strings.TrimSpace(k) == "" {
+			return usagef("--header %q: want 'Name: value'", kv)
+		}
+		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	opts := &replay.ClientOptions{Ignore: ignore, Sessions: sessions, Header: h, CallTimeout: *timeout, StreamWait: *streamWait, Logger: logger}
+	if len(ignoreKeys) > 0 {
+		opts.IgnoreKeys = append(slices.Clone(replay.DefaultIgnoreKeys), ignoreKeys...)
+	}
+	if *profilePath != "" {
+		if opts.Profile, err = replay.LoadProfile(*profilePath); err != nil {
+			return err
+		}
+	}
+	tape, err := replay.LoadTape(*tapePath)
+	if err != nil {
+		return err
+	}
+	c, err := replay.NewClient(tape, opts)
+	switch {
+	case errors.Is(err, replay.ErrBadIgnorePath):
+		return usagef("--ignore: %v", err)
+	case errors.Is(err, replay.ErrNoSession):
+		return usagef("--session: %v; the tape holds %s", err, sessionIDs(tape))
+	case err != nil:
+		return fmt.Errorf("%s: %w", *tapePath, err)
+	}
+	rep, err := c.Run(ctx, *target)
+	if rep == nil {
+		return err
+	}
+	if werr := rep.WriteText(stdout, *verbose); werr != nil && err == nil {
+		err = werr
+	}
+	if *junit != "" {
+		var b bytes.Buffer
+		if jerr := rep.WriteJUnit(&b); jerr != nil {
+			return jerr
+		}
+		if jerr := os.WriteFile(*junit, b.Bytes(), 0o644); jerr != nil {
+			return fmt.Errorf("writing the JUnit report: %w", jerr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n := rep.Problems(); n > 0 {
+		return fmt.Errorf("the live server differs from the recording: %d problem(s), listed above", n)
+	}
+	return nil
+}
+
+func sessionIDs(t *replay.Tape) string {
+	ids := make([]string, len(t.Sessions))
+	for i, s := range t.Sessions {
+		ids[i] = s.Session.ID
+	}
+	return strings.Join(ids, ", ")
 }
