@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -360,5 +361,52 @@ func TestReplayClientDeterministic(t *testing.T) {
 				t.Errorf("two replays differ (-first +second):\n%s", d)
 			}
 		})
+	}
+}
+
+// exampleTape is the tape ExampleRunClient replays: a few tool calls of the
+// fixture client on 2026-07-28. MCPTAPE_UPDATE=1 records it again.
+const exampleTape = "testdata/client/tools.tape.json"
+
+func TestExampleTape(t *testing.T) {
+	if os.Getenv(replay.UpdateEnv) != "1" {
+		if _, err := replay.LoadTape(exampleTape); err != nil {
+			t.Fatalf("%v (MCPTAPE_UPDATE=1 records it)", err)
+		}
+		return
+	}
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	store := memstore.New()
+	ctx := context.Background()
+	rec, err := capture.NewRecorder(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
+	px := httptest.NewServer(p)
+	tr := &http.Transport{Proxy: nil}
+	defer tr.CloseIdleConnections()
+	_, err = fixtures.RunClient(ctx, px.URL+fixtures.PathStateless, &fixtures.ClientOptions{HTTPClient: &http.Client{Transport: tr},
+		Only: []string{fixtures.ToolEcho, fixtures.ToolAdd, fixtures.ToolSample, fixtures.ToolSampleTools}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.CloseClientConnections()
+	px.Close()
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := replay.Export(ctx, store, nil, &buf, "mcptape replay tests"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("testdata/client", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exampleTape, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

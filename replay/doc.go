@@ -17,4 +17,70 @@
 // Repeated identical requests get the recorded answers in recorded order.
 // A miss explains itself: the closest recorded request and the fields that
 // differ.
+//
+// # Replay client
+//
+// [RunClient] (or [NewClient] and [Client.Run]) replays the recorded client
+// side of a tape against a live server, for server tests:
+//
+//	tape, err := replay.LoadTape("testdata/fixture.tape.json")
+//	if err != nil {
+//		return err
+//	}
+//	rep, err := replay.RunClient(ctx, tape, "http://127.0.0.1:3001", nil)
+//	if err != nil {
+//		return err
+//	}
+//	if !rep.OK() {
+//		rep.WriteText(os.Stderr, false) // each differing call: path, recorded, live
+//	}
+//
+// Each tape session is replayed in turn, its recorded client messages in
+// order. A legacy session opens its own: initialize with the recorded
+// params, then notifications/initialized, and the live Mcp-Session-Id and
+// negotiated MCP-Protocol-Version on every later request, the standalone GET
+// stream if one was recorded, DELETE at the end if recorded. A 2026-07-28
+// session sends server/discover and every request with its recorded `_meta`,
+// with the Mcp-Protocol-Version, Mcp-Method and Mcp-Name headers (and
+// Mcp-Param-* as recorded). Every request gets a fresh JSON-RPC id; the
+// recorded ids are only for finding what belongs together. The client's
+// recorded replies are not sent: they are what the answering produces.
+//
+// The live server's requests are answered as they come: sampling,
+// elicitation and roots requests on a call's SSE stream (legacy; the
+// answer is POSTed back with the session's headers), and the input requests
+// of an input_required result (2026-07-28; the call is retried with a new
+// id, inputResponses under the same keys, and the requestState exactly as
+// the live server sent it). An answer is the recorded answer to the
+// corresponding recorded request (the same method and params among those of
+// the call, or the same input request key), else the testing profile's. A
+// subscriptions/listen request, or one the recorded server never answered,
+// runs in the background until the recorded client cancelled it (or the
+// session ends), once it has carried what it carried in the recording, or
+// [ClientOptions.StreamWait] passed.
+//
+// Each call is compared with the recording as a document: `status` (the
+// HTTP status), `result` or `error` (the final response), `rounds` (the
+// input_required results before it, as rounds[i].result), `requests` and
+// `notifications` (what the server sent on the call's stream, method and
+// params). The comparison is structural: member order and number spelling
+// do not count, ids are not part of the document, and [DefaultIgnoreKeys]
+// (`_meta`, `requestState`, task and resource timestamps) are left out
+// wherever they appear; [ClientOptions.Ignore] leaves out more, by path
+// (`result.content[0].text`, `notifications[*].params.progress`). The
+// [ClientReport] lists each call's [Difference]s, writes them for people
+// ([ClientReport.WriteText]) and as JUnit XML for CI
+// ([ClientReport.WriteJUnit]), and gives the replay's [TranscriptEntry]
+// list, the same for two replays of a tape against a deterministic server.
+//
+// # Testing profiles
+//
+// A [Profile] (docs/testing-profiles.md) answers what a recording cannot:
+// [Profile.AnswerSampling] (a mock template, model and stop reason,
+// overridden by model-hint globs, with tool_use blocks for tool-enabled
+// sampling, or [ErrManual] for a person to answer), [Profile.AnswerElicitation]
+// (accept, decline or cancel by message glob, else the default), and
+// [Profile.AnswerRoots]; the replay server takes its Faults. [LoadProfile]
+// reads and checks one, refusing unknown fields and broken rules with
+// [ErrProfileInvalid] naming the field.
 package replay
