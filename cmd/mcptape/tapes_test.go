@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -209,5 +213,45 @@ func TestImportRefusesBadTapes(t *testing.T) {
 				t.Errorf("a refused tape created the store %s", dst)
 			}
 		})
+	}
+}
+
+// While a recorder holds a store, export reads it through the recorder's
+// API, and import says that the recorder must stop first.
+func TestExportImportWhileRecording(t *testing.T) {
+	src := demoStore(t)
+	tape := filepath.Join(t.TempDir(), "demo.tape.json")
+	if code, _, errOut := mcptape(t, "export", "--data", src, "-o", tape, "-q"); code != 0 {
+		t.Fatal(errOut)
+	}
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"record", "--upstream", up.URL + fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data}, &out, &errOut)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := remotestore.ReadAnnouncement(data); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("record did not start: %s%s", out.String(), errOut.String())
+		}
+	}
+	code, stdout, stderr := mcptape(t, "import", "--data", data, tape)
+	if code != exitError || stdout != "" || !strings.Contains(stderr, "in use by another mcptape recording (pid ") || !strings.Contains(stderr, "stop it first") {
+		t.Errorf("import while recording: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := mcptape(t, "export", "--data", data, "-q"); code != exitError || !strings.Contains(stderr, "no sessions") {
+		t.Errorf("export of an empty store while recording: exit %d, %q %q", code, stdout, stderr)
+	}
+	cancel()
+	<-done
+	if code, stdout, stderr := mcptape(t, "import", "--data", data, tape); code != 0 || len(lines(stdout)) != 2 {
+		t.Errorf("import after the recorder stopped: exit %d, %q %q", code, stdout, stderr)
 	}
 }
