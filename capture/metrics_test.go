@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -213,5 +215,43 @@ func TestRecorderMetricsRegistry(t *testing.T) {
 	defer mem.Close()
 	if _, err := mem.Size(); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("in-memory Size: %v", err)
+	}
+}
+
+// BenchmarkRecorderEchoMetrics is BenchmarkRecorderEcho with the
+// recorder's metrics off and on.
+func BenchmarkRecorderEchoMetrics(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := &capture.RecorderOptions{}
+			if on {
+				opts.Registerer = prometheus.NewRegistry()
+			}
+			rec, err := capture.NewRecorder(context.Background(), memstore.New(), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := http.Header{"Content-Type": {"text/event-stream"}}
+			req := httptest.NewRequest("POST", "http://127.0.0.1:7411/mcp", strings.NewReader(""))
+			req.RemoteAddr = "127.0.0.1:50000"
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`, i)
+				t := rec.Begin(req, []byte(body), true)
+				t.Response(200, h, false)
+				t.ResponseBody([]byte(fmt.Sprintf("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}\n\n", i)))
+				t.End("", false)
+			}
+			if err := rec.Sync(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			rec.Close(context.Background())
+		})
 	}
 }
