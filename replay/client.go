@@ -196,6 +196,9 @@ type SessionResult struct {
 	Calls []*CallResult
 	// Err says why the session could not be replayed (or not all of it).
 	Err string
+	// Skipped says why a session with nothing to replay was left out (a
+	// session of plain HTTP exchanges, such as OAuth metadata).
+	Skipped string
 	// Duration is the session's replay time.
 	Duration time.Duration
 
@@ -401,6 +404,13 @@ func (c *Client) replaySession(ctx context.Context, hc *http.Client, ts *TapeSes
 	s := ts.Session
 	sr := &SessionResult{ID: s.ID, Era: s.Era, Version: s.Version, Endpoint: endpoint}
 	plan := planSession(ts)
+	if !slices.ContainsFunc(plan.steps, func(st clientStep) bool { return st.msg != nil && st.msg.Kind == protocol.KindRequest }) {
+		sr.Skipped = "the session holds no client requests"
+		if s.Opening == "http" {
+			sr.Skipped += " (plain HTTP exchanges, no MCP)"
+		}
+		return sr
+	}
 	if why := plan.unsupported(); why != "" {
 		sr.Err = why
 		return sr
@@ -499,9 +509,6 @@ func (p *clientPlan) unsupported() string {
 		if st.msg != nil && st.msg.Method == protocol.MethodInitialize {
 			return ""
 		}
-	}
-	if len(p.steps) == 0 {
-		return "the session holds no client requests to replay"
 	}
 	return "the recording holds no initialize (it joined the session under way: opening " + cmp.Or(s.Opening, "unknown") +
 		"), so the replay client cannot open a session like it"

@@ -16,6 +16,10 @@ func (r *ClientReport) WriteText(w io.Writer, verbose bool) error {
 	var ok, differ, failed, calls int
 	for _, s := range r.Sessions {
 		ew.printf("session %s (%s %s) against %s\n", s.ID, s.Era, s.Version, s.Endpoint)
+		if s.Skipped != "" {
+			ew.printf("  skipped: %s\n", oneLine(s.Skipped))
+			continue
+		}
 		if s.Err != "" {
 			ew.printf("  ERROR  %s\n", oneLine(s.Err))
 		}
@@ -85,6 +89,7 @@ type junitSuite struct {
 	Tests      int             `xml:"tests,attr"`
 	Failures   int             `xml:"failures,attr"`
 	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
 	Time       string          `xml:"time,attr"`
 	Properties []junitProperty `xml:"properties>property,omitempty"`
 	Cases      []junitCase     `xml:"testcase"`
@@ -102,6 +107,7 @@ type junitCase struct {
 	Time      string        `xml:"time,attr"`
 	Failure   *junitProblem `xml:"failure,omitempty"`
 	Error     *junitProblem `xml:"error,omitempty"`
+	Skipped   *junitProblem `xml:"skipped,omitempty"`
 }
 
 type junitProblem struct {
@@ -123,6 +129,11 @@ func (r *ClientReport) WriteJUnit(w io.Writer) error {
 		suite := junitSuite{Name: fmt.Sprintf("%s (%s %s)", s.ID, s.Era, s.Version), Time: seconds(s.Duration),
 			Properties: []junitProperty{{"endpoint", s.Endpoint}, {"session", s.ID}, {"era", s.Era.String()}, {"version", s.Version}}}
 		class := "mcptape.replay." + s.ID
+		if s.Skipped != "" {
+			suite.Cases = append(suite.Cases, junitCase{Name: "session", Classname: class, Time: "0",
+				Skipped: &junitProblem{Message: xmlSafe(s.Skipped), Type: "skipped"}})
+			suite.Skipped++
+		}
 		if s.Err != "" {
 			suite.Cases = append(suite.Cases, junitCase{Name: "session", Classname: class, Time: "0",
 				Error: &junitProblem{Message: xmlSafe(clip(s.Err, 200)), Type: "replay", Text: xmlSafe(s.Err)}})

@@ -410,3 +410,51 @@ func TestExampleTape(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Sessions with nothing to replay are skipped; sessions the client cannot
+// open like the recording did fail with the reason.
+func TestReplayClientSessionsItCannotReplay(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	mk := func(id string, s capture.Session, xs []*capture.Exchange, ms ...*capture.Message) *replay.TapeSession {
+		s.ID, s.Start = id, at
+		for _, m := range ms {
+			m.SessionID, m.Batch, m.Time = id, -1, at
+		}
+		return &replay.TapeSession{Session: &s, Exchanges: xs, Messages: ms}
+	}
+	call := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	tape := &replay.Tape{Sessions: []*replay.TapeSession{
+		mk("http", capture.Session{Opening: "http"}, []*capture.Exchange{{ID: 1, Method: "GET", URL: "/.well-known/oauth-protected-resource", Status: 404}}),
+		mk("midway", capture.Session{Era: protocol.EraLegacy, Version: protocol.V20251125, Opening: "mid-session", Path: "/mcp"},
+			[]*capture.Exchange{{ID: 2, Method: "POST", URL: "/mcp", Status: 200}},
+			&capture.Message{Seq: 1, ExchangeID: 2, Direction: protocol.ClientToServer, Kind: protocol.KindRequest, Method: "tools/list", ID: []byte("1"), Raw: call}),
+		mk("sse", capture.Session{Era: protocol.EraLegacy, Version: protocol.V20241105, Opening: "initialize", Path: "/sse"},
+			[]*capture.Exchange{{ID: 3, Method: "GET", URL: "/sse", Status: 200, ResponseBody: capture.BodySSE}},
+			&capture.Message{Seq: 2, ExchangeID: 3, Direction: protocol.ClientToServer, Kind: protocol.KindRequest, Method: "tools/list", ID: []byte("1"), Raw: call}),
+	}}
+	rep := replayAgainst(t, tape, liveServer(t, nil).URL, nil)
+	if len(rep.Sessions) != 3 {
+		t.Fatalf("%d sessions in the report", len(rep.Sessions))
+	}
+	if s := rep.Sessions[0]; s.Skipped == "" || !s.OK() {
+		t.Errorf("the plain-HTTP session: skipped %q, ok %v", s.Skipped, s.OK())
+	}
+	if s := rep.Sessions[1]; !strings.Contains(s.Err, "holds no initialize") {
+		t.Errorf("the mid-session recording: %q", s.Err)
+	}
+	if s := rep.Sessions[2]; !strings.Contains(s.Err, "2024-11-05 HTTP+SSE") {
+		t.Errorf("the HTTP+SSE session: %q", s.Err)
+	}
+	if rep.OK() || rep.Problems() != 2 {
+		t.Errorf("OK %v, %d problems:\n%s", rep.OK(), rep.Problems(), reportText(rep))
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteJUnit(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`skipped="1"`, `<skipped message="the session holds no client requests (plain HTTP exchanges, no MCP)"`, `errors="2"`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("JUnit lacks %s:\n%s", want, buf.String())
+		}
+	}
+}
