@@ -220,7 +220,7 @@ func newRecorderMetrics(r *Recorder, reg prometheus.Registerer) (*recorderMetric
 	}
 	if s, ok := r.store.(Sizer); ok {
 		cs = append(cs, &sizeCollector{s: s, desc: prometheus.NewDesc("mcptape_capture_store_size_bytes",
-			"Size of the capture store (for Badger: its directory on disk, apparent size).", nil, nil)})
+			"Size of the capture store on disk (for Badger: the space its directory takes).", nil, nil)})
 	}
 	if err := registerAll(reg, cs); err != nil {
 		return nil, fmt.Errorf("registering the capture metrics: %w", err)

@@ -25,9 +25,10 @@ type sizeCache struct {
 	err  error
 }
 
-// Size is the store's size on disk in bytes: the apparent size of every
-// file in its directory (Badger's tables and value log, large raw bytes in
-// blobs/), measured at most every 15 seconds. A store in memory has none:
+// Size is the store's size on disk in bytes: the space every file in its
+// directory takes (Badger's tables and value log, large raw bytes in
+// blobs/; the allocated blocks on Unix, the apparent size elsewhere),
+// measured at most every 15 seconds. A store in memory has none:
 // Size returns an error wrapping errors.ErrUnsupported.
 func (s *Store) Size() (int64, error) {
 	if s.blobs == "" {
@@ -49,7 +50,7 @@ func (s *Store) Size() (int64, error) {
 		}
 		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
+				n += diskUsage(fi)
 			}
 		}
 		return nil
