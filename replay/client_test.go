@@ -458,3 +458,54 @@ func TestReplayClientSessionsItCannotReplay(t *testing.T) {
 		}
 	}
 }
+
+// A 2026-07-28 request carries the routing headers: the protocol version of
+// its _meta, its method, its name (encoded when not plain ASCII), and the
+// Mcp-Param-* headers it was recorded with, unless redacted.
+func TestReplayClientModernHeaders(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	req := []byte(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"météo","arguments":{"region":"eu","key":"k"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	resp := []byte(`{"jsonrpc":"2.0","id":"a","result":{"resultType":"complete","content":[{"type":"text","text":"ok"}]}}`)
+	tape := &replay.Tape{Sessions: []*replay.TapeSession{{
+		Session: &capture.Session{ID: "m", Era: protocol.EraModern, Version: protocol.V20260728, Path: "/mcp", Start: at},
+		Exchanges: []*capture.Exchange{{ID: 1, SessionID: "m", Method: "POST", URL: "/mcp", Status: 200,
+			RequestHeader: http.Header{"Mcp-Param-Region": {"eu"}, "Mcp-Param-Api-Key": {capture.Redacted}}}},
+		Messages: []*capture.Message{
+			{Seq: 1, SessionID: "m", ExchangeID: 1, Direction: protocol.ClientToServer, Time: at, Kind: protocol.KindRequest, Method: "tools/call", ID: []byte(`"a"`), Name: "météo", Batch: -1, Raw: req},
+			{Seq: 2, SessionID: "m", ExchangeID: 1, Direction: protocol.ServerToClient, Time: at, Kind: protocol.KindResult, Method: "tools/call", ID: []byte(`"a"`), Batch: -1, Raw: resp, Links: capture.Links{Request: 1}},
+		},
+	}}}
+	var got http.Header
+	var body []byte
+	srv := liveServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, body = r.Header.Clone(), must(io.ReadAll(r.Body))
+		m := protocol.Decode(body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"resultType":"complete","content":[{"type":"text","text":"ok"}]}}`))
+	}))
+	rep := replayAgainst(t, tape, srv.URL, nil)
+	if !rep.OK() {
+		t.Fatalf("%s", reportText(rep))
+	}
+	want := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": protocol.EncodeHeaderValue("météo"),
+		"Mcp-Param-Region": "eu", "Mcp-Param-Api-Key": "", "Mcp-Session-Id": "", "Accept": "application/json, text/event-stream"}
+	for k, v := range want {
+		if got.Get(k) != v {
+			t.Errorf("%s: %q, want %q", k, got.Get(k), v)
+		}
+	}
+	if !strings.HasPrefix(got.Get("Mcp-Name"), "=?base64?") {
+		t.Errorf("Mcp-Name %q is not in the sentinel form", got.Get("Mcp-Name"))
+	}
+	// The recorded request, byte for byte, but for a fresh id.
+	if want := strings.Replace(string(req), `"id":"a"`, `"id":1`, 1); string(body) != want {
+		t.Errorf("sent %s\nwant %s", body, want)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
