@@ -182,14 +182,17 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// progress reports a long copy on stderr every second, starting after the
-// first second (small exports stay quiet); the returned func stops it.
+// progressEvery is how often a long export reports on stderr.
+var progressEvery = time.Second
+
+// progress reports a long copy on stderr every progressEvery, starting
+// after the first (small exports stay quiet); the returned func stops it.
 func progress(stderr io.Writer, what string, cw *countingWriter, messages int) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		start := time.Now()
 		for {

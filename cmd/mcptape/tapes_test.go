@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -253,5 +254,20 @@ func TestExportImportWhileRecording(t *testing.T) {
 	<-done
 	if code, stdout, stderr := mcptape(t, "import", "--data", data, tape); code != 0 || len(lines(stdout)) != 2 {
 		t.Errorf("import after the recorder stopped: exit %d, %q %q", code, stdout, stderr)
+	}
+}
+
+// A long export says how far it got on stderr.
+func TestExportProgress(t *testing.T) {
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = 5 * time.Millisecond
+	var errOut syncBuffer
+	cw := &countingWriter{w: io.Discard}
+	stop := progress(&errOut, "export", cw, 1234)
+	_, _ = cw.Write(make([]byte, 20<<10))
+	time.Sleep(30 * time.Millisecond)
+	stop()
+	if s := errOut.String(); !strings.Contains(s, "mcptape export: 20 kB written (1234 messages in all)") {
+		t.Errorf("progress: %q", s)
 	}
 }
