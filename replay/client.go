@@ -420,9 +420,23 @@ func (c *Client) replaySession(ctx context.Context, hc *http.Client, ts *TapeSes
 	run.run(ctx)
 	sr.Duration = time.Since(start)
 	ok, differ, failed := sr.Counts()
-	c.opts.Logger.Info("replayed session", "session", s.ID, "endpoint", endpoint, "ok", ok, "differ", differ, "failed", failed)
+	c.opts.Logger.Info("replayed session", clientLogSession, s.ID, clientLogEndpoint, endpoint, clientLogOK, ok,
+		clientLogDiffer, differ, clientLogFailed, failed)
 	return sr
 }
+
+// Log keys of the replay client.
+const (
+	clientLogSession  = "session"
+	clientLogEndpoint = "endpoint"
+	clientLogOK       = "ok"
+	clientLogDiffer   = "differ"
+	clientLogFailed   = "failed"
+	clientLogCall     = "call"
+	clientLogRounds   = "rounds"
+	clientLogDiffs    = "diffs"
+	clientLogErr      = "err"
+)
 
 // clientPlan is a recorded session indexed for replaying its client side.
 type clientPlan struct {
