@@ -170,3 +170,27 @@ func recordTape(t testing.TB, path string, c *testConfig) *TestServer {
 	})
 	return &TestServer{URL: hs.URL, Recording: true, endpoint: up.Path}
 }
+
+// ReplayClient replays the tape at path against the server under test at
+// target (a base URL: each session goes to its recorded path, or a full
+// endpoint URL) and fails the test for every call whose live response
+// differs from the recorded one, naming the path and both values.
+func ReplayClient(t testing.TB, path, target string, opts *ClientOptions) *ClientReport {
+	t.Helper()
+	tape, err := LoadTape(path)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := RunClient(ctx, tape, target, opts)
+	if err != nil {
+		t.Fatalf("replay client: %v", err)
+	}
+	if !rep.OK() {
+		var b bytes.Buffer
+		rep.WriteText(&b, false)
+		t.Errorf("replay client: %d difference(s) from %s:\n%s", rep.Problems(), path, b.String())
+	}
+	return rep
+}

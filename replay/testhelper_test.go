@@ -43,3 +43,19 @@ func TestNewServerRecordIfMissing(t *testing.T) {
 		t.Errorf("replay differs from the recording (-recorded +replayed):\n%s", d)
 	}
 }
+
+// The client-side helper: a recorded client against the server under test.
+func TestReplayClientHelper(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "client.tape.json")
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	t.Run("record", func(t *testing.T) {
+		ts := replay.NewServer(t, path, replay.RecordIfMissing(up.URL+fixtures.PathStateless, proxy.NewHandler))
+		runClient(t, ts.Endpoint(), &fixtures.ClientOptions{Only: []string{"echo", "add", "sample"}})
+	})
+	rep := replay.ReplayClient(t, path, up.URL, nil)
+	if !rep.OK() {
+		t.Fatal("the recorded client found differences against the server it was recorded from")
+	}
+}
