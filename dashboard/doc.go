@@ -1,0 +1,81 @@
+// Package dashboard is mcptape's web dashboard: browse, search, edit and
+// live-tail the sessions of a [capture.Store] in a browser.
+//
+//	d, err := dashboard.New(store, &dashboard.Options{Feed: dashboard.FeedPublish})
+//	// with a recorder: capture.RecorderOptions{OnBatch: d.Publish}
+//	ln, err := dashboard.Listen(dashboard.DefaultAddr, "")
+//	go d.Serve(ln)
+//	defer d.Shutdown(ctx)
+//
+// It reads the store and changes it only through [capture.Editor] (message
+// edits, labels) and DeleteSession. What it cannot do itself — tapes,
+// replay servers, testing profiles' format — cmd injects through
+// [Options], so that the package depends on capture and protocol only.
+//
+// # Pages
+//
+// A single-page app of plain ES modules and CSS, embedded with embed.FS
+// (no build step). Every page is a deep link the server answers with
+// index.html: /sessions (filters in the query string), /sessions/{id},
+// /sessions/{id}/messages/{seq}, /live, /latency, /profiles, /import.
+//
+// # API
+//
+// JSON under /api/v1. Errors are {"error": "...", "code": "..."} with an
+// HTTP status to match (404 not_found, 400 bad_request, 403 csrf, origin
+// or host, 401 token, 501 unsupported).
+//
+//	GET    /info                              version, data dir, which features cmd wired
+//	GET    /sessions                          sessions newest first: ?method= &tool= &status=open|closed|incomplete|errors|ok
+//	                                          &era=legacy|modern|http &findings=1|0 &label= &since= &until= (RFC 3339)
+//	                                          &q= (text in params and results) &limit= (≤500) &offset=
+//	GET    /sessions/{id}                     one session, its methods and tools, how to replay it
+//	DELETE /sessions/{id}                     delete it
+//	GET    /sessions/{id}/tree                the causal tree (capture.Tree) and which messages were edited
+//	GET    /sessions/{id}/messages            message index: ?after=SEQ &limit=N (≤10000)
+//	GET    /sessions/{id}/exchanges           the HTTP exchanges, headers redacted
+//	PUT    /sessions/{id}/labels              {"labels": [...]}
+//	GET    /sessions/{id}/tape                download the session as a tape (Options.Export)
+//	GET    /sessions/{id}/har                 download it as HAR 1.2 (opens in Chrome DevTools)
+//	GET    /sessions/{id}/replay              the commands that replay it
+//	POST   /sessions/{id}/replay              start a replay server (Options.StartReplay): {"url": ...}
+//	GET    /messages/{seq}                    one message: raw, exchange and headers, SSE info, curl, request
+//	GET    /messages/{seq}/edits              every version, the recorded one first
+//	POST   /messages/{seq}/edits              {"raw": "<json>", "note": "..."}: a new version
+//	POST   /tapes                             import the tape in the body (Options.Import): {"sessions": [...]}
+//	GET    /live                              SSE: message, session and lagged events as they are recorded
+//	GET    /latency                           p50/p99 per method over time: ?since= &until= &buckets= &method= &session=
+//	GET    /profiles                          testing profiles in Options.Profiles, and the default
+//	GET    /profiles/{name}                   one profile's text
+//	PUT    /profiles/{name}                   {"content": "..."}: create or replace (validated)
+//	DELETE /profiles/{name}                   delete one
+//	PUT    /default-profile                   {"name": "..."} ("" clears it)
+//
+// With Options.Metrics the same listener serves /metrics.
+//
+// # Security
+//
+// Recorded content is hostile. The pages render it with textContent only
+// (never innerHTML, never as a link target), bound what they show (long
+// strings are cut, with a "show all" that is still text; the JSON tree
+// opens one level at a time and stops at a depth cap), and build data:
+// URLs for media content blocks only for image/* and audio/* types whose
+// base64 checks out. Every response carries [ContentSecurityPolicy] (no
+// inline script or style) and X-Content-Type-Options: nosniff.
+//
+// [Listen] binds loopback addresses freely; any other address needs a
+// token (Options.Token), given once as ?token= (traded for an HttpOnly
+// cookie) or as Authorization: Bearer. On a loopback listener the Host
+// header must name a loopback host, against DNS rebinding. Requests that
+// change anything (POST, PUT, DELETE) must come from the dashboard's own
+// origin (Origin and Sec-Fetch-Site, when the browser sends them) and
+// carry the mcptape_csrf cookie's value in an X-CSRF-Token header
+// (double-submit).
+//
+// # Live tail
+//
+// With [FeedPublish] the recorder calls [Server.Publish] after each batch
+// it writes; with [FeedPoll] (a dashboard over a store nothing records
+// into) the server polls the store. Either way subscribers get go-sse
+// events, and a reconnecting page the ones it missed.
+package dashboard

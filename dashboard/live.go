@@ -1,0 +1,215 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sse "github.com/tmaxmax/go-sse"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// The live tail: GET /api/v1/live is an SSE stream (go-sse) of what is
+// recorded while the page is open. Each event's data is one JSON object:
+//
+//	event: message   a new message: liveMessage
+//	event: session   a session written anew (counts, status): sessionRow
+//	event: lagged    the tail fell behind and skipped records: reload
+//
+// Event ids are sequence numbers of the stream, and a reconnecting browser
+// (Last-Event-ID) gets the events it missed from the last 2048.
+
+// liveMessage is the data of a message event.
+type liveMessage struct {
+	Seq     uint64    `json:"seq"`
+	Session string    `json:"session"`
+	Dir     string    `json:"dir"`
+	Kind    string    `json:"kind"`
+	Method  string    `json:"method,omitempty"`
+	Name    string    `json:"name,omitempty"`
+	Time    time.Time `json:"time"`
+	Size    int       `json:"size"`
+	Request uint64    `json:"request,omitempty"`
+}
+
+type liveItem struct {
+	msg     *liveMessage
+	session *sessionRow
+}
+
+type liveTail struct {
+	s      *Server
+	sse    *sse.Server
+	items  chan liveItem
+	lagged atomic.Bool
+	once   sync.Once
+}
+
+const liveQueue = 8192
+
+func newLiveTail(s *Server) (*liveTail, error) {
+	rp, err := sse.NewFiniteReplayer(2048, true)
+	if err != nil {
+		return nil, err
+	}
+	lt := &liveTail{s: s, items: make(chan liveItem, liveQueue)}
+	lt.sse = &sse.Server{Provider: &sse.Joe{Replayer: rp}, OnSession: open}
+	s.wg.Go(lt.run)
+	if s.opts.Feed == FeedPoll {
+		s.wg.Go(lt.poll)
+	}
+	return lt, nil
+}
+
+// open starts a subscriber's stream at once, with a comment, so that the
+// browser's EventSource opens before the first record arrives.
+func open(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(": mcptape live tail\n\n"))
+	_ = http.NewResponseController(w).Flush()
+	return nil, true
+}
+
+func (lt *liveTail) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	lt.sse.ServeHTTP(w, r)
+}
+
+func (lt *liveTail) shutdown() {
+	lt.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = lt.sse.Shutdown(ctx)
+	})
+}
+
+// publish queues what a written batch holds, without blocking.
+func (lt *liveTail) publish(b *capture.Batch) {
+	for _, m := range b.Messages {
+		lt.offer(liveItem{msg: liveOf(m)})
+	}
+	for _, x := range b.Sessions {
+		row := rowOf(x)
+		row.Labels = nil // the store's own labels may differ: pages fetch them
+		lt.offer(liveItem{session: &row})
+	}
+}
+
+func (lt *liveTail) offer(it liveItem) {
+	select {
+	case lt.items <- it:
+	default:
+		lt.lagged.Store(true)
+	}
+}
+
+func liveOf(m *capture.Message) *liveMessage {
+	return &liveMessage{Seq: m.Seq, Session: m.SessionID, Dir: m.Direction.String(), Kind: m.Kind.String(),
+		Method: m.Method, Name: m.Name, Time: m.Time, Size: m.Size, Request: m.Links.Request}
+}
+
+// run sends queued items to the subscribers.
+func (lt *liveTail) run() {
+	ctx := lt.s.ctx
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-lt.items:
+			if lt.lagged.Swap(false) {
+				lt.send("lagged", map[string]string{"reason": "the live tail fell behind; reload the page"})
+			}
+			if it.msg != nil {
+				lt.send("message", it.msg)
+			} else {
+				lt.send("session", it.session)
+			}
+		}
+	}
+}
+
+func (lt *liveTail) send(typ string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	m := &sse.Message{Type: sse.Type(typ)}
+	m.AppendData(string(b))
+	if err := lt.sse.Publish(m); err != nil && !errors.Is(err, sse.ErrProviderClosed) {
+		lt.s.log.Debug("dashboard: live tail publish", logKeyError, err)
+	}
+}
+
+// pollBatch bounds the messages one poll reads; a store that grew by more
+// skips ahead and says the tail lagged.
+const pollBatch = 2000
+
+// poll feeds the tail from the store: every PollInterval it reads the
+// messages after the last one it saw. A seq the store's high-water mark
+// covers but a read cannot find yet (a write being committed) is retried
+// on the next polls, then skipped (lost or deleted records).
+func (lt *liveTail) poll() {
+	ctx := lt.s.ctx
+	store := lt.s.store
+	last, _, err := store.LastIDs(ctx)
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(lt.s.opts.PollInterval)
+	defer t.Stop()
+	stuck := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		top, _, err := store.LastIDs(ctx)
+		if err != nil {
+			if errors.Is(err, capture.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if top > last+pollBatch {
+			last = top - pollBatch
+			lt.lagged.Store(true)
+		}
+		sessions := map[string]bool{}
+		for seq := last + 1; seq <= top; seq++ {
+			m, err := store.Message(ctx, seq)
+			if errors.Is(err, capture.ErrNotFound) {
+				if stuck < 3 {
+					break
+				}
+				last = seq
+				continue
+			}
+			if err != nil {
+				break
+			}
+			stuck = 0
+			last = seq
+			lt.offer(liveItem{msg: liveOf(m)})
+			sessions[m.SessionID] = true
+		}
+		if last < top {
+			stuck++
+		} else {
+			stuck = 0
+		}
+		for id := range sessions {
+			if x, err := store.Session(ctx, id); err == nil {
+				row := rowOf(x)
+				lt.offer(liveItem{session: &row})
+			}
+		}
+	}
+}

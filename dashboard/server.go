@@ -1,0 +1,332 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// DefaultAddr is where `mcptape record` serves the dashboard unless told
+// otherwise: loopback, next to the proxy (7411) and the replay server (7412).
+const DefaultAddr = "127.0.0.1:7413"
+
+// ErrNeedToken is returned by [Listen] for an address that is not loopback
+// when no token guards the dashboard.
+var ErrNeedToken = errors.New("a dashboard reachable from other machines needs a token")
+
+// Feed says where the live tail's new records come from.
+type Feed uint8
+
+const (
+	// FeedPoll asks the store for new messages every PollInterval: for a
+	// dashboard over a store that nothing records into, or that another
+	// process writes.
+	FeedPoll Feed = iota
+	// FeedPublish takes them from [Server.Publish], which the recorder
+	// calls after every batch it writes (RecorderOptions.OnBatch).
+	FeedPublish
+)
+
+func (f Feed) String() string {
+	if f == FeedPublish {
+		return "publish"
+	}
+	return "poll"
+}
+
+// Options configures a Server. A nil *Options means the defaults; every
+// zero field is documented.
+type Options struct {
+	// Logger receives the dashboard's own events. Nil discards them.
+	Logger *slog.Logger
+	// Token, when set, must accompany every request: as `?token=` once
+	// (the dashboard then sets a cookie and redirects), as that cookie, or
+	// as `Authorization: Bearer`. "" requires none, which [Listen] allows
+	// on loopback addresses only.
+	Token string
+	// Version is shown in the page footer and /api/v1/info. "" shows "dev".
+	Version string
+	// DataDir is the store's directory, for the commands the dashboard
+	// shows (export, replay). "" leaves --data out of them.
+	DataDir string
+	// Feed is where the live tail's records come from; the zero value
+	// polls the store.
+	Feed Feed
+	// PollInterval is how often FeedPoll asks the store for new messages.
+	// Zero means one second.
+	PollInterval time.Duration
+	// Export writes the sessions named by ids as a tape (cmd wires
+	// replay.Export). Nil hides tape export.
+	Export func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error
+	// Import reads a tape into store and returns the ids of its sessions
+	// there (cmd wires replay.ReadTape and replay.Import). Nil hides tape
+	// import.
+	Import func(ctx context.Context, store capture.Store, r io.Reader) ([]string, error)
+	// MaxImportBytes bounds an imported tape. Zero means 512 MiB.
+	MaxImportBytes int64
+	// Profiles is the directory of testing profiles (docs/testing-profiles.md),
+	// one NAME.json each. "" hides the profiles page.
+	Profiles string
+	// ValidateProfile checks a profile before it is saved (cmd wires
+	// replay.ReadProfile). Nil checks only that it is a JSON object.
+	ValidateProfile func([]byte) error
+	// StartReplay starts a replay server for a session and returns the URL
+	// an MCP client connects to. Nil hides the dashboard's button.
+	StartReplay func(ctx context.Context, sessionID string) (url string, err error)
+	// Metrics, if set, is served at /metrics (the Prometheus registry's
+	// handler). Nil serves no /metrics.
+	Metrics http.Handler
+}
+
+// Server is the dashboard: an http.Handler serving the single-page app, its
+// JSON API under /api/v1 (see the package documentation) and, with
+// Options.Metrics, /metrics. Create it with [New]; Close stops its live
+// tail.
+type Server struct {
+	store  capture.Store
+	editor capture.Editor // nil when the store keeps no edits
+	opts   Options
+	log    *slog.Logger
+	router *mux.Router
+	static fs.FS
+
+	index *summaryIndex
+	live  *liveTail
+
+	httpMu sync.Mutex
+	http   *http.Server
+
+	closeOnce sync.Once
+	ctx       context.Context // ends on Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+//go:embed static
+var staticFS embed.FS
+
+// New returns a dashboard over store. It starts the live tail (polling the
+// store with FeedPoll) and warms the index the session filters use; Close
+// stops both.
+func New(store capture.Store, opts *Options) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("dashboard: no store")
+	}
+	s := &Server{store: store}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Version == "" {
+		s.opts.Version = "dev"
+	}
+	if s.opts.PollInterval <= 0 {
+		s.opts.PollInterval = time.Second
+	}
+	if s.opts.MaxImportBytes <= 0 {
+		s.opts.MaxImportBytes = 512 << 20
+	}
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.editor, _ = store.(capture.Editor)
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	s.static = sub
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.index = newSummaryIndex(store)
+	if s.live, err = newLiveTail(s); err != nil {
+		return nil, err
+	}
+	s.router = s.routes()
+	s.wg.Go(func() { s.index.warm(s.ctx) })
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.guard(s.router).ServeHTTP(w, r)
+}
+
+// Publish feeds the live tail with a batch the recorder has just written.
+// It copies what it needs and never blocks (use it as, or from,
+// capture.RecorderOptions.OnBatch); a tail that falls behind tells its
+// pages to reload.
+func (s *Server) Publish(b *capture.Batch) { s.live.publish(b) }
+
+// Listen listens on addr for the dashboard. An address that is not loopback
+// needs a token (ErrNeedToken otherwise).
+func Listen(addr, token string) (net.Listener, error) {
+	if token == "" && !IsLoopback(addr) {
+		return nil, fmt.Errorf("dashboard: %s is not a loopback address: %w (give --dashboard-token, or let mcptape generate one)", addr, ErrNeedToken)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	return ln, nil
+}
+
+// IsLoopback reports whether addr (host:port) names a loopback host only:
+// 127.0.0.0/8, ::1 or localhost. An empty host (all interfaces) is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve serves the dashboard on ln until Shutdown or Close.
+func (s *Server) Serve(ln net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	srv.RegisterOnShutdown(s.live.shutdown)
+	s.httpMu.Lock()
+	s.http = srv
+	s.httpMu.Unlock()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// URL is the address a browser opens for a listener at addr, with the
+// token when there is one.
+func URL(addr, token string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	u := "http://" + addr + "/"
+	if token != "" {
+		u += "?token=" + token
+	}
+	return u
+}
+
+// Shutdown stops serving gracefully (live tails end at once), then closes
+// the server.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.httpMu.Lock()
+	srv := s.http
+	s.httpMu.Unlock()
+	var err error
+	if srv != nil {
+		err = srv.Shutdown(ctx)
+	}
+	return errors.Join(err, s.Close())
+}
+
+// Close stops the live tail and the index warm-up and waits for them. It
+// does not close the store.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.live.shutdown()
+		s.wg.Wait()
+	})
+	return nil
+}
+
+// routes is the router: the API, the static assets, the app's pages.
+func (s *Server) routes() *mux.Router {
+	r := mux.NewRouter()
+	// Session ids are arbitrary text: match them escaped, unescape in vars.
+	r.UseEncodedPath()
+	api := r.PathPrefix("/api/v1").Subrouter()
+	api.Use(jsonErrors)
+	get, post, put, del := http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
+	api.HandleFunc("/info", s.apiInfo).Methods(get)
+	api.HandleFunc("/sessions", s.apiSessions).Methods(get)
+	api.HandleFunc("/sessions/{id}", s.apiSession).Methods(get)
+	api.HandleFunc("/sessions/{id}", s.apiDeleteSession).Methods(del)
+	api.HandleFunc("/sessions/{id}/tree", s.apiTree).Methods(get)
+	api.HandleFunc("/sessions/{id}/messages", s.apiMessages).Methods(get)
+	api.HandleFunc("/sessions/{id}/exchanges", s.apiExchanges).Methods(get)
+	api.HandleFunc("/sessions/{id}/labels", s.apiSetLabels).Methods(put)
+	api.HandleFunc("/sessions/{id}/tape", s.apiExportTape).Methods(get)
+	api.HandleFunc("/sessions/{id}/har", s.apiExportHAR).Methods(get)
+	api.HandleFunc("/sessions/{id}/replay", s.apiReplayInfo).Methods(get)
+	api.HandleFunc("/sessions/{id}/replay", s.apiStartReplay).Methods(post)
+	api.HandleFunc("/messages/{seq:[0-9]+}", s.apiMessage).Methods(get)
+	api.HandleFunc("/messages/{seq:[0-9]+}/edits", s.apiEdits).Methods(get)
+	api.HandleFunc("/messages/{seq:[0-9]+}/edits", s.apiEdit).Methods(post)
+	api.HandleFunc("/tapes", s.apiImportTape).Methods(post)
+	api.HandleFunc("/live", s.live.serve).Methods(get)
+	api.HandleFunc("/latency", s.apiLatency).Methods(get)
+	api.HandleFunc("/profiles", s.apiProfiles).Methods(get)
+	api.HandleFunc("/profiles/{name}", s.apiProfile).Methods(get)
+	api.HandleFunc("/profiles/{name}", s.apiPutProfile).Methods(put)
+	api.HandleFunc("/profiles/{name}", s.apiDeleteProfile).Methods(del)
+	api.HandleFunc("/default-profile", s.apiSetDefaultProfile).Methods(put)
+	api.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such API endpoint: see the dashboard package documentation", "not_found")
+	})
+	api.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed here", "method")
+	})
+
+	if s.opts.Metrics != nil {
+		r.Handle("/metrics", s.opts.Metrics).Methods(get)
+	}
+	r.PathPrefix("/static/").Handler(http.StripPrefix("/static/", s.staticHandler())).Methods(get)
+	// The app's pages: every one is a deep link that opens directly.
+	for _, p := range []string{"/", "/sessions", "/sessions/{id}", "/sessions/{id}/messages/{seq:[0-9]+}",
+		"/live", "/latency", "/profiles", "/profiles/{name}", "/import"} {
+		r.HandleFunc(p, s.page).Methods(get)
+	}
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+	})
+	return r
+}
+
+// page serves index.html for the app's paths; the app routes on the client.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	b, err := fs.ReadFile(s.static, "index.html")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) staticHandler() http.Handler {
+	files := http.FileServerFS(s.static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "index.html" {
+			http.NotFound(w, r)
+			return
+		}
+		switch {
+		case strings.HasSuffix(r.URL.Path, ".js"):
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		case strings.HasSuffix(r.URL.Path, ".css"):
+			w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	})
+}

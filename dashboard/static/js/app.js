@@ -1,0 +1,104 @@
+// The dashboard app: History API routing over deep links. Each page is a
+// function that fills <main> and may return a cleanup function.
+
+import { h, clear, add } from './dom.js';
+import { info } from './api.js';
+import { sessionsPage } from './pages/sessions.js';
+import { sessionPage } from './pages/session.js';
+import { messagePage } from './pages/message.js';
+import { livePage } from './pages/live.js';
+import { latencyPage } from './pages/latency.js';
+import { profilesPage, profilePage } from './pages/profiles.js';
+import { importPage } from './pages/import.js';
+
+const routes = [
+  [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
+  [/^\/sessions$/, sessionsPage, 'sessions'],
+  [/^\/sessions\/([^/]+)$/, sessionPage, 'sessions'],
+  [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, messagePage, 'sessions'],
+  [/^\/live$/, livePage, 'live'],
+  [/^\/latency$/, latencyPage, 'latency'],
+  [/^\/profiles$/, profilesPage, 'profiles'],
+  [/^\/profiles\/([^/]+)$/, profilePage, 'profiles'],
+  [/^\/import$/, importPage, 'import'],
+];
+
+let current = { cleanup: null, abort: null };
+
+export function navigate(url, { replace = false } = {}) {
+  if (replace) history.replaceState(null, '', url);
+  else history.pushState(null, '', url);
+  render();
+}
+
+// status shows a short message in the header.
+export function status(text, kind = '') {
+  const el = document.getElementById('status');
+  el.textContent = text;
+  el.className = 'status ' + kind;
+}
+
+async function render() {
+  if (current.cleanup) {
+    try { current.cleanup(); } catch { /* a page's cleanup must not stop the next */ }
+  }
+  if (current.abort) current.abort.abort();
+  const abort = new AbortController();
+  current = { cleanup: null, abort };
+  const main = document.getElementById('main');
+  clear(main);
+  status('');
+  const path = location.pathname;
+  for (const [re, page, nav] of routes) {
+    const m = re.exec(path);
+    if (!m) continue;
+    for (const a of document.querySelectorAll('#nav a')) {
+      a.classList.toggle('active', a.dataset.nav === nav);
+    }
+    const params = m.slice(1).map((p) => { try { return decodeURIComponent(p); } catch { return p; } });
+    const ctx = { params, query: new URLSearchParams(location.search), main, signal: abort.signal, navigate };
+    try {
+      const cleanup = await page(ctx);
+      if (abort.signal.aborted) {
+        if (typeof cleanup === 'function') cleanup();
+      } else {
+        current.cleanup = typeof cleanup === 'function' ? cleanup : null;
+      }
+    } catch (e) {
+      if (abort.signal.aborted || e.name === 'AbortError') return;
+      clear(main);
+      main.append(h('div', { class: 'error', role: 'alert' }, h('h1', {}, e.status === 404 ? 'Not found' : 'Something went wrong'), h('p', {}, e.message)));
+    }
+    return;
+  }
+  main.append(h('h1', {}, 'Not found'), h('p', {}, 'No page at this address. ', h('a', { href: '/sessions' }, 'Sessions')));
+}
+
+// Links to this site navigate within the app.
+document.addEventListener('click', (e) => {
+  if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  const a = e.target.closest && e.target.closest('a[href]');
+  if (!a || a.hasAttribute('download') || a.target) return;
+  const href = a.getAttribute('href');
+  if (!href.startsWith('/') || href.startsWith('//') || href.startsWith('/api/') || href.startsWith('/metrics')) return;
+  e.preventDefault();
+  navigate(href);
+});
+
+window.addEventListener('popstate', render);
+
+async function boot() {
+  try {
+    const i = await info();
+    for (const a of document.querySelectorAll('#nav a[data-feature]')) a.hidden = !i.features[a.dataset.feature];
+    const footer = document.getElementById('footer');
+    clear(footer);
+    add(footer, [`mcptape ${i.version}`, i.dataDir ? ` · ${i.dataDir}` : '', ` · live tail: ${i.live}`,
+      i.features.metrics ? [' · ', h('a', { href: '/metrics' }, 'metrics')] : '']);
+  } catch (e) {
+    status(e.message, 'bad');
+  }
+  render();
+}
+
+boot();

@@ -1,0 +1,154 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// replayInfo is how to replay a session: export it as a tape, then serve
+// the tape as a stand-in server.
+type replayInfo struct {
+	// Tape is the file name the commands use.
+	Tape string `json:"tape"`
+	// Export and Replay are the two commands; Command is both, joined
+	// with &&, to paste into a shell.
+	Export  string `json:"export"`
+	Replay  string `json:"replay"`
+	Command string `json:"command"`
+	// CanStart says the dashboard can start the replay server itself
+	// (POST /api/v1/sessions/{id}/replay).
+	CanStart bool `json:"canStart"`
+}
+
+// tapeName is a file name for a session's tape: the id with anything but
+// letters, digits, '.', '_' and '-' replaced.
+func tapeName(id string) string {
+	var b strings.Builder
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	name := strings.TrimLeft(b.String(), ".")
+	if name == "" {
+		name = "session"
+	}
+	return name + ".tape.json"
+}
+
+func (s *Server) replayInfo(id string) replayInfo {
+	tape := tapeName(id)
+	export := "mcptape export"
+	if s.opts.DataDir != "" {
+		export += " --data " + shellQuote(s.opts.DataDir)
+	}
+	export += " -o " + shellQuote(tape) + " " + shellQuote(id)
+	replay := "mcptape replay server --tape " + shellQuote(tape)
+	return replayInfo{Tape: tape, Export: export, Replay: replay, Command: export + " && " + replay, CanStart: s.opts.StartReplay != nil}
+}
+
+func (s *Server) apiReplayInfo(w http.ResponseWriter, r *http.Request) {
+	x, err := s.store.Session(r.Context(), pathVar(r, "id"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.replayInfo(x.ID))
+}
+
+// apiStartReplay is POST /api/v1/sessions/{id}/replay: start a replay
+// server for the session (when cmd wired Options.StartReplay).
+func (s *Server) apiStartReplay(w http.ResponseWriter, r *http.Request) {
+	if s.opts.StartReplay == nil {
+		writeError(w, http.StatusNotImplemented, "this dashboard cannot start replay servers: run the replay command instead", "unsupported")
+		return
+	}
+	x, err := s.store.Session(r.Context(), pathVar(r, "id"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	url, err := s.opts.StartReplay(s.ctx, x.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "starting the replay server: "+err.Error(), "internal")
+		return
+	}
+	s.log.Info("dashboard: replay server started", logKeySession, x.ID, "url", url)
+	writeJSON(w, http.StatusOK, map[string]string{"url": url})
+}
+
+// writeTracker notes whether a response has begun, so that a failure after
+// it aborts the response instead of appending an error to half a file.
+type writeTracker struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *writeTracker) Write(p []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(p)
+}
+
+// download names the attachment a response is.
+func download(w http.ResponseWriter, name, contentType string) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+}
+
+// apiExportTape is GET /api/v1/sessions/{id}/tape: the session as a tape
+// file (docs/tape-format.md).
+func (s *Server) apiExportTape(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Export == nil {
+		writeError(w, http.StatusNotImplemented, "tape export is not available in this dashboard", "unsupported")
+		return
+	}
+	x, err := s.store.Session(r.Context(), pathVar(r, "id"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	download(w, tapeName(x.ID), "application/json")
+	t := &writeTracker{ResponseWriter: w}
+	if err := s.opts.Export(r.Context(), s.store, []string{x.ID}, t); err != nil {
+		s.log.Warn("dashboard: tape export failed", logKeySession, x.ID, logKeyError, err)
+		if t.wrote {
+			panic(http.ErrAbortHandler)
+		}
+		w.Header().Del("Content-Disposition")
+		storeError(w, err)
+	}
+}
+
+// apiImportTape is POST /api/v1/tapes with a tape file as the body.
+func (s *Server) apiImportTape(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Import == nil {
+		writeError(w, http.StatusNotImplemented, "tape import is not available in this dashboard", "unsupported")
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, s.opts.MaxImportBytes)
+	ids, err := s.opts.Import(r.Context(), s.store, body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			writeError(w, http.StatusRequestEntityTooLarge, "the tape is larger than this dashboard takes", "too_large")
+		case errors.Is(err, capture.ErrClosed):
+			storeError(w, err)
+		default:
+			// Mostly a tape that is not one: say why.
+			badRequest(w, "importing the tape: "+err.Error())
+		}
+		return
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	s.log.Info("dashboard: tape imported", "sessions", len(ids))
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": ids})
+}
