@@ -28,8 +28,8 @@ type messageDetail struct {
 	Exchange *capture.Exchange `json:"exchange"`
 	// SSE is how its event looked on the wire, and how many events the
 	// exchange's stream had.
-	SSE     *sseDetail     `json:"sse,omitempty"`
-	Session sessionHead    `json:"session"`
+	SSE     *sseDetail  `json:"sse,omitempty"`
+	Session sessionHead `json:"session"`
 	// Curl repeats a client→server message against the upstream; "" for
 	// a server→client one.
 	Curl string `json:"curl"`
