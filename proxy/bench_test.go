@@ -45,7 +45,7 @@ func BenchmarkEcho(b *testing.B) {
 	}
 	defer rec.Close(context.Background())
 	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-	rp := httptest.NewServer(p)
+	rp := serveProxy(b, p)
 	defer rp.Close()
 
 	for _, t := range []struct{ name, url string }{{"direct", up.URL}, {"plain", plain.URL}, {"mcptape", rp.URL}} {

@@ -12,7 +12,6 @@ import (
 	"github.com/mcptape/mcptape/fixtures/interop"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
-	"net/http/httptest"
 	"net/url"
 )
 
@@ -54,7 +53,7 @@ func TestInteropEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := httptest.NewServer(p)
+	px := serveProxy(t, p)
 	defer px.Close()
 	defer px.CloseClientConnections()
 

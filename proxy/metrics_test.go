@@ -489,7 +489,7 @@ func TestMetricsRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := httptest.NewServer(p)
+	px := serveProxy(t, p)
 	defer px.Close()
 	res, err := http.Post(px.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 	if err != nil {

@@ -29,7 +29,7 @@ type rig struct {
 	up    *httptest.Server
 	store capture.Store
 	rec   *capture.Recorder
-	px    *httptest.Server
+	px    *front
 	p     *proxy.Proxy
 }
 
@@ -88,7 +88,7 @@ func newRig(t *testing.T, h http.Handler, o *rigOptions) *rig {
 		t.Fatal(err)
 	}
 	r.p = p
-	r.px = httptest.NewServer(p)
+	r.px = serveProxy(t, p)
 	t.Cleanup(r.px.Close)
 	return r
 }
@@ -480,7 +480,7 @@ func TestUpstreamDown(t *testing.T) {
 	defer rec.Close(context.Background())
 	u, _ := url.Parse(dead)
 	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-	px := httptest.NewServer(p)
+	px := serveProxy(t, p)
 	defer px.Close()
 	res := do(t, "POST", px.URL+"/mcp", `{"jsonrpc":"2.0","id":"init-7","method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"c"}}}`,
 		map[string]string{"Content-Type": "application/json"})

@@ -55,6 +55,27 @@ type Options struct {
 	// documentation). Nil means no metrics, at no cost. One proxy per
 	// Registerer.
 	Registerer prometheus.Registerer
+	// Engine chooses how Listen serves the proxy; the zero value is
+	// EngineAuto.
+	Engine Engine
+}
+
+// Engine is how a listening proxy handles HTTP.
+type Engine uint8
+
+const (
+	// EngineAuto uses the proxy's own HTTP/1.1 engine when the proxy talks
+	// to its upstream itself (Transport is nil), net/http otherwise.
+	EngineAuto Engine = iota
+	// EngineNetHTTP always uses net/http's server and httputil.ReverseProxy.
+	EngineNetHTTP
+)
+
+func (e Engine) String() string {
+	if e == EngineNetHTTP {
+		return "net/http"
+	}
+	return "auto"
 }
 
 // Proxy is a transparent reverse proxy for MCP over Streamable HTTP. It is an
@@ -67,6 +88,8 @@ type Proxy struct {
 	maxBuf    int64
 	checkHost bool
 	m         *metrics // nil without a Registerer
+	engine    bool     // Listen may use the own engine
+	tlsConf   *tls.Config
 }
 
 // DefaultTransport returns the transport New uses when Options.Transport is nil.
@@ -109,6 +132,8 @@ func New(opts *Options) (*Proxy, error) {
 	if p.maxBuf <= 0 {
 		p.maxBuf = 1 << 20
 	}
+	p.engine = opts.Transport == nil && opts.Engine == EngineAuto
+	p.tlsConf = opts.TLSConfig
 	tr := opts.Transport
 	if tr == nil {
 		tr = DefaultTransport(opts.TLSConfig)

@@ -13,9 +13,12 @@ import (
 	"time"
 )
 
-// Server is a listening HTTP server: the proxy's listener lifecycle.
+// Server is a listening HTTP server: the proxy's listener lifecycle. A
+// *Proxy handler is served by the proxy's own HTTP/1.1 engine (see
+// Options.Engine), any other handler by net/http.
 type Server struct {
 	srv *http.Server
+	eng *engine
 	ln  net.Listener
 }
 
@@ -35,6 +38,9 @@ func Listen(addr string, h http.Handler, logger *slog.Logger) (*Server, error) {
 		el = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	} else {
 		el = log.New(discard{}, "", 0)
+	}
+	if p, ok := h.(*Proxy); ok && p.engine {
+		return &Server{ln: ln, eng: newEngine(p, p.tlsConf)}, nil
 	}
 	return &Server{ln: ln, srv: &http.Server{
 		Handler:           h,
@@ -64,6 +70,9 @@ func (s *Server) URL() string {
 
 // Serve serves until Shutdown; it returns nil after a Shutdown.
 func (s *Server) Serve() error {
+	if s.eng != nil {
+		return s.eng.serve(s.ln)
+	}
 	err := s.srv.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -74,6 +83,11 @@ func (s *Server) Serve() error {
 // Shutdown stops accepting, waits for requests in flight up to ctx, then
 // closes what is left (long-lived SSE streams).
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.eng != nil {
+		s.eng.closing.Store(true)
+		_ = s.ln.Close()
+		return s.eng.shutdown(ctx)
+	}
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		_ = s.srv.Close()
@@ -82,4 +96,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Close stops the server at once.
-func (s *Server) Close() error { return s.srv.Close() }
+func (s *Server) Close() error {
+	if s.eng != nil {
+		s.eng.closing.Store(true)
+		err := s.ln.Close()
+		s.eng.closeAll()
+		s.eng.closeIdle()
+		return err
+	}
+	return s.srv.Close()
+}
