@@ -1,0 +1,175 @@
+package proxy_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptape/mcptape/proxy"
+)
+
+// Tests of the proxy's own HTTP/1.1 engine, over raw TCP, for what clients
+// other than Go's send.
+
+func engineFront(t *testing.T, h http.Handler) (string, *rig) {
+	t.Helper()
+	if testEngine == "net/http" {
+		t.Skip("engine-only test")
+	}
+	r := newRig(t, h, nil)
+	return strings.TrimPrefix(r.px.URL, "http://"), r
+}
+
+func rawExchange(t *testing.T, addr, request string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+func echoBody() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Got-Length", fmt.Sprint(len(b)))
+		w.Header().Set("X-Got-Host", r.Host)
+		w.Write(b)
+	})
+}
+
+func TestEngineChunkedRequestBody(t *testing.T) {
+	addr, _ := engineFront(t, echoBody())
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	req := "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	got := rawExchange(t, addr, req)
+	if !strings.Contains(got, "X-Got-Length: "+fmt.Sprint(len(body))) || !strings.HasSuffix(got, body) {
+		t.Fatalf("chunked request body: %q", got)
+	}
+}
+
+func TestEngineExpectContinueAndHTTP10(t *testing.T) {
+	addr, _ := engineFront(t, echoBody())
+	body := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	got := rawExchange(t, addr, fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body))
+	if !strings.HasPrefix(got, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200") || !strings.HasSuffix(got, body) {
+		t.Fatalf("Expect: 100-continue: %q", got)
+	}
+	got = rawExchange(t, addr, fmt.Sprintf("POST /mcp HTTP/1.0\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.HasSuffix(got, body) {
+		t.Fatalf("HTTP/1.0 client: %q", got)
+	}
+}
+
+// An HTTP/1.0 client gets a chunked upstream response de-chunked, ended by
+// closing the connection.
+func TestEngineHTTP10ChunkedResponse(t *testing.T) {
+	addr, _ := engineFront(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		fmt.Fprint(w, "data: two\n\n")
+	}))
+	got := rawExchange(t, addr, "GET /mcp HTTP/1.0\r\nHost: localhost\r\n\r\n")
+	head, body, _ := strings.Cut(got, "\r\n\r\n")
+	if strings.Contains(head, "Transfer-Encoding") || body != "data: one\n\ndata: two\n\n" {
+		t.Fatalf("HTTP/1.0 client of a chunked response:\n%q", got)
+	}
+}
+
+func TestEngineRefusesBadRequests(t *testing.T) {
+	addr, _ := engineFront(t, echoBody())
+	for name, req := range map[string]string{
+		"both lengths": "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"bad length":   "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n",
+		"garbage":      "HELLO\r\n\r\n",
+		"http/2":       "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+	} {
+		if got := rawExchange(t, addr, req); !strings.HasPrefix(got, "HTTP/1.1 400") || !strings.Contains(got, "mcptape: bad request") {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+	got := rawExchange(t, addr, "GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 501") {
+		t.Errorf("upgrade: %q", got)
+	}
+}
+
+// Many requests on one client connection, with the upstream closing its
+// idle connections now and then: the engine retries on a fresh one, and
+// every response arrives.
+func TestEngineKeepAliveAndStaleUpstream(t *testing.T) {
+	up := httptest.NewUnstartedServer(echoBody())
+	up.Config.SetKeepAlivesEnabled(true)
+	up.Start()
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	p, _ := proxy.New(&proxy.Options{Upstream: u})
+	f := serveProxy(t, p)
+	defer f.Close()
+	addr := strings.TrimPrefix(f.URL, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := 0; i < 50; i++ {
+		if i%10 == 5 {
+			up.CloseClientConnections() // the upstream drops the proxy's idle connection
+		}
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(got) != body {
+			t.Fatalf("request %d: %d %q", i, res.StatusCode, got)
+		}
+	}
+}
+
+// A request body larger than the proxy buffers streams to the upstream,
+// whole.
+func TestEngineLargeRequestBody(t *testing.T) {
+	addr, r := engineFront(t, echoBody())
+	big := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","arguments":{"blob":"` + strings.Repeat("z", 3<<20) + `"}}}`
+	raw := rawExchange(t, addr, fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(big), big))
+	res, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(res.Body)
+	if err != nil || res.Header.Get("X-Got-Length") != fmt.Sprint(len(big)) || string(got) != big {
+		t.Fatalf("large body: %v, %d bytes back, upstream got %s", err, len(got), res.Header.Get("X-Got-Length"))
+	}
+	r.sync(t)
+	found := false
+	for _, m := range r.all(t) {
+		if bytes.Equal(m.Raw, []byte(big)) {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the large request was not recorded whole")
+	}
+}
