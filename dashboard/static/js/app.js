@@ -88,6 +88,9 @@ document.addEventListener('click', (e) => {
 window.addEventListener('popstate', render);
 
 async function boot() {
+  // The page renders at once; the header and footer follow what the
+  // server says it can do.
+  render();
   try {
     const i = await info();
     for (const a of document.querySelectorAll('#nav a[data-feature]')) a.hidden = !i.features[a.dataset.feature];
@@ -98,7 +101,6 @@ async function boot() {
   } catch (e) {
     status(e.message, 'bad');
   }
-  render();
 }
 
 boot();

@@ -41,6 +41,10 @@ export async function sessionPage({ params, main, signal }) {
       h('a', { href: '/latency?session=' + enc(s.id) }, 'Latency of this session')),
     treeEl));
   treeEl.setAttribute('data-ready', '');
+  // For the render benchmark: the tree is in the page, then on screen
+  // (after the next frame is painted).
+  performance.mark('mcptape:tree-ready');
+  requestAnimationFrame(() => setTimeout(() => performance.mark('mcptape:tree-painted'), 0));
 }
 
 function actions(detail, features) {

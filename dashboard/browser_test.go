@@ -1,0 +1,386 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// jsString quotes s for a JavaScript expression.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+const treeReady = `document.querySelector('[role=tree][data-ready]') !== null`
+
+// TestBrowser drives the dashboard in headless Chromium over real sessions
+// recorded through the proxy, on both eras.
+func TestBrowser(t *testing.T) {
+	var started []string
+	r := newRig(t, tapeOptions(&started))
+	r.runClient(t, fixtures.PathStateful)
+	legacy := r.sessionOn(t, fixtures.PathStateful)
+	r.runClient(t, fixtures.PathStateless)
+	modern := r.sessionOn(t, fixtures.PathStateless)
+	b := newBrowser(t)
+	base := r.srv.URL
+
+	t.Run("SessionsListLoads", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/sessions")
+		b.waitFor("the sessions table", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		ids := eval[[]string](b, `[...document.querySelectorAll('table.sessions tbody tr')].map(tr => tr.dataset.session)`)
+		if len(ids) != 2 || ids[0] != modern.ID || ids[1] != legacy.ID {
+			t.Errorf("listed %q, want [%s %s]", ids, modern.ID, legacy.ID)
+		}
+		b.screenshot("sessions")
+		// Filters are in the query string: a filtered list is a deep link.
+		b.open(base + "/sessions?era=legacy&tool=sample_tools")
+		b.waitFor("the filtered table", `document.querySelectorAll('table.sessions[data-ready] tbody tr').length === 1`, 10*time.Second)
+		if v := eval[string](b, `document.querySelector('select[name=era]').value + ' ' + document.querySelector('input[name=tool]').value`); v != "legacy sample_tools" {
+			t.Errorf("the form shows the filters %q", v)
+		}
+		eval[bool](b, `(() => { const f = document.querySelector('form.filters'); f.elements.tool.value = ''; f.elements.era.value = ''; f.elements.q.value = 'no-such-text'; return true })()`)
+		b.click("form.filters button[type=submit]")
+		b.waitFor("the empty result", `location.search === '?q=no-such-text' && document.querySelector('p.empty') !== null`, 10*time.Second)
+		b.checkClean()
+	})
+
+	t.Run("SessionOpens", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/sessions")
+		b.waitFor("the sessions table", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		b.click(`tr[data-session=` + jsString(legacy.ID) + `] a`)
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		if p := eval[string](b, `location.pathname`); p != "/sessions/"+legacy.ID {
+			t.Errorf("at %s", p)
+		}
+		n := eval[int](b, `document.querySelectorAll('[role=tree] > li[role=treeitem]').length`)
+		if n < 20 {
+			t.Errorf("%d top-level calls, want the fixture script's", n)
+		}
+		b.screenshot("session")
+		b.checkClean()
+	})
+
+	t.Run("SamplingNodeExpands", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/sessions/" + esc(legacy.ID))
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		call := `[...document.querySelectorAll('[role=tree] > li[data-method="tools/call"]')].find(li => li.querySelector('.name')?.textContent === 'sample_tools')`
+		if n := eval[int](b, `document.querySelectorAll('li[data-method="sampling/createMessage"]').length`); n != 0 {
+			t.Errorf("%d sampling nodes shown before expanding", n)
+		}
+		eval[bool](b, `(`+call+`).querySelector(':scope > .row .toggle').click(), true`)
+		b.waitFor("the sampling nodes", `document.querySelectorAll('li[data-method="sampling/createMessage"]').length === 2`, 5*time.Second)
+		labels := eval[[]string](b, `[...document.querySelectorAll('li[data-method="sampling/createMessage"] > .row .label-note')].map(e => e.textContent)`)
+		if strings.Join(labels, " ") != "(with tools) (continuation)" {
+			t.Errorf("sampling labels %q, want the tool loop's", labels)
+		}
+		// The sampling node itself opens on its details.
+		eval[bool](b, `document.querySelector('li[data-method="sampling/createMessage"] > .row .toggle').click(), true`)
+		b.waitFor("the sampling details", `document.querySelector('li[data-method="sampling/createMessage"][aria-expanded=true] a.msg-link') !== null`, 5*time.Second)
+		b.screenshot("sampling-expanded")
+
+		// Keyboard: Home, down, right opens, left closes, Enter opens the message.
+		b.run("focus the tree", chromedp.Focus(chromedp.CSS(`[role=tree] > li[role=treeitem]`)))
+		b.run("keys", chromedp.KeyEvent(kb.Home), chromedp.KeyEvent(kb.ArrowDown))
+		if m := eval[string](b, `document.activeElement.dataset.method`); m != "initialize" {
+			t.Errorf("after Home, ArrowDown the focus is on %q, want initialize", m)
+		}
+		b.run("open", chromedp.KeyEvent(kb.ArrowRight))
+		if e := eval[string](b, `document.activeElement.getAttribute('aria-expanded')`); e != "true" {
+			t.Errorf("ArrowRight: aria-expanded %q", e)
+		}
+		b.run("close", chromedp.KeyEvent(kb.ArrowLeft))
+		if e := eval[string](b, `document.activeElement.getAttribute('aria-expanded')`); e != "false" {
+			t.Errorf("ArrowLeft: aria-expanded %q", e)
+		}
+		b.run("enter", chromedp.KeyEvent(kb.Enter))
+		b.waitFor("the message page", `/\/messages\/\d+$/.test(location.pathname) && document.querySelector('details.raw-json') !== null`, 5*time.Second)
+		if m := eval[string](b, `document.querySelector('h1 .method').textContent`); m != "initialize" {
+			t.Errorf("Enter opened %q, want the initialize request", m)
+		}
+		b.checkClean()
+	})
+
+	var echoResult uint64
+	for m, err := range r.store.Messages(context.Background(), legacy.ID, capture.MessageQuery{NoRaw: true}) {
+		if err == nil && m.Kind == protocol.KindResult && echoResult == 0 {
+			if q, err := r.store.Message(context.Background(), m.Links.Request); err == nil && q.Name == fixtures.ToolEcho {
+				echoResult = m.Seq
+			}
+		}
+	}
+	msgURL := fmt.Sprintf("%s/sessions/%s/messages/%d", base, esc(legacy.ID), echoResult)
+
+	t.Run("RawJSONOpens", func(t *testing.T) {
+		b.t = t
+		b.open(msgURL)
+		b.waitFor("the message page", `document.querySelector('details.raw-json') !== null`, 10*time.Second)
+		if txt := eval[string](b, `document.querySelector('section.panel .block-text')?.textContent || ''`); !strings.Contains(txt, "hello, tape") {
+			t.Errorf("the structured view shows %q, want the text block", txt)
+		}
+		if n := eval[int](b, `document.querySelectorAll('details.raw-json .jtree').length`); n != 0 {
+			t.Error("the raw JSON tree is built before it is opened")
+		}
+		b.click(`details.raw-json > summary`)
+		b.waitFor("the JSON tree", `document.querySelector('details.raw-json[open] .jtree .j-key') !== null`, 5*time.Second)
+		keys := eval[[]string](b, `[...document.querySelectorAll('details.raw-json .jtree > .j-node > .j-kids > .j-row > .j-key, details.raw-json .jtree > .j-node > .j-kids > .j-node > .j-row > .j-key')].map(e => e.textContent)`)
+		if strings.Join(keys, ",") != `"jsonrpc","id","result"` {
+			t.Errorf("top-level keys %q", keys)
+		}
+		// A nested node opens on click.
+		b.click(`details.raw-json .j-kids .j-node .j-toggle`)
+		b.waitFor("a nested level", `document.querySelectorAll('details.raw-json .j-toggle[aria-expanded=true]').length >= 2`, 5*time.Second)
+		b.screenshot("raw-json")
+		b.checkClean()
+	})
+
+	t.Run("EditSurvivesReload", func(t *testing.T) {
+		b.t = t
+		b.open(msgURL)
+		b.waitFor("the message page", `document.querySelector('details.edit') !== null`, 10*time.Second)
+		b.click(`details.edit > summary`)
+		edited := `{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"edited in the browser"}]}}`
+		// Invalid JSON first: refused in the page.
+		eval[bool](b, `(() => { const a = document.querySelector('textarea.editor'); a.value = '{"broken": '; a.dispatchEvent(new Event('input')); return true })()`)
+		b.waitFor("the validation", `document.querySelector('.check.bad') !== null && document.querySelector('button.save-edit').disabled`, 5*time.Second)
+		eval[bool](b, `(() => { const a = document.querySelector('textarea.editor'); a.value = `+jsString(edited)+`; a.dispatchEvent(new Event('input')); return true })()`)
+		b.waitFor("valid JSON", `!document.querySelector('button.save-edit').disabled`, 5*time.Second)
+		b.run("note", chromedp.SendKeys(chromedp.CSS("input.note-input"), "from the browser test"))
+		b.click(`button.save-edit`)
+		b.waitFor("the edited badge", `document.querySelector('h1 .chip.edited') !== null`, 10*time.Second)
+		b.run("reload", chromedp.Reload())
+		b.waitFor("the edited badge after a reload", `document.querySelector('h1 .chip.edited') !== null && document.querySelector('section.panel .block-text') !== null`, 10*time.Second)
+		if txt := eval[string](b, `document.querySelector('section.panel .block-text').textContent`); !strings.Contains(txt, "edited in the browser") {
+			t.Errorf("after reload the view shows %q", txt)
+		}
+		if n := eval[int](b, `document.querySelectorAll('ol.versions > li').length`); n != 2 {
+			t.Errorf("%d versions listed, want the recorded one and the edit", n)
+		}
+		b.screenshot("edited")
+		m, err := r.store.Message(context.Background(), echoResult)
+		if err != nil || string(m.Raw) != edited || m.Edited != 1 {
+			t.Errorf("in the store: %q edited %d (%v)", m.Raw, m.Edited, err)
+		}
+		// The tree marks it too.
+		b.open(base + "/sessions/" + esc(legacy.ID))
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		if n := eval[int](b, `document.querySelectorAll('[role=tree] .chip.edited').length`); n != 1 {
+			t.Errorf("%d edited chips in the tree, want 1", n)
+		}
+		b.checkClean()
+	})
+
+	t.Run("LabelsAndExport", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/sessions/" + esc(legacy.ID))
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		b.run("labels", chromedp.SetValue(chromedp.CSS("input[name=labels]"), "bug-42, repro"))
+		b.click(`.actions-box button`)
+		b.waitFor("the label chips", `document.querySelectorAll('.labels .chip.label').length === 2`, 5*time.Second)
+		if href := eval[string](b, `[...document.querySelectorAll('.actions-box a.button')].map(a => a.getAttribute('href')).join(' ')`); !strings.Contains(href, "/tape") || !strings.Contains(href, "/har") {
+			t.Errorf("export links %q", href)
+		}
+		b.click(`button.start-replay`)
+		b.waitFor("the replay URL", `document.querySelector('.replay-url code')?.textContent === 'http://127.0.0.1:1/mcp'`, 5*time.Second)
+		x, err := r.store.Session(context.Background(), legacy.ID)
+		if err != nil || strings.Join(x.Labels, ",") != "bug-42,repro" {
+			t.Errorf("labels in the store: %q (%v)", x.Labels, err)
+		}
+		b.screenshot("labels")
+		b.checkClean()
+	})
+
+	t.Run("LiveTail", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/live")
+		b.waitFor("the live feed", `document.querySelector('.live-state.ok') !== null`, 10*time.Second)
+		r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho)
+		b.waitFor("the new call", `[...document.querySelectorAll('table.live tbody tr')].some(tr => tr.querySelector('.method').textContent === 'tools/call' && tr.cells[5].textContent === 'echo')`, 10*time.Second)
+		b.screenshot("live")
+		// A row links to its message.
+		b.click(`table.live tbody tr:first-child td:last-child a`)
+		b.waitFor("the message page", `document.querySelector('details.raw-json') !== null`, 10*time.Second)
+		b.checkClean()
+	})
+
+	t.Run("LatencyAndProfilesPages", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/latency")
+		b.waitFor("the chart", `document.querySelectorAll('svg.chart polyline').length > 0`, 10*time.Second)
+		b.screenshot("latency")
+		b.checkClean()
+	})
+}
+
+// TestBrowserHostile opens recorded content built to attack the page: none
+// of it runs, none of it becomes a link, and the page stays usable.
+func TestBrowserHostile(t *testing.T) {
+	store := memstore.New()
+	t.Cleanup(func() { store.Close() })
+	const sid = `hostile-"><img src=x onerror=window.__pwned=1>`
+	pwn := `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">`
+	now := time.Now()
+	var msgs []*capture.Message
+	add := func(dir protocol.Direction, kind protocol.Kind, method, name string, raw []byte) uint64 {
+		seq := uint64(len(msgs) + 1)
+		msgs = append(msgs, &capture.Message{Seq: seq, SessionID: sid, ExchangeID: 1, Direction: dir, Time: now.Add(time.Duration(seq) * time.Millisecond),
+			Kind: kind, Method: method, Name: name, ID: []byte(fmt.Sprint(seq)), Batch: -1, Raw: raw, Size: len(raw),
+			Findings: []capture.Finding{{Kind: capture.FindingSchema, Message: pwn}}})
+		return seq
+	}
+	// Raw bytes as a hostile peer sends them: no \u003c escapes.
+	j := func(v any) []byte {
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v)
+		return []byte(strings.TrimSpace(buf.String()))
+	}
+	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82"))
+	call := add(protocol.ClientToServer, protocol.KindRequest, "tools/call", "javascript:window.__pwned=1",
+		j(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "javascript:window.__pwned=1",
+			"arguments": map[string]any{"html": pwn, "link": "javascript:window.__pwned=1"}}}))
+	result := add(protocol.ServerToClient, protocol.KindResult, "tools/call", "",
+		j(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{
+			map[string]any{"type": "text", "text": "# Title " + pwn + "\n\n- [click](javascript:window.__pwned=1)\n- `" + pwn + "`\n\n```\n" + pwn + "\n```"},
+			map[string]any{"type": "resource_link", "uri": "javascript:window.__pwned=1", "name": pwn},
+			map[string]any{"type": "image", "mimeType": "text/html", "data": base64.StdEncoding.EncodeToString([]byte(pwn))},
+			map[string]any{"type": "image", "mimeType": "image/svg+xml", "data": base64.StdEncoding.EncodeToString([]byte(`<svg onload="window.__pwned=1"/>`))},
+			map[string]any{"type": "image", "mimeType": `image/png" onerror="window.__pwned=1`, "data": png},
+			map[string]any{"type": "image", "mimeType": "image/png", "data": png + `"><script>window.__pwned=1</script>`},
+			map[string]any{"type": "image", "mimeType": "image/png", "data": png},
+			map[string]any{"type": "audio", "mimeType": "audio/wav", "data": "not base64!"},
+		}}}))
+	msgs[result-1].Links.Request = call
+	textarea := add(protocol.ClientToServer, protocol.KindNotification, "notifications/message", "",
+		j(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"data": "</textarea><script>window.__pwned=1</script></pre></details>"}}))
+	big := add(protocol.ServerToClient, protocol.KindNotification, "notifications/message", "",
+		j(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"data": strings.Repeat("A", 5<<20) + pwn}}))
+	deep := add(protocol.ClientToServer, protocol.KindNotification, "notifications/deep", "",
+		[]byte(`{"jsonrpc":"2.0","method":"notifications/deep","params":`+strings.Repeat("[", 10000)+`"`+strings.ReplaceAll(pwn, `"`, `\"`)+`"`+strings.Repeat("]", 10000)+`}`))
+	deepObj := add(protocol.ClientToServer, protocol.KindNotification, "notifications/deep", "",
+		[]byte(`{"jsonrpc":"2.0","method":"notifications/deep","params":`+strings.Repeat(`{"a":`, 10000)+`1`+strings.Repeat("}", 10000)+`}`))
+	frame := add(protocol.ServerToClient, protocol.KindFrame, "", "", []byte(pwn))
+	notUTF8 := add(protocol.ServerToClient, protocol.KindInvalid, "", "", []byte("\xff\xfe<script>window.__pwned=1</script>"))
+	err := store.Write(context.Background(), &capture.Batch{
+		Sessions: []*capture.Session{{ID: sid, Start: now, End: now.Add(time.Second), Messages: len(msgs), Calls: 1, Findings: len(msgs),
+			Client: protocol.Implementation{Name: pwn, Version: "javascript:window.__pwned=1"}, Server: protocol.Implementation{Name: pwn},
+			Upstream: "javascript:window.__pwned=1//", Path: pwn, Labels: []string{pwn, "javascript:x"}}},
+		Exchanges: []*capture.Exchange{{ID: 1, SessionID: sid, Method: "POST", URL: "/mcp?" + pwn, Status: 200, Start: now,
+			RequestHeader: http.Header{"X-Evil": {pwn}}, ResponseHeader: http.Header{"Content-Type": {"text/html"}, "Location": {"javascript:window.__pwned=1"}}}},
+		Messages: msgs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := newDash(t, store, tapeOptions(new([]string)))
+	b := newBrowser(t)
+
+	safe := func(where string) {
+		t.Helper()
+		// Nothing ran, nothing was added that could run, and every link and
+		// image is ours.
+		check := `(() => {
+			const bad = [];
+			if (window.__pwned !== undefined) bad.push('window.__pwned is set');
+			if (document.scripts.length !== 1) bad.push(document.scripts.length + ' scripts');
+			for (const a of document.querySelectorAll('a')) { const h = a.getAttribute('href') || ''; if (!h.startsWith('/') || h.startsWith('//')) bad.push('link ' + h); }
+			for (const i of document.querySelectorAll('img')) if (!i.src.startsWith('data:image/png;base64,')) bad.push('img ' + i.src.slice(0, 60));
+			for (const e of document.querySelectorAll('iframe, object, embed, svg image, [onerror], [onload], [onclick]')) bad.push('element ' + e.tagName);
+			return bad;
+		})()`
+		if bad := eval[[]string](b, check); len(bad) > 0 {
+			b.screenshot("unsafe-" + where)
+			t.Errorf("%s: %q", where, bad)
+		}
+		b.checkClean()
+	}
+	sessionURL := base + "/sessions/" + esc(sid)
+	msgURL := func(seq uint64) string { return fmt.Sprintf("%s/messages/%d", sessionURL, seq) }
+
+	b.open(base + "/sessions")
+	b.waitFor("the sessions table", `document.querySelector('table.sessions[data-ready] tbody tr') !== null`, 10*time.Second)
+	if txt := eval[string](b, `document.querySelector('table.sessions tbody tr').textContent`); !strings.Contains(txt, "<script>") {
+		t.Errorf("the hostile client name is not shown as text: %q", txt)
+	}
+	safe("sessions")
+	b.screenshot("sessions")
+
+	b.open(sessionURL)
+	b.waitFor("the tree", treeReady, 10*time.Second)
+	eval[bool](b, `[...document.querySelectorAll('[role=tree] li[role=treeitem] > .row .toggle')].forEach(t => t.click()), true`)
+	safe("session")
+	b.screenshot("session")
+
+	for _, seq := range []uint64{call, result, textarea, big, deep, deepObj, frame, notUTF8} {
+		start := time.Now()
+		b.open(msgURL(seq))
+		b.waitFor(fmt.Sprintf("message %d", seq), `document.querySelector('section.panel h2') !== null && document.querySelector('details.raw-json') !== null`, 15*time.Second)
+		// Open everything there is: the raw tree (and its first levels),
+		// the raw text, the editor, the versions.
+		eval[bool](b, `(() => { for (const d of document.querySelectorAll('details')) { d.open = true; d.dispatchEvent(new Event('toggle')); } return true })()`)
+		time.Sleep(100 * time.Millisecond)
+		for range 3 {
+			eval[bool](b, `[...document.querySelectorAll('.j-toggle[aria-expanded=false]')].slice(0, 50).forEach(t => t.click()), true`)
+		}
+		eval[bool](b, `[...document.querySelectorAll('button.more')].slice(0, 5).forEach(b => b.click()), true`)
+		took := time.Since(start)
+		safe(fmt.Sprintf("message %d", seq))
+		b.screenshot(fmt.Sprintf("message-%d", seq))
+		if took > 10*time.Second {
+			t.Errorf("message %d took %v to open", seq, took)
+		}
+		// Still usable: the editor takes a value, navigation works.
+		if seq == textarea {
+			if v := eval[string](b, `document.querySelector('textarea.editor').value`); !strings.Contains(v, "</textarea><script>") {
+				t.Errorf("the editor holds %q, want the recorded text", v)
+			}
+		}
+	}
+	// The 5 MB string is cut in the view, with a "show all" that is still text.
+	b.open(msgURL(big))
+	b.waitFor("the big message", `document.querySelector('section.panel .structured') !== null`, 15*time.Second)
+	shown := eval[int](b, `document.querySelector('section.panel .structured').textContent.length`)
+	if shown > 100000 {
+		t.Errorf("the view shows %d characters of a 5 MB string, want it cut", shown)
+	}
+	b.click(`section.panel .structured button.more`)
+	b.waitFor("all of it", `document.querySelector('section.panel .structured').textContent.length > 5000000`, 10*time.Second)
+	safe("show all")
+
+	// The deep JSON stops at the depth cap.
+	b.open(msgURL(deep))
+	b.waitFor("the deep message", `document.querySelector('details.raw-json') !== null`, 15*time.Second)
+	b.click(`details.raw-json > summary`)
+	b.waitFor("the JSON tree", `document.querySelector('details.raw-json .jtree') !== null`, 5*time.Second)
+	for range 70 {
+		if !eval[bool](b, `(() => { const t = document.querySelector('details.raw-json .j-toggle[aria-expanded=false]'); if (!t) return false; t.click(); return true })()`) {
+			break
+		}
+	}
+	if !eval[bool](b, `[...document.querySelectorAll('details.raw-json .j-row.muted')].some(e => e.textContent.includes('nested deeper than'))`) {
+		t.Error("the deep JSON tree has no depth cap")
+	}
+	safe("deep")
+	b.screenshot("deep")
+	b.click(`#nav a[data-nav=sessions]`)
+	b.waitFor("the sessions page after all that", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+	safe("end")
+}
