@@ -302,6 +302,9 @@ type fastExchange struct {
 	aborted  bool
 	errText  string
 	finished bool
+	// pendingHead is the response head, held to go out with the first body
+	// bytes.
+	pendingHead []byte
 }
 
 // finish reports the end of the exchange to the recorder and the metrics,
@@ -621,12 +624,16 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 	if r.contentLength == 0 && !r.chunked && !r.untilClose {
 		x.finish() // no body: the head is the whole response
 	}
-	if _, err := x.cc.c.Write(b.Bytes()); err != nil {
+	x.wrote = true
+	if uc.br.Buffered() > 0 && r.contentLength != 0 {
+		// Body bytes are in hand: the head goes out with the first of them,
+		// in one write.
+		x.pendingHead = b.Bytes()
+	} else if _, err := x.cc.c.Write(b.Bytes()); err != nil {
 		uc.c.Close()
 		x.abort("writing to the client: " + err.Error())
 		return false
 	}
-	x.wrote = true
 
 	// A long stream watches the client: closing it cancels the upstream
 	// request (on 2026-07-28 closing the stream is cancellation).
@@ -638,6 +645,10 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 	ok, upErr, clientErr := x.copyBody(uc, r, clientChunked)
 	if stopWatch != nil {
 		stopWatch()
+	}
+	if x.pendingHead != nil && clientErr == nil {
+		_, clientErr = x.cc.c.Write(x.pendingHead)
+		x.pendingHead = nil
 	}
 	switch {
 	case gone.Load():
@@ -674,13 +685,29 @@ func isSSE(h http.Header) bool {
 	return len(ct) >= len(protocol.ContentTypeSSE) && strings.EqualFold(ct[:len(protocol.ContentTypeSSE)], protocol.ContentTypeSSE)
 }
 
-// watchClient waits for the client to close its connection while a
-// response streams; the returned stop ends the watch (and keeps any bytes
-// the client sent meanwhile, its next request, buffered).
+// watchDelay is how long a response must stream before the engine watches
+// the client for a disconnect: most responses are over sooner, and a
+// watch costs a goroutine and a read.
+const watchDelay = 5 * time.Millisecond
+
+// watchClient watches, once the response has streamed for watchDelay, for
+// the client closing its connection; the returned stop ends the watch
+// (keeping any bytes the client sent meanwhile, its next request,
+// buffered).
 func (x *fastExchange) watchClient(uc *upConn, gone *atomic.Bool) (stop func()) {
-	done := make(chan struct{})
-	_ = x.cc.c.SetReadDeadline(time.Time{}) // here, not in the goroutine: stop's deadline must win
-	go func() {
+	var mu sync.Mutex
+	var stopped bool
+	var done chan struct{}
+	t := time.AfterFunc(watchDelay, func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
+		}
+		done = make(chan struct{})
+		// Set here, under mu, so that stop's deadline comes after it.
+		_ = x.cc.c.SetReadDeadline(time.Time{})
+		mu.Unlock()
 		defer close(done)
 		_, err := x.cc.br.Peek(1)
 		var ne net.Error
@@ -688,11 +715,20 @@ func (x *fastExchange) watchClient(uc *upConn, gone *atomic.Bool) (stop func()) 
 			gone.Store(true)
 			uc.c.Close() // unblocks the upstream read
 		}
-	}()
+	})
 	return func() {
-		_ = x.cc.c.SetReadDeadline(time.Unix(1, 0))
-		<-done
-		_ = x.cc.c.SetReadDeadline(time.Time{})
+		t.Stop()
+		mu.Lock()
+		stopped = true
+		d := done
+		if d != nil {
+			_ = x.cc.c.SetReadDeadline(time.Unix(1, 0))
+		}
+		mu.Unlock()
+		if d != nil {
+			<-d
+			_ = x.cc.c.SetReadDeadline(time.Time{})
+		}
 	}
 }
 
@@ -768,6 +804,14 @@ func (x *fastExchange) copyBody(uc *upConn, r *response, clientChunked bool) (co
 
 func (x *fastExchange) writeClient(p []byte, errp *error) {
 	if *errp != nil || len(p) == 0 {
+		return
+	}
+	if h := x.pendingHead; h != nil {
+		x.pendingHead = nil
+		bufs := net.Buffers{h, p}
+		if _, err := bufs.WriteTo(x.cc.c); err != nil {
+			*errp = err
+		}
 		return
 	}
 	if _, err := x.cc.c.Write(p); err != nil {

@@ -115,6 +115,10 @@ func TestEngineRefusesBadRequests(t *testing.T) {
 // idle connections now and then: the engine retries on a fresh one, and
 // every response arrives.
 func TestEngineKeepAliveAndStaleUpstream(t *testing.T) {
+	if testEngine == "net/http" {
+		// net/http does not retry a POST on a stale connection: it answers 502.
+		t.Skip("engine-only test")
+	}
 	up := httptest.NewUnstartedServer(echoBody())
 	up.Config.SetKeepAlivesEnabled(true)
 	up.Start()
