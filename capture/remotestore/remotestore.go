@@ -411,6 +411,9 @@ type Announcement struct {
 	PID   int    `json:"pid"`
 	API   string `json:"api"`
 	Token string `json:"token"`
+	// Dashboard is the URL of the recorder's web dashboard (with its
+	// token, if it has one); "" when it serves none.
+	Dashboard string `json:"dashboard,omitempty"`
 }
 
 // NewToken returns a random API token.

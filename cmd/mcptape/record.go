@@ -24,6 +24,7 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/proxy"
 )
 
@@ -39,6 +40,11 @@ type recordConfig struct {
 	logLevel     string
 	memoryLimit  string
 	metrics      string
+	// dashboard is where the dashboard listens; "" or "off" means none.
+	// dashboardFixed says the address was asked for (not the default).
+	dashboard      string
+	dashboardToken string
+	dashboardFixed bool
 }
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,9 +61,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics on their own listener; a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
+	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off; an address other than loopback needs a token")
+	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	c.dashboardFixed = flagSet(fs, "dashboard")
 	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit")); err != nil {
 		return usagef("--memory-limit: %v", err)
 	}
@@ -83,6 +92,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "mcptape: point your MCP client at %s%s\n", rs.srv.URL(), up.RequestURI())
 	if rs.metrics != nil {
 		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
+	}
+	if rs.dash != nil {
+		fmt.Fprintf(stdout, "mcptape: dashboard at %s\n", rs.dash.url)
 	}
 	fmt.Fprintf(stdout, "mcptape: look with `mcptape ls --data %s` (works while recording); stop with Ctrl-C\n", c.data)
 	errc := make(chan error, 1)
@@ -113,6 +125,8 @@ type recording struct {
 	unann    func()
 	upstream string
 	metrics  *metricsServer
+	dash     *runningDashboard
+	replays  *replayServers
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -160,6 +174,14 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 			return nil, err
 		}
 	}
+	if c.dashboard != "" && c.dashboard != dashboardOff {
+		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
+		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
+			metricsHandler(reg), rs.replays, logger); err != nil {
+			return nil, err
+		}
+		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
+	}
 	rs.rec, err = capture.NewRecorder(ctx, store, ro)
 	if err != nil {
 		return nil, err
@@ -196,7 +218,11 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 		return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.api.Serve(ln) }()
-	rs.unann, err = remotestore.WriteAnnouncement(c.data, remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token})
+	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
+	if rs.dash != nil {
+		a.Dashboard = rs.dash.url
+	}
+	rs.unann, err = remotestore.WriteAnnouncement(c.data, a)
 	if err != nil {
 		return fmt.Errorf("announcing the local API in %s: %w", c.data, err)
 	}
@@ -213,6 +239,12 @@ func (rs *recording) close() (capture.Stats, error) {
 		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
 		_ = rs.srv.Shutdown(sctx) // long-lived streams are cut after the grace period
 		scancel()
+	}
+	if rs.dash != nil {
+		_ = rs.dash.close()
+	}
+	if rs.replays != nil {
+		rs.replays.close()
 	}
 	var stats capture.Stats
 	if rs.rec != nil {

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/dashboard"
+	"github.com/mcptape/mcptape/proxy"
+	"github.com/mcptape/mcptape/replay"
+)
+
+// dashboardOff is the --dashboard value that turns the dashboard off.
+const dashboardOff = "off"
+
+// runDashboard is `mcptape dashboard`: browse a store that nothing records
+// into.
+func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dashboard", stderr)
+	data := fs.String("data", defaultDataDir(), "directory of the capture store")
+	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on; other than loopback needs a token")
+	token := fs.String("token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	store, err := openDashboardStore(ctx, *data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	replays := &replayServers{store: store, data: *data, logger: logger}
+	defer replays.close()
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, nil, replays, logger)
+	if err != nil {
+		return err
+	}
+	// Like a recorder, announce a read API, so that `ls` and `show` work
+	// while the dashboard holds the store, and point others at it.
+	unannounce, err := announce(store, *data, d.url)
+	if err != nil {
+		return errors.Join(err, d.close())
+	}
+	defer unannounce()
+	fmt.Fprintf(stdout, "mcptape: dashboard of %s at %s\n", *data, d.url)
+	fmt.Fprintln(stdout, "mcptape: stop with Ctrl-C")
+	select {
+	case <-ctx.Done():
+	case err = <-d.errc:
+	}
+	return errors.Join(err, d.close())
+}
+
+// openDashboardStore opens a store for `mcptape dashboard`, which edits, so
+// it must hold the store itself: a running recorder's own dashboard is the
+// way to look while it records.
+func openDashboardStore(ctx context.Context, dir string) (*badgerstore.Store, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
+	}
+	if _, st, err := remotestore.Discover(ctx, dir); err == nil {
+		return nil, recorderHolds(dir, st.PID)
+	}
+	store, err := badgerstore.Open(dir, nil)
+	if errors.Is(err, badgerstore.ErrLocked) {
+		if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
+			return nil, recorderHolds(dir, a.PID)
+		}
+		return nil, fmt.Errorf("%s is locked by another process that offers no dashboard (an older mcptape?); stop it, then try again", dir)
+	}
+	return store, err
+}
+
+func recorderHolds(dir string, pid int) error {
+	a, err := remotestore.ReadAnnouncement(dir)
+	if err == nil && a.Dashboard != "" {
+		return fmt.Errorf("%s is open in another mcptape (pid %d, recording or a dashboard): its dashboard is at %s", dir, pid, a.Dashboard)
+	}
+	return fmt.Errorf("mcptape record (pid %d) is recording into %s with its dashboard off; restart it without --dashboard off, or stop it and run `mcptape dashboard` again", pid, dir)
+}
+
+// announce serves the read API of remotestore on a loopback port and
+// announces it, with the dashboard's URL, in the data directory.
+func announce(store capture.Store, data, dashURL string) (func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("starting the local API: %w", err)
+	}
+	token := remotestore.NewToken()
+	started := time.Now()
+	api := &http.Server{Handler: remotestore.Handler(store, token, func() remotestore.Status {
+		return remotestore.Status{PID: os.Getpid(), Started: started}
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = api.Serve(ln) }()
+	remove, err := remotestore.WriteAnnouncement(data, remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token, Dashboard: dashURL})
+	if err != nil {
+		api.Close()
+		return nil, fmt.Errorf("announcing the local API in %s: %w", data, err)
+	}
+	return func() { remove(); _ = api.Close() }, nil
+}
+
+// runningDashboard is a dashboard serving on its listener.
+type runningDashboard struct {
+	srv  *dashboard.Server
+	url  string
+	errc chan error
+}
+
+// startDashboard starts the dashboard over store on addr. fixed says addr
+// was asked for: when the default address is taken (another recorder),
+// a free loopback port is used instead.
+func startDashboard(store capture.Store, data, addr, token string, fixed bool, feed dashboard.Feed, metrics http.Handler,
+	replays *replayServers, logger *slog.Logger) (*runningDashboard, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if token == "" && !dashboard.IsLoopback(addr) {
+		token = dashboard.NewToken()
+	}
+	opts := dashboardOptions(data, replays, logger)
+	opts.Token, opts.Feed, opts.Metrics = token, feed, metrics
+	srv, err := dashboard.New(store, opts)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := dashboard.Listen(addr, token)
+	if err != nil && !fixed && errors.Is(err, syscall.EADDRINUSE) {
+		logger.Info("the dashboard's default address is taken; using a free port", "addr", addr)
+		ln, err = dashboard.Listen("127.0.0.1:0", token)
+	}
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("--dashboard %s: %w (choose another address, or --dashboard off)", addr, err)
+	}
+	d := &runningDashboard{srv: srv, url: dashboard.URL(ln.Addr().String(), token), errc: make(chan error, 1)}
+	go func() { d.errc <- srv.Serve(ln) }()
+	return d, nil
+}
+
+func (d *runningDashboard) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return d.srv.Shutdown(ctx)
+}
+
+// dashboardOptions wires what the dashboard does not do itself: tapes and
+// profiles in replay's format, replay servers.
+func dashboardOptions(data string, replays *replayServers, logger *slog.Logger) *dashboard.Options {
+	return &dashboard.Options{
+		Logger:  logger,
+		Version: version,
+		DataDir: data,
+		Export: func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
+			return replay.Export(ctx, store, ids, w, "mcptape "+version)
+		},
+		Import: func(ctx context.Context, store capture.Store, r io.Reader) ([]string, error) {
+			tape, err := replay.ReadTape(r)
+			if err != nil {
+				return nil, err
+			}
+			return replay.Import(ctx, store, tape, &replay.ImportOptions{Rename: true})
+		},
+		Profiles: filepath.Join(data, "profiles"),
+		ValidateProfile: func(b []byte) error {
+			_, err := replay.ReadProfile(bytes.NewReader(b))
+			return err
+		},
+		StartReplay: replays.start,
+	}
+}
+
+// replayServers are the replay servers the dashboard's button started;
+// they run until the process stops.
+type replayServers struct {
+	store  capture.Store
+	data   string
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	servers []*proxy.Server
+	tapes   []*replay.Server
+}
+
+// start exports the session to a tape in memory and serves it on a free
+// loopback port, with the default testing profile's faults if one is set.
+func (r *replayServers) start(ctx context.Context, id string) (string, error) {
+	var buf bytes.Buffer
+	if err := replay.Export(ctx, r.store, []string{id}, &buf, "mcptape "+version); err != nil {
+		return "", err
+	}
+	tape, err := replay.ReadTape(&buf)
+	if err != nil {
+		return "", err
+	}
+	opts := &replay.ServerOptions{Logger: r.logger}
+	if p, err := r.defaultProfile(); err != nil {
+		r.logger.Warn("the default testing profile does not load; replaying without it", "err", err)
+	} else {
+		opts.Profile = p
+	}
+	h, err := replay.NewServerHandler(tape, opts)
+	if err != nil {
+		return "", err
+	}
+	srv, err := proxy.Listen("127.0.0.1:0", h, r.logger)
+	if err != nil {
+		h.Close()
+		return "", err
+	}
+	r.mu.Lock()
+	r.servers = append(r.servers, srv)
+	r.tapes = append(r.tapes, h)
+	r.mu.Unlock()
+	go func() { _ = srv.Serve() }()
+	path := ""
+	if len(tape.Sessions) > 0 {
+		path = tape.Sessions[0].Session.Path
+	}
+	return srv.URL() + path, nil
+}
+
+func (r *replayServers) defaultProfile() (*replay.Profile, error) {
+	dir := filepath.Join(r.data, "profiles")
+	b, err := os.ReadFile(filepath.Join(dir, dashboard.DefaultProfileFile))
+	if err != nil {
+		return nil, nil
+	}
+	name := strings.TrimSpace(string(b))
+	if name == "" || strings.ContainsAny(name, `/\`) {
+		return nil, nil
+	}
+	return replay.LoadProfile(filepath.Join(dir, name+".json"))
+}
+
+func (r *replayServers) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for i, s := range r.servers {
+		r.tapes[i].Close()
+		_ = s.Shutdown(ctx)
+	}
+	r.servers, r.tapes = nil, nil
+}
+
+// fanOut calls each non-nil f with every batch the recorder writes.
+func fanOut(fs ...func(*capture.Batch)) func(*capture.Batch) {
+	var live []func(*capture.Batch)
+	for _, f := range fs {
+		if f != nil {
+			live = append(live, f)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return nil
+	case 1:
+		return live[0]
+	}
+	return func(b *capture.Batch) {
+		for _, f := range live {
+			f(b)
+		}
+	}
+}
+
+// metricsHandler serves reg's metrics, or is nil without a registry.
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	if reg == nil {
+		return nil
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
