@@ -142,14 +142,18 @@ func capsHash(raw json.RawMessage) string {
 const maxPending = 10000
 
 // message records one decoded message and links it to the others.
-func (p *pipeline) message(xs *xState, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo) {
+// owned says pm.Raw is the recorder's to keep (no copy needed).
+func (p *pipeline) message(xs *xState, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo, owned bool) {
 	st := xs.sess
 	p.seq++
 	raw, redacted := p.red.body(pm.Raw)
+	if !owned && !redacted {
+		raw = append([]byte(nil), raw...)
+	}
 	m := &Message{
 		Seq: p.seq, SessionID: st.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
 		Kind: pm.Kind, Method: pm.Method, Batch: pm.Batch, SSE: sse,
-		Raw: append([]byte(nil), raw...),
+		Raw: raw,
 	}
 	if pm.ID != nil {
 		m.ID = append(json.RawMessage(nil), pm.ID...)

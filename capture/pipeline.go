@@ -358,7 +358,7 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 		return
 	}
 	for i := range msgs {
-		p.message(xs, protocol.ClientToServer, &msgs[i], at, nil)
+		p.message(xs, protocol.ClientToServer, &msgs[i], at, nil, true) // reqBuf is not reused
 	}
 	p.checkHeaders(xs, msgs)
 	xs.reqBuf = nil
@@ -483,7 +483,7 @@ func (p *pipeline) jsonResponse(xs *xState, ev event) {
 		return
 	}
 	for i := range msgs {
-		p.message(xs, protocol.ServerToClient, &msgs[i], ev.at, nil)
+		p.message(xs, protocol.ServerToClient, &msgs[i], ev.at, nil, true) // respBuf is not reused
 	}
 }
 
@@ -515,8 +515,13 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 		return
 	}
 	msgs := protocol.Split(e.Data)
-	i := bytes.Index(e.Raw, e.Data)
-	contiguous := len(msgs) == 1 && msgs[0].Batch < 0 && bytes.IndexByte(e.Data, '\n') < 0 && i >= 0
+	i := e.DataStart
+	contiguous := len(msgs) == 1 && msgs[0].Batch < 0 && i >= 0
+	// A large message keeps the parser's bytes instead of a copy of them.
+	owned := contiguous && len(e.Data) >= 64<<10
+	if owned {
+		e.Detach()
+	}
 	for k := range msgs {
 		inf := *info
 		switch {
@@ -526,7 +531,7 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 		case k == 0:
 			inf.Whole = append([]byte(nil), e.Raw...)
 		}
-		p.message(xs, protocol.ServerToClient, &msgs[k], at, &inf)
+		p.message(xs, protocol.ServerToClient, &msgs[k], at, &inf, owned)
 	}
 }
 

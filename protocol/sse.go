@@ -23,9 +23,11 @@ type Event struct {
 	// Type is the `event:` field, "" when absent (which means "message").
 	Type string
 	// Data is the `data:` lines joined with "\n"; HasData reports whether
-	// there was at least one data line.
-	Data    []byte
-	HasData bool
+	// there was at least one data line. DataStart is where Data begins in
+	// Raw when it is one line (a view into Raw), -1 otherwise.
+	Data      []byte
+	HasData   bool
+	DataStart int
 	// Retry is the raw `retry:` value, "" when absent.
 	Retry string
 	// Comments holds each comment line without its leading colon.
@@ -36,6 +38,16 @@ type Event struct {
 	// Unterminated is set for a final block the stream ended in the middle
 	// of (no blank line). A spec-following client discards it.
 	Unterminated bool
+
+	parser *SSEParser
+}
+
+// Detach, called during emit, gives the caller Raw and Data to keep: the
+// parser will not reuse their memory, so a large event need not be copied.
+func (e *Event) Detach() {
+	if e.parser != nil && !e.Oversize {
+		e.parser.detached = true
+	}
 }
 
 // IsPriming reports whether e is a priming event: an id with empty data
@@ -81,6 +93,7 @@ type SSEParser struct {
 	lineSeen  bool // in discard mode: the line in progress has bytes
 	pendCR    bool // in discard mode: the last byte seen was CR
 	swallowLF bool // an oversize block ended at a CR: drop an LF that follows
+	detached  bool // the caller took the dispatched block's bytes
 }
 
 type span struct{ start, end int }
@@ -139,7 +152,7 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 				end++
 			}
 		}
-		p.lineDone(i, end, emit)
+		end -= p.lineDone(i, end, emit)
 		p.line, p.scan = end, end
 	}
 	if len(p.buf)-p.ev > p.max() {
@@ -254,7 +267,7 @@ func (p *SSEParser) Close(emit func(*Event)) {
 	}
 	if n := len(p.buf); p.line < n && p.buf[n-1] == '\r' {
 		// The CR held back to see whether LF follows ends its line.
-		p.lineDone(n-1, n, emit)
+		n -= p.lineDone(n-1, n, emit)
 		p.line = n
 	}
 	if end := len(p.buf); p.line < end {
@@ -271,18 +284,29 @@ func (p *SSEParser) Close(emit func(*Event)) {
 }
 
 // lineDone handles the line buf[p.line:i], terminated at end.
-func (p *SSEParser) lineDone(i, end int, emit func(*Event)) {
+// It returns how far the buffer moved: when the caller took the block's
+// bytes (Event.Detach), what followed it is in a buffer of its own.
+func (p *SSEParser) lineDone(i, end int, emit func(*Event)) (shift int) {
 	if i == p.line {
 		// A blank line ends the block (one with nothing before it is a
 		// block of its own, so no byte of the stream is lost).
 		p.dispatch(end, emit)
 		p.ev = end
-		return
+		if p.detached {
+			p.detached = false
+			rest := p.buf[end:]
+			nb := make([]byte, len(rest), max(2*len(rest), 4<<10))
+			copy(nb, rest)
+			p.buf, p.ev = nb, 0
+			return end
+		}
+		return 0
 	}
 	if end-p.ev <= p.max() {
 		// Lines past the size limit are dropped, not interpreted.
 		p.field(p.line, i)
 	}
+	return 0
 }
 
 // field interprets the line buf[start:end] (no terminator).
@@ -353,6 +377,11 @@ func (p *SSEParser) dispatch(end int, emit func(*Event)) {
 	}
 	p.cur.Raw = raw
 	p.cur.Data = p.joined(raw)
+	p.cur.DataStart = -1
+	if len(p.spans) == 1 && p.spans[0].end <= len(raw) {
+		p.cur.DataStart = p.spans[0].start
+	}
+	p.cur.parser = p
 	if emit != nil {
 		emit(&p.cur)
 	}

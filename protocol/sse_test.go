@@ -13,10 +13,15 @@ type sseRecord struct {
 	Oversize, Unterminated     bool
 }
 
-func parseAll(in []byte, chunk, max int) []sseRecord {
+func parseAll(in []byte, chunk, max int) []sseRecord { return parseAllDetach(in, chunk, max, false) }
+
+func parseAllDetach(in []byte, chunk, max int, detach bool) []sseRecord {
 	p := SSEParser{MaxEventSize: max}
 	var out []sseRecord
 	emit := func(e *Event) {
+		if detach {
+			e.Detach()
+		}
 		out = append(out, sseRecord{
 			Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
 			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
@@ -126,6 +131,15 @@ func FuzzSSEChunking(f *testing.F) {
 		}
 		whole := parseAll(stream, 0, 1<<20)
 		got := parseAll(stream, chunk%17+1, 1<<20)
+		det := parseAllDetach(stream, chunk%17+1, 1<<20, true)
+		if len(det) != len(got) {
+			t.Fatalf("%d events detaching, %d not", len(det), len(got))
+		}
+		for i := range det {
+			if det[i].Raw != got[i].Raw || det[i].Data != got[i].Data {
+				t.Fatalf("event %d detaching %+v, not %+v", i, det[i], got[i])
+			}
+		}
 		var a, b strings.Builder
 		for _, e := range whole {
 			a.WriteString(e.Raw)
@@ -167,4 +181,22 @@ func FuzzSSEOversizeChunking(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A detached event keeps its bytes while the parser goes on.
+func TestSSEDetach(t *testing.T) {
+	var p SSEParser
+	var kept [][]byte
+	emit := func(e *Event) {
+		if len(e.Data) > 3 {
+			e.Detach()
+			kept = append(kept, e.Data)
+		}
+	}
+	p.Feed([]byte("data: first-event\n\ndata: second-"), emit)
+	p.Feed([]byte("event\n\ndata: x\n\ndata: third-event\r\r"), emit)
+	p.Close(emit)
+	if len(kept) != 3 || string(kept[0]) != "first-event" || string(kept[1]) != "second-event" || string(kept[2]) != "third-event" {
+		t.Fatalf("kept %q", kept)
+	}
 }

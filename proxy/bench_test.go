@@ -81,3 +81,46 @@ func BenchmarkEcho(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBigResult streams a 1 MiB SSE result from a cheap upstream
+// through the recording proxy on Badger: the recorder's cost per MiB (run
+// with -cpuprofile to see where it goes).
+func BenchmarkBigResult(b *testing.B) {
+	payload := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" +
+		strings.Repeat("mcptape-fixture-big-0123456789abcdefghij ", 1<<20/40) + "\"}]}}\n\n")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(payload)
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	store, err := badgerstore.Open(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	rec, _ := capture.NewRecorder(context.Background(), store, nil)
+	defer rec.Close(context.Background())
+	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
+	f := serveProxy(b, p)
+	defer f.Close()
+	tr := &http.Transport{Proxy: nil}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		res, err := c.Post(f.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if n != int64(len(payload)) {
+			b.Fatalf("got %d bytes", n)
+		}
+	}
+	if err := rec.Sync(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
