@@ -201,7 +201,7 @@ func (s *Server) listSessions(ctx context.Context, f *sessionFilter) (*sessionsP
 			if err != nil {
 				return nil, err
 			}
-			if (f.method != "" && !sum.methods[f.method]) || (f.tool != "" && !sum.tools[f.tool]) {
+			if (f.method != "" && !sum.hasMethod(f.method)) || (f.tool != "" && !sum.hasTool(f.tool)) {
 				continue
 			}
 		}
@@ -311,14 +311,8 @@ func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
 		ServerCapabilities: string(x.ServerCapabilities), Key: x.Key, Replay: s.replayInfo(x.ID),
 		Methods: []string{}, Tools: []string{}}
 	if sum, err := s.index.get(r.Context(), x); err == nil {
-		for m := range sum.methods {
-			d.Methods = append(d.Methods, m)
-		}
-		for t := range sum.tools {
-			d.Tools = append(d.Tools, t)
-		}
-		slices.Sort(d.Methods)
-		slices.Sort(d.Tools)
+		d.Methods = append(d.Methods, sum.methods...)
+		d.Tools = append(d.Tools, sum.tools...)
 	}
 	writeJSON(w, http.StatusOK, d)
 }

@@ -44,7 +44,8 @@
 //	POST   /messages/{seq}/edits              {"raw": "<json>", "note": "..."}: a new version
 //	POST   /tapes                             import the tape in the body (Options.Import): {"sessions": [...]}
 //	GET    /live                              SSE: message, session and lagged events as they are recorded
-//	GET    /latency                           p50/p99 per method over time: ?since= &until= &buckets= &method= &session=
+//	GET    /latency                           p50/p99 per method over time: ?since= &until= (default: the day before
+//	                                          the newest session) &buckets= &method= &session=
 //	GET    /profiles                          testing profiles in Options.Profiles, and the default
 //	GET    /profiles/{name}                   one profile's text
 //	PUT    /profiles/{name}                   {"content": "..."}: create or replace (validated)

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -9,12 +10,13 @@ import (
 	"github.com/mcptape/mcptape/protocol"
 )
 
-// summaryIndex holds, per session, what the session filters and the latency
-// chart need beyond the session record: the methods and tools it used and
-// the latency of each answered request. It is computed from the message
-// index (no raw bytes) on first use, warmed in the background when the
-// dashboard starts, and recomputed when a session's record shows more
-// messages or a later end.
+// summaryIndex holds, per session, what the method and tool filters need
+// beyond the session record: the methods and tools it used. It is computed
+// from the message index (no raw bytes) on first use, warmed in the
+// background for the newest sessions when the dashboard starts, and
+// recomputed when a session's record shows more messages or a later end.
+// It keeps a few interned names per session, so it stays small for a store
+// of months.
 type summaryIndex struct {
 	store capture.Store
 
@@ -28,17 +30,18 @@ type sessionSummary struct {
 	messages int
 	end      time.Time
 
-	methods map[string]bool
-	tools   map[string]bool
-	samples []latencySample
+	methods []string // sorted, interned
+	tools   []string
 }
 
-// latencySample is one answered request: its method, when it was sent, and
-// how long the answer took.
-type latencySample struct {
-	method string
-	at     time.Time
-	d      time.Duration
+func (s *sessionSummary) hasMethod(m string) bool {
+	_, ok := slices.BinarySearch(s.methods, m)
+	return ok
+}
+
+func (s *sessionSummary) hasTool(t string) bool {
+	_, ok := slices.BinarySearch(s.tools, t)
+	return ok
 }
 
 func newSummaryIndex(store capture.Store) *summaryIndex {
@@ -53,51 +56,42 @@ func (ix *summaryIndex) get(ctx context.Context, s *capture.Session) (*sessionSu
 	if sum != nil && sum.messages == s.Messages && sum.end.Equal(s.End) {
 		return sum, nil
 	}
-	sum = &sessionSummary{messages: s.Messages, end: s.End, methods: map[string]bool{}, tools: map[string]bool{}}
-	type pending struct {
-		method string
-		at     time.Time
-	}
-	open := map[uint64]pending{}
+	methods, tools := map[string]bool{}, map[string]bool{}
 	for m, err := range ix.store.Messages(ctx, s.ID, capture.MessageQuery{NoRaw: true}) {
 		if err != nil {
 			return nil, err
 		}
-		switch m.Kind {
-		case protocol.KindRequest:
-			open[m.Seq] = pending{ix.name(m.Method), m.Time}
-			fallthrough
-		case protocol.KindNotification:
-			sum.methods[ix.name(m.Method)] = true
-			if m.Method == protocol.MethodToolsCall && m.Name != "" {
-				sum.tools[ix.name(m.Name)] = true
-			}
-		case protocol.KindResult, protocol.KindError:
-			if p, ok := open[m.Links.Request]; ok && m.Links.Request != 0 {
-				delete(open, m.Links.Request)
-				if d := m.Time.Sub(p.at); d >= 0 {
-					sum.samples = append(sum.samples, latencySample{p.method, p.at, d})
-				}
-			}
+		if m.Kind != protocol.KindRequest && m.Kind != protocol.KindNotification {
+			continue
+		}
+		methods[m.Method] = true
+		if m.Method == protocol.MethodToolsCall && m.Name != "" {
+			tools[m.Name] = true
 		}
 	}
+	sum = &sessionSummary{messages: s.Messages, end: s.End, methods: ix.names(methods), tools: ix.names(tools)}
 	ix.mu.Lock()
 	ix.sessions[s.ID] = sum
 	ix.mu.Unlock()
 	return sum, nil
 }
 
-// name interns method and tool names: thousands of sessions share a few.
-func (ix *summaryIndex) name(s string) string {
+// names is the set as a sorted slice of interned strings: thousands of
+// sessions share a few names.
+func (ix *summaryIndex) names(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
 	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if v, ok := ix.intern[s]; ok {
-		return v
+	for n := range set {
+		if v, ok := ix.intern[n]; ok {
+			n = v
+		} else if len(ix.intern) < 10000 {
+			ix.intern[n] = n
+		}
+		out = append(out, n)
 	}
-	if len(ix.intern) < 10000 {
-		ix.intern[s] = s
-	}
-	return s
+	ix.mu.Unlock()
+	slices.Sort(out)
+	return out
 }
 
 // forget drops a deleted session.
@@ -107,17 +101,20 @@ func (ix *summaryIndex) forget(id string) {
 	ix.mu.Unlock()
 }
 
-// warm computes every session's summary, newest first, so that the first
+// warmSessions is how many of the newest sessions warm computes.
+const warmSessions = 2000
+
+// warm computes the summaries of the newest sessions, so that the first
 // filtered listing is as fast as the next.
 func (ix *summaryIndex) warm(ctx context.Context) {
-	var all []*capture.Session
-	for s, err := range ix.store.Sessions(ctx, capture.SessionQuery{}) {
+	var recent []*capture.Session
+	for s, err := range ix.store.Sessions(ctx, capture.SessionQuery{Limit: warmSessions}) {
 		if err != nil {
 			return
 		}
-		all = append(all, s)
+		recent = append(recent, s)
 	}
-	for _, s := range all {
+	for _, s := range recent {
 		if ctx.Err() != nil {
 			return
 		}

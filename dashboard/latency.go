@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // latencyAnswer is GET /api/v1/latency: p50 and p99 of the time from a
@@ -73,7 +74,29 @@ func (s *Server) apiLatency(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
+// latencySample is one answered request: its method, when it was sent, and
+// how long the answer took.
+type latencySample struct {
+	method string
+	at     time.Time
+	d      time.Duration
+}
+
+// defaultLatencyWindow is the range the chart covers when none is given:
+// the last day of recording.
+const defaultLatencyWindow = 24 * time.Hour
+
+// latency reads the answered requests of the sessions in the range from the
+// message index (request time to response time) and buckets them.
 func (s *Server) latency(ctx context.Context, since, until time.Time, buckets int, method, session string) (*latencyAnswer, error) {
+	if since.IsZero() && until.IsZero() && session == "" {
+		for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Limit: 1}) {
+			if err != nil {
+				return nil, err
+			}
+			since = x.Start.Add(-defaultLatencyWindow)
+		}
+	}
 	var samples []latencySample
 	add := func(x *capture.Session) error {
 		end := x.End
@@ -83,16 +106,25 @@ func (s *Server) latency(ctx context.Context, since, until time.Time, buckets in
 		if !since.IsZero() && end.Before(since) {
 			return nil
 		}
-		sum, err := s.index.get(ctx, x)
-		if err != nil {
-			return err
-		}
-		for _, p := range sum.samples {
-			if (!since.IsZero() && p.at.Before(since)) || (!until.IsZero() && !p.at.Before(until)) ||
-				(method != "" && p.method != method) {
-				continue
+		sent := map[uint64]latencySample{}
+		for m, err := range s.store.Messages(ctx, x.ID, capture.MessageQuery{NoRaw: true}) {
+			if err != nil {
+				return err
 			}
-			samples = append(samples, p)
+			switch m.Kind {
+			case protocol.KindRequest:
+				if (since.IsZero() || !m.Time.Before(since)) && (until.IsZero() || m.Time.Before(until)) &&
+					(method == "" || m.Method == method) {
+					sent[m.Seq] = latencySample{method: m.Method, at: m.Time}
+				}
+			case protocol.KindResult, protocol.KindError:
+				if p, ok := sent[m.Links.Request]; ok && m.Links.Request != 0 {
+					delete(sent, m.Links.Request)
+					if p.d = m.Time.Sub(p.at); p.d >= 0 {
+						samples = append(samples, p)
+					}
+				}
+			}
 		}
 		return nil
 	}

@@ -35,6 +35,8 @@ export async function latencyPage({ main, query, signal, navigate }) {
   });
   main.append(h('h1', {}, 'Latency'), query.get('session') ? h('p', { class: 'muted' }, 'Session ', h('code', {}, clipped(query.get('session'), 80))) : '', form);
   const ans = await api('/latency?' + q, { signal });
+  main.append(h('p', { class: 'muted' }, `${fmtTime(ans.from)} to ${fmtTime(ans.to)}`,
+    query.get('since') || query.get('until') || query.get('session') ? '' : ' (by default, the last 24 hours of recording)'));
   if (ans.methods.length === 0) {
     main.append(h('p', { class: 'empty' }, 'No answered requests in this range.'));
     return;
