@@ -1,11 +1,14 @@
 package dashboard_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
+	"github.com/mcptape/mcptape/replay"
 )
 
 // jsString quotes s for a JavaScript expression.
@@ -31,7 +35,13 @@ const treeReady = `document.querySelector('[role=tree][data-ready]') !== null`
 // recorded through the proxy, on both eras.
 func TestBrowser(t *testing.T) {
 	var started []string
-	r := newRig(t, tapeOptions(&started))
+	opts := tapeOptions(&started)
+	opts.Profiles = t.TempDir()
+	opts.ValidateProfile = func(b []byte) error {
+		_, err := replay.ReadProfile(bytes.NewReader(b))
+		return err
+	}
+	r := newRig(t, opts)
 	r.runClient(t, fixtures.PathStateful)
 	legacy := r.sessionOn(t, fixtures.PathStateful)
 	r.runClient(t, fixtures.PathStateless)
@@ -220,11 +230,39 @@ func TestBrowser(t *testing.T) {
 		b.checkClean()
 	})
 
-	t.Run("LatencyAndProfilesPages", func(t *testing.T) {
+	t.Run("Latency", func(t *testing.T) {
 		b.t = t
 		b.open(base + "/latency")
 		b.waitFor("the chart", `document.querySelectorAll('svg.chart polyline').length > 0`, 10*time.Second)
+		if n := eval[int](b, `[...document.querySelectorAll('table.grid tbody tr')].filter(tr => tr.cells[0].textContent.includes('tools/call')).length`); n != 1 {
+			t.Errorf("%d tools/call rows in the latency table", n)
+		}
 		b.screenshot("latency")
+		b.checkClean()
+	})
+
+	t.Run("Profiles", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/profiles")
+		b.waitFor("the profiles page", `document.querySelector('input[name=name]') !== null`, 10*time.Second)
+		b.run("name", chromedp.SendKeys(chromedp.CSS("input[name=name]"), "ci"))
+		b.click(`form.row-actions button[type=submit]`)
+		b.waitFor("the new profile", `location.pathname === '/profiles/ci' && document.querySelector('textarea.editor') !== null`, 10*time.Second)
+		// A profile that breaks the format is refused, naming the field.
+		eval[bool](b, `(() => { document.querySelector('textarea.editor').value = '{"sampling": {"provider": "psychic"}}'; return true })()`)
+		b.click(`button.save-profile`)
+		b.waitFor("the refusal", `document.querySelector('.check.bad')?.textContent.includes('sampling.provider')`, 5*time.Second)
+		eval[bool](b, `(() => { document.querySelector('textarea.editor').value = '{"name": "ci", "sampling": {"provider": "mock"}}'; return true })()`)
+		b.click(`button.save-profile`)
+		b.waitFor("saved", `document.querySelector('.check.ok')?.textContent === 'Saved'`, 5*time.Second)
+		b.click(`a[href="/profiles"]`)
+		b.waitFor("the list", `document.querySelector('tr[data-profile=ci]') !== null`, 5*time.Second)
+		b.click(`tr[data-profile=ci] button.make-default`)
+		b.waitFor("the default", `document.querySelector('tr[data-profile=ci] .chip.ok')?.textContent === 'default'`, 5*time.Second)
+		b.screenshot("profiles")
+		if got, err := os.ReadFile(filepath.Join(opts.Profiles, "default-profile")); err != nil || strings.TrimSpace(string(got)) != "ci" {
+			t.Errorf("default-profile = %q (%v)", got, err)
+		}
 		b.checkClean()
 	})
 }

@@ -17,7 +17,7 @@ export function livePage({ main, query }) {
   let count = 0;
   main.append(h('h1', {}, 'Live'),
     h('div', { class: 'row-actions' }, state, filter, pause, counter),
-    h('div', { class: 'two' },
+    h('div', { class: 'live-layout' },
       h('div', { class: 'scroll' }, h('table', { class: 'grid live' },
         h('thead', {}, h('tr', {}, ['Time', 'Session', '', 'Kind', 'Method', 'Name', 'Size', 'Seq'].map((x) => h('th', { scope: 'col' }, x)))),
         tbody)),

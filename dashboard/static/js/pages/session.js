@@ -36,7 +36,7 @@ export async function sessionPage({ params, main, signal }) {
     actions(detail, features)));
 
   const treeEl = renderTree(tree, s);
-  main.append(section(`Calls (${fmtCount(tree.tree.roots.length)})`,
+  main.append(section(`Calls and notifications (${fmtCount(tree.tree.roots.length)})`,
     h('p', { class: 'muted small' }, 'Click ▸ or use the arrow keys to open a node; Enter opens its message. ',
       h('a', { href: '/latency?session=' + enc(s.id) }, 'Latency of this session')),
     treeEl));
