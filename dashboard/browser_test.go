@@ -230,6 +230,39 @@ func TestBrowser(t *testing.T) {
 		b.checkClean()
 	})
 
+	t.Run("ImportAndDelete", func(t *testing.T) {
+		b.t = t
+		r.settle(t, legacy.ID)
+		code, tape, _ := newAPIClient(t, base).do(http.MethodGet, "/api/v1/sessions/"+esc(legacy.ID)+"/tape", nil, nil)
+		if code != http.StatusOK {
+			t.Fatalf("export: %d", code)
+		}
+		file := filepath.Join(t.TempDir(), "bug.tape.json")
+		if err := os.WriteFile(file, tape, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b.open(base + "/import")
+		b.waitFor("the import page", `document.querySelector('input[type=file]') !== null`, 10*time.Second)
+		b.run("choose the tape", chromedp.SetUploadFiles(chromedp.CSS("input[type=file]"), []string{file}))
+		b.click(`main button.primary`)
+		b.waitFor("the imported session", `document.querySelector('.import-result a') !== null`, 10*time.Second)
+		imported := eval[string](b, `document.querySelector('.import-result a').textContent`)
+		if imported != legacy.ID+"-2" {
+			t.Errorf("imported %q, want %s-2", imported, legacy.ID)
+		}
+		b.screenshot("imported")
+		// Open it and delete it, in two clicks.
+		b.click(`.import-result a`)
+		b.waitFor("the imported session's tree", treeReady, 10*time.Second)
+		b.click(`button.danger`)
+		b.click(`button.danger`)
+		b.waitFor("the sessions list", `location.pathname === '/sessions' && document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		if _, err := r.store.Session(context.Background(), imported); err == nil {
+			t.Errorf("session %s is still in the store", imported)
+		}
+		b.checkClean()
+	})
+
 	t.Run("Latency", func(t *testing.T) {
 		b.t = t
 		b.open(base + "/latency")
