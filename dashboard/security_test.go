@@ -399,12 +399,15 @@ func readLive(t *testing.T, base string, start func(), want func(typ, data strin
 
 func TestLivePublish(t *testing.T) {
 	r := newRig(t, nil)
-	sawSession := false
+	sawSession, sawCall := false, false
 	readLive(t, r.srv.URL, func() { r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho) }, func(typ, data string) bool {
-		if typ == "session" {
+		switch {
+		case typ == "session" && strings.Contains(data, `"era":"modern"`):
 			sawSession = true
+		case typ == "message" && strings.Contains(data, `"method":"tools/call"`) && strings.Contains(data, `"name":"echo"`):
+			sawCall = true
 		}
-		return typ == "message" && strings.Contains(data, `"method":"tools/call"`) && strings.Contains(data, `"name":"echo"`) && sawSession
+		return sawSession && sawCall
 	})
 }
 
