@@ -22,15 +22,15 @@ type chunkScanner struct {
 }
 
 const (
-	csSize    = iota // hex digits of a chunk size
-	csExt            // a chunk extension, up to the line end
-	csSizeLF         // after CR of a size line
-	csData           // chunk data
-	csDataCR         // CR after chunk data
-	csDataLF         // LF after chunk data
-	csTrailer        // at the start of a trailer line
-	csTrailerLine    // inside a trailer line
-	csEndLF          // LF of the blank line that ends the body
+	csSize        = iota // hex digits of a chunk size
+	csExt                // a chunk extension, up to the line end
+	csSizeLF             // after CR of a size line
+	csData               // chunk data
+	csDataCR             // CR after chunk data
+	csDataLF             // LF after chunk data
+	csTrailer            // at the start of a trailer line
+	csTrailerLine        // inside a trailer line
+	csEndLF              // LF of the blank line that ends the body
 	csDone
 )
 

@@ -290,13 +290,13 @@ func hopByHop(h http.Header) {
 
 // exchange state of the engine's request.
 type fastExchange struct {
-	e       *engine
-	cc      *clientConn
-	req     *request
-	hr      *http.Request // for the recorder and metrics
-	tap     *capture.Tap
-	mx      exchangeMetrics
-	body    []byte
+	e        *engine
+	cc       *clientConn
+	req      *request
+	hr       *http.Request // for the recorder and metrics
+	tap      *capture.Tap
+	mx       exchangeMetrics
+	body     []byte
 	wrote    bool // response headers went to the client
 	status   int
 	aborted  bool
