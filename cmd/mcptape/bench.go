@@ -35,10 +35,11 @@ const (
 	scSSE      = "sse"
 	scSampling = "sampling"
 	scMRTR     = "mrtr"
+	scReplay   = "replay"
 	scHuge     = "huge"
 )
 
-var allScenarios = []string{scEcho1, scEcho32, scBig, scSSE, scSampling, scMRTR, scHuge}
+var allScenarios = []string{scEcho1, scEcho32, scBig, scSSE, scSampling, scMRTR, scReplay, scHuge}
 
 // Target names, as --targets takes them.
 const (
@@ -49,6 +50,10 @@ const (
 )
 
 var allTargets = []string{tgDirect, tgPlain, tgNginx, tgMcptape}
+
+// tgReplay is `mcptape replay server`, which only the replay scenario
+// measures, beside direct.
+const tgReplay = "replay"
 
 type benchConfig struct {
 	scenarios []string
@@ -67,6 +72,7 @@ type benchConfig struct {
 	hugeBytes   int
 	hugeConc    int
 	hugeCalls   int
+	replayCalls int
 
 	nginx    string
 	jsonFile string
@@ -83,7 +89,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("bench", stderr)
 	var c benchConfig
 	scenarios := fs.String("scenarios", "all", "comma-separated scenarios to run: "+strings.Join(allScenarios, ",")+
-		" (echo at c=1, echo at c=--concurrency, --big-bytes results, SSE first event, 2025-11-25 sampling, 2026-07-28 MRTR, --huge-bytes results with peak RSS)")
+		" (echo at c=1, echo at c=--concurrency, --big-bytes results, SSE first event, 2025-11-25 sampling, 2026-07-28 MRTR, "+
+		"the replay server against the live server, --huge-bytes results with peak RSS)")
 	targets := fs.String("targets", "all", "comma-separated targets: "+strings.Join(allTargets, ",")+" (direct always runs: it is the baseline)")
 	fs.IntVar(&c.rounds, "rounds", 5, "rounds per scenario; in each, every target gets one batch, in rotating order")
 	fs.DurationVar(&c.batch, "batch", time.Second, "how long one target's batch lasts")
@@ -98,6 +105,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.hugeBytes, "huge-bytes", 10<<20, "result size in the huge scenario")
 	fs.IntVar(&c.hugeConc, "huge-concurrency", 4, "concurrent callers in the huge scenario")
 	fs.IntVar(&c.hugeCalls, "huge-calls", 16, "calls per batch in the huge scenario")
+	fs.IntVar(&c.replayCalls, "replay-calls", 10000, "distinct echo calls on the replay scenario's tape, recorded from the live server before measuring")
 	fs.StringVar(&c.nginx, "nginx", "", "the nginx binary (default: nginx on $PATH, else /usr/sbin/nginx; none found skips the nginx target)")
 	fs.StringVar(&c.jsonFile, "json", "", "also write every figure as JSON to this file")
 	fs.BoolVar(&c.check, "check", false, "exit non-zero when a target (see the targets section of the output) fails")
@@ -128,7 +136,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		name string
 		n    int
 	}{{"--rounds", c.rounds}, {"--concurrency", c.concurrency}, {"--big-concurrency", c.bigConc}, {"--sse-steps", c.sseSteps},
-		{"--sse-concurrency", c.sseConc}, {"--huge-concurrency", c.hugeConc}, {"--huge-calls", c.hugeCalls}, {"--big-bytes", c.bigBytes}, {"--huge-bytes", c.hugeBytes}} {
+		{"--sse-concurrency", c.sseConc}, {"--huge-concurrency", c.hugeConc}, {"--huge-calls", c.hugeCalls}, {"--replay-calls", c.replayCalls}, {"--big-bytes", c.bigBytes}, {"--huge-bytes", c.hugeBytes}} {
 		if v.n < 1 {
 			return usagef("%s must be at least 1", v.name)
 		}

@@ -71,6 +71,8 @@ type worker struct {
 	// sent and recv count JSON-RPC messages (and SSE frames, which the
 	// recorder stores as messages too) that crossed the target.
 	sent, recv int64
+	// cursor is the next call of the replay tape (replay scenario).
+	cursor int
 
 	br   *bufio.Reader
 	line []byte

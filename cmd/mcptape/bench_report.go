@@ -123,12 +123,23 @@ func (r *benchReport) failed() int {
 }
 
 // judge applies the performance targets of issues 2 (against the plain Go
-// proxy) and 5 (against nginx).
+// proxy), 5 (against nginx) and 4 (the replay server against the live one).
 func (r *benchReport) judge() []verdict {
+	out := r.judgeProxies()
+	// Issue 4: the replay server answers at least as fast as the live one.
+	if rp, d := r.fig(scReplay, tgReplay), r.fig(scReplay, tgDirect); rp != nil && d != nil && rp.CallsPerSec != nil && d.CallsPerSec != nil {
+		out = append(out, verdict{Issue: "4", Name: "replay server: calls/s ≥ the live server's, none failed", Pass: *rp.CallsPerSec >= *d.CallsPerSec && rp.Failed == 0,
+			Detail: fmt.Sprintf("replay %s (%d failed) ≥ live %s", num(*rp.CallsPerSec, "/s"), rp.Failed, num(*d.CallsPerSec, "/s"))})
+	}
+	return out
+}
+
+// judgeProxies applies the proxy targets of issues 2 and 5.
+func (r *benchReport) judgeProxies() []verdict {
+	var out []verdict
 	if !r.ran(tgMcptape) {
 		return nil
 	}
-	var out []verdict
 	add := func(issue, name string, ok bool, detail string) {
 		out = append(out, verdict{Issue: issue, Name: name, Pass: ok, Detail: detail})
 	}
@@ -277,6 +288,18 @@ func (r *benchReport) rows() []row {
 				add("calls/s", 0, false, true, rate)
 			}
 			add("proxy CPU per call (µs)", 0, false, true, cpuCall)
+		case scReplay:
+			add("calls/s", 0, false, true, rate)
+			add("p50 latency (µs)", 0, false, true, p50)
+			add("p99 latency (µs)", 0, false, true, p99)
+			add("calls/s ÷ live (direct)", 2, false, false, func(f *figures) *float64 {
+				d := s.Targets[tgDirect]
+				if f == d || f.CallsPerSec == nil || d == nil || d.CallsPerSec == nil || *d.CallsPerSec <= 0 {
+					return nil
+				}
+				return ptr(*f.CallsPerSec / *d.CallsPerSec)
+			})
+			add("replay server CPU per call (µs)", 0, false, true, cpuCall)
 		case scEcho32:
 			add("calls/s", 0, false, true, rate)
 			add("p50 latency (µs)", 0, false, true, p50)
@@ -340,7 +363,8 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario, each round one %s per target in rotating order (interleaved); %s in all\n",
 		r.Config["rounds"], batch, r.Duration.Round(time.Second))
 	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (no §3.6b fix); "+
-		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s\n", m.TempDir)
+		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
+		"replay = `mcptape replay server` on a tape recorded from the fixture server (replay scenario only)\n", m.TempDir)
 	for _, t := range r.Targets {
 		if t.Skipped != "" {
 			fmt.Fprintf(w, "- **%s skipped**: %s\n", t.Name, t.Skipped)
@@ -440,11 +464,14 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 		for _, v := range r.Verdicts {
 			if v.Issue != issue {
 				issue = v.Issue
-				what := "the plain Go proxy"
-				if issue == "5" {
-					what = "nginx"
+				what := "mcptape against the plain Go proxy"
+				switch issue {
+				case "4":
+					what = "the replay server against the live server"
+				case "5":
+					what = "mcptape against nginx"
 				}
-				fmt.Fprintf(w, "\n### issue %s: mcptape against %s\n\n", issue, what)
+				fmt.Fprintf(w, "\n### issue %s: %s\n\n", issue, what)
 			}
 			status := "**FAIL**"
 			switch {

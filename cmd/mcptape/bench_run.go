@@ -31,6 +31,9 @@ type scenarioSpec struct {
 	// first: the call measures its first progress event. rss: the
 	// scenario reports the proxies' peak RSS.
 	first, rss bool
+	// only, if not empty, names the targets the scenario measures; else it
+	// measures every live proxy target.
+	only []string
 }
 
 func (e *benchEnv) scenario(id string) *scenarioSpec {
@@ -54,6 +57,10 @@ func (e *benchEnv) scenario(id string) *scenarioSpec {
 	case scMRTR:
 		return &scenarioSpec{id: id, title: "MRTR round trip, 2026-07-28 (input_required, then retry with inputResponses), concurrency 1",
 			short: "MRTR 2026-07-28", conc: 1, call: (*worker).callMRTR}
+	case scReplay:
+		return &scenarioSpec{id: id, title: fmt.Sprintf("`mcptape replay server --timing fast` against the live fixture server: the same echo calls, "+
+			"concurrency 1, from a tape of %d distinct recorded calls", c.replayCalls),
+			short: "replay vs live", conc: 1, only: []string{tgDirect, tgReplay}, call: (*worker).callReplayEcho}
 	case scHuge:
 		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results, concurrency %d, %d calls per batch, peak RSS", sizeText(c.hugeBytes), c.hugeConc, c.hugeCalls),
 			short: sizeText(c.hugeBytes) + " results", conc: c.hugeConc, calls: c.hugeCalls, payload: c.hugeBytes, rss: true,
@@ -221,10 +228,25 @@ func (e *benchEnv) target(name string) *target {
 	return nil
 }
 
+// live is the targets that run, the replay server aside.
 func (e *benchEnv) live() []*target {
 	var out []*target
 	for _, t := range e.targets {
-		if t.live() {
+		if t.live() && t.name != tgReplay {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// measured is the targets a scenario measures.
+func (e *benchEnv) measured(sc *scenarioSpec) []*target {
+	if len(sc.only) == 0 {
+		return e.live()
+	}
+	var out []*target
+	for _, t := range e.targets {
+		if t.live() && slices.Contains(sc.only, t.name) {
 			out = append(out, t)
 		}
 	}
@@ -250,10 +272,13 @@ func peakKB(t *target) int64 {
 // runScenario runs one scenario's rounds, interleaving the targets.
 func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenarioResult, error) {
 	cfg := e.cfg
-	live := e.live()
+	live := e.measured(sc)
 	res := &scenarioResult{ID: sc.id, Title: sc.title, Short: sc.short, Concurrency: sc.conc, Payload: sc.payload,
 		Targets: map[string]*figures{}, spec: sc}
 	rec := e.target(tgMcptape)
+	if rec != nil && !slices.Contains(live, rec) {
+		rec = nil
+	}
 	var (
 		before    capture.Stats
 		beforeErr error

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -170,7 +171,7 @@ func (e *benchEnv) spawn(name string, cmd *exec.Cmd) (*child, *os.File, error) {
 	return c, pr, nil
 }
 
-var urlRE = regexp.MustCompile(`https?://[^\s/]+`)
+var urlRE = regexp.MustCompile(`https?://[^\s/,]+`)
 
 // startListener starts this program with args and returns the base URL it
 // prints on the first stdout line that contains marker. The rest of its
@@ -293,15 +294,30 @@ func (e *benchEnv) start(ctx context.Context) error {
 		}
 		e.progress("%s at %s", name, t.base)
 	}
+	if slices.Contains(e.cfg.scenarios, scReplay) {
+		t, err := e.startReplay(ctx)
+		if err != nil {
+			return err
+		}
+		e.targets = append(e.targets, t)
+		if err := e.probe(ctx, t); err != nil {
+			return fmt.Errorf("a call to the replay server (%s) failed: %v\n%s", t.base, err, t.proc.logTail())
+		}
+		e.progress("replay at %s", t.base)
+	}
 	return nil
 }
 
 // probe makes one echo call through t.
 func (e *benchEnv) probe(ctx context.Context, t *target) error {
 	w := e.newWorker(t)
+	call := (*worker).callEcho
+	if t.name == tgReplay {
+		call = (*worker).callReplayEcho // the replay server knows only the tape's calls
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, err := w.callEcho(ctx)
+		_, err := call(w, ctx)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,7 +74,7 @@ func TestBench(t *testing.T) {
 	start := time.Now()
 	code, out, errOut := mcptape(t, "bench", "--rounds", "1", "--calls", "3", "--warmup", "0",
 		"--concurrency", "4", "--big-bytes", "65536", "--sse-duration", "4ms", "--sse-steps", "2",
-		"--huge-bytes", "1048576", "--huge-calls", "2", "--huge-concurrency", "2", "--json", jsonPath)
+		"--huge-bytes", "1048576", "--huge-calls", "2", "--huge-concurrency", "2", "--replay-calls", "5", "--json", jsonPath)
 	t.Logf("bench took %s", time.Since(start).Round(time.Millisecond))
 	if code != 0 {
 		t.Fatalf("bench exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -85,7 +87,9 @@ func TestBench(t *testing.T) {
 		"| sampling 2025-11-25 |", "| MRTR 2026-07-28 |", "| 1 MiB results | calls/s |",
 		"|  | peak RSS during the scenario (MB) |", "| whole run | peak RSS (MB) |",
 		"## mcptape's recorder: client counts = stored counts",
+		"| replay vs live | calls/s |", "|  | calls/s ÷ live (direct) |",
 		"## targets", "### issue 2: mcptape against the plain Go proxy",
+		"### issue 4: the replay server against the live server",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
@@ -117,6 +121,15 @@ func TestBench(t *testing.T) {
 			if f.Failed > 0 || f.Calls < want {
 				t.Errorf("%s, %s: %d calls, %d failed: %v", s.ID, name, f.Calls, f.Failed, f.ErrorExamples)
 			}
+		}
+		if s.ID == scReplay {
+			if _, ok := s.Targets[tgReplay]; !ok || len(s.Targets) != 2 {
+				t.Errorf("replay: targets %v, want direct and replay", slices.Collect(maps.Keys(s.Targets)))
+			}
+			continue // mcptape record is not measured there
+		}
+		if _, ok := s.Targets[tgReplay]; ok {
+			t.Errorf("%s measured the replay server", s.ID)
 		}
 		if s.Recorder == nil || !s.Recorder.Match || s.Recorder.client() == 0 {
 			t.Errorf("%s: recorder check %+v", s.ID, s.Recorder)
