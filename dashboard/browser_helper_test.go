@@ -41,10 +41,15 @@ func newBrowser(t testing.TB) *browser {
 		}
 		t.Skipf("browser tests need %s (Debian's chromium package: apt-get install chromium); skipped", chromiumPath)
 	}
+	// Screenshots are test artifacts: they outlive the test, in
+	// $MCPTAPE_ARTIFACTS (.ci/run sets ./artifacts) or else in
+	// $TMPDIR/mcptape-artifacts.
 	b := &browser{t: t, artifacts: os.Getenv("MCPTAPE_ARTIFACTS")}
 	if b.artifacts == "" {
-		b.artifacts = t.TempDir()
-	} else if err := os.MkdirAll(b.artifacts, 0o755); err != nil {
+		b.artifacts = filepath.Join(os.TempDir(), "mcptape-artifacts")
+	}
+	b.artifacts = filepath.Join(b.artifacts, "dashboard")
+	if err := os.MkdirAll(b.artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	opts := []chromedp.ExecAllocatorOption{
