@@ -36,9 +36,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"record", "--upstream URL [--listen ADDR] [--data DIR] [--dashboard ADDR|off]", "put the recording proxy in front of an MCP server", runRecord},
-		{"ls", "[--data DIR] [--json]", "list recorded sessions", runLs},
+		{"ls", "[--data DIR] [--json] [--limit N]", "list recorded sessions", runLs},
 		{"dashboard", "[--data DIR] [--listen ADDR]", "browse, search and edit a store in the web dashboard (a running record serves its own)", runDashboard},
-		{"show", "[--data DIR] [--json] SESSION", "print a session's messages in order", runShow},
+		{"show", "[--data DIR] [--json] [--tree] SESSION", "print a session's messages in order, or its causal tree", runShow},
 		{"demo", "[--keep-running]", "record the built-in fixture client and server on both protocol eras", runDemo},
 		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
 		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
