@@ -128,7 +128,12 @@ func (s *secretsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func post(t *testing.T, u string, hdr map[string]string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`))
+	return postBody(t, u, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, hdr)
+}
+
+func postBody(t *testing.T, u, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", u, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
@@ -302,5 +307,54 @@ func TestDefaultDataDir(t *testing.T) {
 	t.Setenv(envData, filepath.Join(home, "nothing-here"))
 	if code, _, errOut := mcptape(t, "ls"); code == 0 || !strings.Contains(errOut, filepath.Join(home, "nothing-here")) || !strings.Contains(errOut, "mcptape demo") {
 		t.Errorf("ls on an empty default directory: exit %d, %s", code, errOut)
+	}
+}
+
+// TestDemoKeepRunning: with --keep-running the demo's proxy goes on
+// recording for the user's own client until interrupted.
+func TestDemoKeepRunning(t *testing.T) {
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"demo", "--keep-running", "--data", data}, &out, &errOut) }()
+	var modern string
+	deadline := time.Now().Add(60 * time.Second)
+	for modern == "" {
+		select {
+		case code := <-done:
+			t.Fatalf("demo --keep-running exited %d:\n%s%s", code, out.String(), errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("demo never said it keeps running:\n%s", out.String())
+		}
+		if _, after, ok := strings.Cut(out.String(), "still running: point your MCP client at"); ok {
+			for _, line := range strings.Split(after, "\n") {
+				if strings.Contains(line, "(2026-07-28)") {
+					modern = strings.Fields(line)[0]
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	call := string(toolCall("1", "echo", `{"text":"hi from the user"}`, "", modernMeta("{}", "")))
+	code, body := postBody(t, modern, call, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
+	if code != 200 || !strings.Contains(body, "hi from the user") {
+		t.Errorf("a call through the kept demo proxy: %d %s", code, body)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("demo exited %d after Ctrl-C:\n%s", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("demo --keep-running did not stop when interrupted")
+	}
+	// The user's call was recorded beside the demo's own sessions.
+	if code, o, e := mcptape(t, "ls", "--data", data); code != 0 || strings.Count(o, "\n") != 4 || !strings.Contains(o, benchClientName) {
+		t.Errorf("ls after demo --keep-running and a call of our own: %d\n%s%s", code, o, e)
 	}
 }
