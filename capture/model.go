@@ -152,6 +152,14 @@ type Exchange struct {
 	Start     time.Time `json:"start"`
 	FirstByte time.Time `json:"firstByte,omitzero"`
 	End       time.Time `json:"end,omitzero"`
+	// Forwarded is when the proxy handed the request to the upstream (the
+	// last attempt, after a retry on a stale connection), UpstreamHeaders
+	// when the upstream's response headers came back: the two instants
+	// between which mcptape_proxy_upstream_latency_seconds measures.
+	// Both are zero when no upstream answered (a synthesized response)
+	// and in records of an mcptape that did not note them.
+	Forwarded       time.Time `json:"forwarded,omitzero"`
+	UpstreamHeaders time.Time `json:"upstreamHeaders,omitzero"`
 	// Body kinds and sizes as they crossed the proxy.
 	RequestBody   BodyKind `json:"requestBody"`
 	ResponseBody  BodyKind `json:"responseBody"`

@@ -376,6 +376,9 @@ func (p *pipeline) response(xs *xState, ev event) {
 	xs.x.Status = ev.status
 	xs.x.ResponseHeader = p.red.header(ev.header)
 	xs.x.Synthesized = ev.synth
+	if !ev.synth {
+		xs.x.Forwarded, xs.x.UpstreamHeaders = ev.forwarded, ev.upHeaders
+	}
 	xs.x.ResponseBody = bodyKind(ev.header.Get("Content-Type"), ev.status)
 	xs.respEnc = strings.ToLower(ev.header.Get("Content-Encoding"))
 	if xs.respEnc == "identity" {

@@ -30,6 +30,9 @@ type event struct {
 	header http.Header
 	synth  bool
 	resp   *event
+	// evResp: the upstream's instants (Exchange.Forwarded and
+	// UpstreamHeaders)
+	forwarded, upHeaders time.Time
 	// evBegin: the request body handed to Begin is the whole body
 	reqEnd bool
 	// body events; data is owned by the pipeline once sent
@@ -61,11 +64,13 @@ type beginInfo struct {
 // RequestBody may interleave with the response methods. A Tap copies what it
 // is given and never blocks longer than the recorder's backpressure bound.
 type Tap struct {
-	r      *Recorder
-	id     uint64
-	resp   *event      // headers not sent yet: they go with the first body bytes or End
-	broken atomic.Bool // an event was dropped: later data events are not sent
-	ended  atomic.Bool
+	r    *Recorder
+	id   uint64
+	resp *event // headers not sent yet: they go with the first body bytes or End
+	// forwarded and upHeaders are what Upstream reported, for Response
+	forwarded, upHeaders time.Time
+	broken               atomic.Bool // an event was dropped: later data events are not sent
+	ended                atomic.Bool
 }
 
 // ID is the exchange's id in the store.
@@ -148,13 +153,24 @@ func (t *Tap) RequestEnd() {
 	}
 }
 
+// Upstream reports when the request was handed to the upstream and when
+// the upstream's response headers came back, as the proxy's clock read
+// them (Exchange.Forwarded and UpstreamHeaders). Call it before Response,
+// from Response's goroutine; a zero instant reports nothing.
+func (t *Tap) Upstream(forwarded, headers time.Time) {
+	if t != nil && !forwarded.IsZero() && !headers.IsZero() {
+		t.forwarded, t.upHeaders = forwarded, headers
+	}
+}
+
 // Response reports the status and headers as sent to the client. They reach
 // the recorder with the first body bytes, or with End. Response,
 // ResponseBody and End must be called from one goroutine.
 // synthesized marks a response the proxy made itself (an upstream error).
 func (t *Tap) Response(status int, h http.Header, synthesized bool) {
 	if t != nil {
-		t.resp = &event{kind: evResp, status: status, header: h.Clone(), synth: synthesized, at: t.r.opts.Now()}
+		t.resp = &event{kind: evResp, status: status, header: h.Clone(), synth: synthesized, at: t.r.opts.Now(),
+			forwarded: t.forwarded, upHeaders: t.upHeaders}
 	}
 }
 

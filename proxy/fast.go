@@ -619,6 +619,7 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 		recHeader = h.Clone()
 		recHeader.Set("Transfer-Encoding", "chunked")
 	}
+	x.tap.Upstream(x.mx.forwarded, x.mx.upHeaders)
 	x.tap.Response(r.status, recHeader, false)
 	x.mx.wroteHeader(r.status, h, false)
 	if r.contentLength == 0 && !r.chunked && !r.untilClose {

@@ -305,12 +305,12 @@ func statusLabel(code int) string {
 }
 
 // timedTransport notes when a request was forwarded and when the
-// upstream's headers came back.
+// upstream's headers came back, for the metrics and the record.
 type timedTransport struct{ http.RoundTripper }
 
 func (t timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	x, _ := req.Context().Value(ctxKey{}).(*exchange)
-	if x == nil || x.mx.m == nil {
+	if x == nil || (x.mx.m == nil && x.tap == nil) {
 		return t.RoundTripper.RoundTrip(req)
 	}
 	x.mx.forwarded = time.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -269,6 +270,10 @@ func TestMetricsKnownTraffic(t *testing.T) {
 
 	// Bytes: what the recorder saw cross the proxy, exchange by exchange.
 	var in, out float64
+	// And the upstream's instants: the exchanges note the two the upstream
+	// latency is measured between, for as many exchanges.
+	var upN uint64
+	var upSum float64
 	for _, s := range r.sessions(t) {
 		for x, err := range r.store.Exchanges(t.Context(), s.ID) {
 			if err != nil {
@@ -276,7 +281,23 @@ func TestMetricsKnownTraffic(t *testing.T) {
 			}
 			in += float64(x.RequestBytes)
 			out += float64(x.ResponseBytes)
+			if !x.Forwarded.IsZero() && !x.UpstreamHeaders.IsZero() {
+				upN++
+				upSum += x.UpstreamHeaders.Sub(x.Forwarded).Seconds()
+				if x.Forwarded.Before(x.Start) || x.UpstreamHeaders.After(x.End) {
+					t.Errorf("exchange %d: forwarded %v, upstream headers %v, outside %v … %v", x.ID, x.Forwarded, x.UpstreamHeaders, x.Start, x.End)
+				}
+			}
 		}
+	}
+	var histN uint64
+	var histSum float64
+	for _, m := range fams["mcptape_proxy_upstream_latency_seconds"].GetMetric() {
+		histN += m.Histogram.GetSampleCount()
+		histSum += m.Histogram.GetSampleSum()
+	}
+	if upN != histN || math.Abs(upSum-histSum) > 1e-6*float64(upN) {
+		t.Errorf("exchanges with the upstream's instants: %d spanning %vs; the histogram: %d samples, %vs", upN, upSum, histN, histSum)
 	}
 	if got := sum(series(fams, "mcptape_proxy_request_bytes_total")); got != in || in == 0 {
 		t.Errorf("request bytes %v, the store's exchanges say %v", got, in)

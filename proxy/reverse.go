@@ -143,6 +143,8 @@ func New(opts *Options) (*Proxy, error) {
 		if p.m, err = newMetrics(opts.Registerer); err != nil {
 			return nil, err
 		}
+	}
+	if p.m != nil || p.rec != nil {
 		tr = timedTransport{tr}
 	}
 	p.rp = &httputil.ReverseProxy{

@@ -38,6 +38,9 @@ func (t *teeWriter) WriteHeader(code int) {
 	if _, ok := h["Date"]; !ok {
 		h["Date"] = nil
 	}
+	if !t.synthesized {
+		t.x.tap.Upstream(t.x.mx.forwarded, t.x.mx.upHeaders)
+	}
 	t.x.tap.Response(code, h, t.synthesized)
 	t.ResponseWriter.WriteHeader(code)
 	t.x.mx.wroteHeader(code, h, t.synthesized)

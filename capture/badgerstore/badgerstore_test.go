@@ -161,6 +161,36 @@ func TestOpenSchema(t *testing.T) {
 	}
 }
 
+// A version 1 store (before exchanges noted the upstream's instants) opens,
+// and is marked version 2 so that an older mcptape refuses what this one
+// writes.
+func TestOpenSchemaV1(t *testing.T) {
+	dir := t.TempDir()
+	writeRaw(t, dir, map[string]string{"meta/version": "1"})
+	s, err := badgerstore.Open(dir, nil)
+	if err != nil {
+		t.Fatalf("Open of a version 1 store: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_ = db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte("meta/version"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := item.ValueCopy(nil); string(v) != "2" {
+			t.Errorf("schema version after Open: %q, want 2", v)
+		}
+		return nil
+	})
+}
+
 func TestOptionsSizes(t *testing.T) {
 	// Sizes that would make badger.Open panic or fail if passed through.
 	for _, o := range []badgerstore.Options{

@@ -258,7 +258,10 @@ func appendExchange(b []byte, x *capture.Exchange) []byte {
 	b = appendBool(b, x.Truncated)
 	b = appendString(b, x.Error)
 	b = appendBool(b, x.Synthesized)
-	return appendFindings(b, x.FindingList)
+	b = appendFindings(b, x.FindingList)
+	// Schema version 2.
+	b = appendTime(b, x.Forwarded)
+	return appendTime(b, x.UpstreamHeaders)
 }
 
 // appendMessage encodes a message's index record: everything but its Seq
@@ -493,6 +496,10 @@ func decodeExchange(id uint64, sid string, b []byte) (*capture.Exchange, error) 
 	x.Error = d.string()
 	x.Synthesized = d.bool()
 	x.FindingList = d.findings()
+	if len(d.b) > 0 { // a version 1 record ends here
+		x.Forwarded = d.time()
+		x.UpstreamHeaders = d.time()
+	}
 	return x, d.done(fmt.Sprintf("exchange %d", id))
 }
 

@@ -21,8 +21,12 @@ import (
 var _ capture.Store = (*Store)(nil)
 
 // schemaVersion is the version of the key layout and record encodings this
-// package writes and reads.
-const schemaVersion = 1
+// package writes and reads. Version 2 appended the upstream's instants
+// (Exchange.Forwarded, UpstreamHeaders) to exchange records; a version 1
+// store is read as it is (its exchanges lack them) and marked version 2 on
+// open, so that an older mcptape refuses it rather than misreading new
+// records.
+const schemaVersion = 2
 
 // Errors callers branch on.
 var (
@@ -266,6 +270,11 @@ func (s *Store) init() error {
 				return fmt.Errorf("badgerstore: %s: schema version %q is not a number: the store is corrupt: %w", s.dir, v, ErrSchema)
 			case n > schemaVersion:
 				return fmt.Errorf("badgerstore: %s: schema version %d is newer than this mcptape reads (%d): upgrade mcptape: %w", s.dir, n, schemaVersion, ErrSchema)
+			case n == 1:
+				// Additive: version 1 records decode as they are.
+				if err := txn.Set([]byte(keyVersion), []byte(strconv.Itoa(schemaVersion))); err != nil {
+					return err
+				}
 			case n != schemaVersion:
 				return fmt.Errorf("badgerstore: %s: unknown schema version %d (this mcptape reads %d): %w", s.dir, n, schemaVersion, ErrSchema)
 			}
