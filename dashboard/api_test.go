@@ -355,6 +355,49 @@ func TestAPIRead(t *testing.T) {
 		if code, _, _ := c.do(http.MethodGet, "/api/v1/latency?buckets=0", nil, nil); code != http.StatusBadRequest {
 			t.Errorf("buckets=0: %d, want 400", code)
 		}
+		if code, _, _ := c.do(http.MethodGet, "/api/v1/latency?measure=bogus", nil, nil); code != http.StatusBadRequest {
+			t.Errorf("measure=bogus: %d, want 400", code)
+		}
+		// Both measures see every call; by tool, the calls add up.
+		var both struct {
+			Measure string `json:"measure"`
+			Methods []struct {
+				Method string `json:"method"`
+				N      int    `json:"n"`
+			} `json:"methods"`
+			Tools []struct {
+				Method string  `json:"method"`
+				Tool   string  `json:"tool"`
+				N      int     `json:"n"`
+				P50    float64 `json:"p50"`
+			} `json:"tools"`
+		}
+		for _, measure := range []string{"upstream", "duration"} {
+			c.get("/api/v1/latency?measure="+measure, &both)
+			if both.Measure != measure {
+				t.Errorf("measure=%s answered %q", measure, both.Measure)
+			}
+			byTool := 0
+			for _, x := range both.Tools {
+				if x.Method != "tools/call" || x.Tool == "" || x.P50 <= 0 {
+					t.Errorf("%s: tool series %+v", measure, x)
+				}
+				byTool += x.N
+			}
+			calls := 0
+			for _, m := range both.Methods {
+				if m.Method == "tools/call" {
+					calls = m.N
+				}
+			}
+			if calls < 2*12 || byTool != calls {
+				t.Errorf("%s: %d tools/call samples, %d by tool", measure, calls, byTool)
+			}
+		}
+		c.get("/api/v1/latency?tool=echo", &both)
+		if len(both.Methods) != 1 || len(both.Tools) != 1 || both.Tools[0].Tool != "echo" || both.Methods[0].N != both.Tools[0].N {
+			t.Errorf("tool=echo: %+v %+v", both.Methods, both.Tools)
+		}
 	})
 
 	t.Run("HAR", func(t *testing.T) {

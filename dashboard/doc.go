@@ -44,8 +44,11 @@
 //	POST   /messages/{seq}/edits              {"raw": "<json>", "note": "..."}: a new version
 //	POST   /tapes                             import the tape in the body (Options.Import): {"sessions": [...]}
 //	GET    /live                              SSE: message, session and lagged events as they are recorded
-//	GET    /latency                           p50/p99 per method over time: ?since= &until= (default: the day before
-//	                                          the newest session) &buckets= &method= &session=
+//	GET    /latency                           p50/p99 per method and per tool over time: ?measure=upstream (the
+//	                                          default: forwarded → upstream response headers, the span and labels of
+//	                                          mcptape_proxy_upstream_latency_seconds) or duration (request message →
+//	                                          response message) &since= &until= (default: the day before the newest
+//	                                          session) &buckets= &method= &tool= &session=
 //	GET    /profiles                          testing profiles in Options.Profiles, and the default
 //	GET    /profiles/{name}                   one profile's text
 //	PUT    /profiles/{name}                   {"content": "..."}: create or replace (validated)

@@ -12,17 +12,54 @@ import (
 	"github.com/mcptape/mcptape/protocol"
 )
 
-// latencyAnswer is GET /api/v1/latency: p50 and p99 of the time from a
-// request to its response, per method, over time buckets.
+// Measure is what the latency chart measures.
+type Measure uint8
+
+const (
+	// MeasureUpstream is the upstream's latency: from the proxy handing a
+	// request to the upstream to the upstream's response headers
+	// (Exchange.Forwarded to Exchange.UpstreamHeaders), one sample per
+	// exchange the upstream answered, labelled by method and tool as the
+	// proxy labels mcptape_proxy_upstream_latency_seconds. The default.
+	MeasureUpstream Measure = iota
+	// MeasureDuration is a call's duration: from the request message to
+	// its response message as they crossed the proxy (Message.Time), one
+	// sample per answered request, by the request's method and tool.
+	MeasureDuration
+)
+
+func (m Measure) String() string {
+	if m == MeasureDuration {
+		return "duration"
+	}
+	return "upstream"
+}
+
+func parseMeasure(v string) (Measure, bool) {
+	switch v {
+	case "", "upstream":
+		return MeasureUpstream, true
+	case "duration":
+		return MeasureDuration, true
+	}
+	return 0, false
+}
+
+// latencyAnswer is GET /api/v1/latency: p50 and p99 of the measure, per
+// method and per tool, over time buckets.
 type latencyAnswer struct {
+	Measure  string          `json:"measure"`
 	From     time.Time       `json:"from"`
 	To       time.Time       `json:"to"`
 	BucketMs float64         `json:"bucketMs"`
 	Methods  []methodLatency `json:"methods"`
+	// Tools are the tools/call samples again, by tool.
+	Tools []methodLatency `json:"tools"`
 }
 
 type methodLatency struct {
 	Method string         `json:"method"`
+	Tool   string         `json:"tool,omitempty"`
 	N      int            `json:"n"`
 	P50    float64        `json:"p50"` // milliseconds
 	P99    float64        `json:"p99"`
@@ -43,30 +80,44 @@ func percentile(sorted []time.Duration, p float64) float64 {
 	}
 	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
 	i = max(0, min(i, len(sorted)-1))
-	return float64(sorted[i].Microseconds()) / 1000
+	return float64(sorted[i].Nanoseconds()) / 1e6
+}
+
+// latencyQuery is what GET /api/v1/latency asks.
+type latencyQuery struct {
+	measure      Measure
+	since, until time.Time
+	buckets      int
+	method, tool string
+	session      string
+	tools        *capture.ToolLabels
 }
 
 func (s *Server) apiLatency(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	since, err := parseTime(q.Get("since"))
-	if err != nil {
+	lq := latencyQuery{buckets: 24, method: q.Get("method"), tool: q.Get("tool"), session: q.Get("session")}
+	var ok bool
+	if lq.measure, ok = parseMeasure(q.Get("measure")); !ok {
+		badRequest(w, "measure: want upstream or duration")
+		return
+	}
+	var err error
+	if lq.since, err = parseTime(q.Get("since")); err != nil {
 		badRequest(w, "since: "+err.Error())
 		return
 	}
-	until, err := parseTime(q.Get("until"))
-	if err != nil {
+	if lq.until, err = parseTime(q.Get("until")); err != nil {
 		badRequest(w, "until: "+err.Error())
 		return
 	}
-	buckets := 24
 	if v := q.Get("buckets"); v != "" {
-		if buckets, err = strconv.Atoi(v); err != nil || buckets < 1 {
+		if lq.buckets, err = strconv.Atoi(v); err != nil || lq.buckets < 1 {
 			badRequest(w, "buckets: want a positive number")
 			return
 		}
-		buckets = min(buckets, 500)
+		lq.buckets = min(lq.buckets, 500)
 	}
-	ans, err := s.latency(r.Context(), since, until, buckets, q.Get("method"), q.Get("session"))
+	ans, err := s.latency(r.Context(), &lq)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -74,22 +125,23 @@ func (s *Server) apiLatency(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
-// latencySample is one answered request: its method, when it was sent, and
-// how long the answer took.
+// latencySample is one measured exchange or call: its method and tool,
+// when it started, and how long it took.
 type latencySample struct {
-	method string
-	at     time.Time
-	d      time.Duration
+	method, tool string
+	at           time.Time
+	d            time.Duration
 }
 
 // defaultLatencyWindow is the range the chart covers when none is given:
 // the last day of recording.
 const defaultLatencyWindow = 24 * time.Hour
 
-// latency reads the answered requests of the sessions in the range from the
-// message index (request time to response time) and buckets them.
-func (s *Server) latency(ctx context.Context, since, until time.Time, buckets int, method, session string) (*latencyAnswer, error) {
-	if since.IsZero() && until.IsZero() && session == "" {
+// latency reads the samples of the sessions in the range from the store
+// and buckets them.
+func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, error) {
+	since, until := q.since, q.until
+	if since.IsZero() && until.IsZero() && q.session == "" {
 		for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Limit: 1}) {
 			if err != nil {
 				return nil, err
@@ -97,6 +149,9 @@ func (s *Server) latency(ctx context.Context, since, until time.Time, buckets in
 			since = x.Start.Add(-defaultLatencyWindow)
 		}
 	}
+	// Tool names become bounded labels as the proxy's do: the first
+	// capture.MaxToolLabels names seen, then "other".
+	q.tools = capture.NewToolLabels(0)
 	var samples []latencySample
 	add := func(x *capture.Session) error {
 		end := x.End
@@ -106,30 +161,16 @@ func (s *Server) latency(ctx context.Context, since, until time.Time, buckets in
 		if !since.IsZero() && end.Before(since) {
 			return nil
 		}
-		sent := map[uint64]latencySample{}
-		for m, err := range s.store.Messages(ctx, x.ID, capture.MessageQuery{NoRaw: true}) {
-			if err != nil {
-				return err
-			}
-			switch m.Kind {
-			case protocol.KindRequest:
-				if (since.IsZero() || !m.Time.Before(since)) && (until.IsZero() || m.Time.Before(until)) &&
-					(method == "" || m.Method == method) {
-					sent[m.Seq] = latencySample{method: m.Method, at: m.Time}
-				}
-			case protocol.KindResult, protocol.KindError:
-				if p, ok := sent[m.Links.Request]; ok && m.Links.Request != 0 {
-					delete(sent, m.Links.Request)
-					if p.d = m.Time.Sub(p.at); p.d >= 0 {
-						samples = append(samples, p)
-					}
-				}
-			}
+		var err error
+		if q.measure == MeasureDuration {
+			samples, err = s.durationSamples(ctx, x.ID, q, since, until, samples)
+		} else {
+			samples, err = s.upstreamSamples(ctx, x.ID, q, since, until, samples)
 		}
-		return nil
+		return err
 	}
-	if session != "" {
-		x, err := s.store.Session(ctx, session)
+	if q.session != "" {
+		x, err := s.store.Session(ctx, q.session)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +187,7 @@ func (s *Server) latency(ctx context.Context, since, until time.Time, buckets in
 			}
 		}
 	}
-	ans := &latencyAnswer{From: since, To: until, Methods: []methodLatency{}}
+	ans := &latencyAnswer{Measure: q.measure.String(), From: since, To: until, Methods: []methodLatency{}, Tools: []methodLatency{}}
 	if len(samples) == 0 {
 		return ans, nil
 	}
@@ -167,24 +208,28 @@ func (s *Server) latency(ctx context.Context, since, until time.Time, buckets in
 			ans.To = hi.Add(time.Millisecond)
 		}
 	}
-	width := max(ans.To.Sub(ans.From)/time.Duration(buckets), time.Millisecond)
+	width := max(ans.To.Sub(ans.From)/time.Duration(q.buckets), time.Millisecond)
 	ans.BucketMs = float64(width.Microseconds()) / 1000
 
 	byMethod := map[string][]latencySample{}
+	byTool := map[string][]latencySample{}
 	for _, p := range samples {
 		byMethod[p.method] = append(byMethod[p.method], p)
+		if p.tool != "" {
+			byTool[p.tool] = append(byTool[p.tool], p)
+		}
 	}
-	for m, ps := range byMethod {
+	series := func(ps []latencySample) methodLatency {
 		all := make([]time.Duration, len(ps))
 		perBucket := map[int][]time.Duration{}
 		for i, p := range ps {
 			all[i] = p.d
-			b := min(int(p.at.Sub(ans.From)/width), buckets-1)
+			b := min(int(p.at.Sub(ans.From)/width), q.buckets-1)
 			perBucket[b] = append(perBucket[b], p.d)
 		}
 		slices.Sort(all)
-		ml := methodLatency{Method: m, N: len(all), P50: percentile(all, 50), P99: percentile(all, 99), Points: []latencyPoint{}}
-		for b := range buckets {
+		ml := methodLatency{Method: ps[0].method, N: len(all), P50: percentile(all, 50), P99: percentile(all, 99), Points: []latencyPoint{}}
+		for b := range q.buckets {
 			ds := perBucket[b]
 			if len(ds) == 0 {
 				continue
@@ -193,17 +238,145 @@ func (s *Server) latency(ctx context.Context, since, until time.Time, buckets in
 			ml.Points = append(ml.Points, latencyPoint{T: ans.From.Add(time.Duration(b) * width), N: len(ds),
 				P50: percentile(ds, 50), P99: percentile(ds, 99)})
 		}
-		ans.Methods = append(ans.Methods, ml)
+		return ml
 	}
-	// The busiest methods first.
-	slices.SortFunc(ans.Methods, func(a, b methodLatency) int {
+	for _, ps := range byMethod {
+		ans.Methods = append(ans.Methods, series(ps))
+	}
+	for tool, ps := range byTool {
+		ml := series(ps)
+		ml.Method, ml.Tool = protocol.MethodToolsCall, tool
+		ans.Tools = append(ans.Tools, ml)
+	}
+	// The busiest first.
+	busiest := func(a, b methodLatency) int {
 		if a.N != b.N {
 			return b.N - a.N
 		}
-		if a.Method < b.Method {
+		if a.Method+"\x00"+a.Tool < b.Method+"\x00"+b.Tool {
 			return -1
 		}
 		return 1
-	})
+	}
+	slices.SortFunc(ans.Methods, busiest)
+	slices.SortFunc(ans.Tools, busiest)
 	return ans, nil
+}
+
+// inRange reports whether t is in [since, until), a zero bound being open.
+func inRange(t, since, until time.Time) bool {
+	return (since.IsZero() || !t.Before(since)) && (until.IsZero() || t.Before(until))
+}
+
+// keep reports whether a sample's labels pass the query's filters.
+func (q *latencyQuery) keep(method, tool string) bool {
+	return (q.method == "" || method == q.method) && (q.tool == "" || tool == q.tool)
+}
+
+// durationSamples are a session's answered requests: request message to
+// response message, by the request's method and tool.
+func (s *Server) durationSamples(ctx context.Context, id string, q *latencyQuery, since, until time.Time, samples []latencySample) ([]latencySample, error) {
+	sent := map[uint64]latencySample{}
+	for m, err := range s.store.Messages(ctx, id, capture.MessageQuery{NoRaw: true}) {
+		if err != nil {
+			return samples, err
+		}
+		switch m.Kind {
+		case protocol.KindRequest:
+			tool := ""
+			if m.Method == protocol.MethodToolsCall {
+				tool = q.tools.Label(m.Name)
+			}
+			if inRange(m.Time, since, until) && q.keep(m.Method, tool) {
+				sent[m.Seq] = latencySample{method: m.Method, tool: tool, at: m.Time}
+			}
+		case protocol.KindResult, protocol.KindError:
+			if p, ok := sent[m.Links.Request]; ok && m.Links.Request != 0 {
+				delete(sent, m.Links.Request)
+				if p.d = m.Time.Sub(p.at); p.d >= 0 {
+					samples = append(samples, p)
+				}
+			}
+		}
+	}
+	return samples, nil
+}
+
+// exchangeBody is what an exchange's request body held, for its labels.
+type exchangeBody struct {
+	n            int // client messages in the body
+	batch        bool
+	kind         protocol.Kind
+	method, name string
+}
+
+// upstreamSamples are a session's exchanges the upstream answered:
+// Forwarded to UpstreamHeaders, the span
+// mcptape_proxy_upstream_latency_seconds observes, with its labels.
+func (s *Server) upstreamSamples(ctx context.Context, id string, q *latencyQuery, since, until time.Time, samples []latencySample) ([]latencySample, error) {
+	var xs []*capture.Exchange
+	for x, err := range s.store.Exchanges(ctx, id) {
+		if err != nil {
+			return samples, err
+		}
+		if !x.Forwarded.IsZero() && !x.UpstreamHeaders.IsZero() && !x.Synthesized && inRange(x.Forwarded, since, until) {
+			xs = append(xs, x)
+		}
+	}
+	if len(xs) == 0 {
+		return samples, nil
+	}
+	bodies := map[uint64]*exchangeBody{}
+	for m, err := range s.store.Messages(ctx, id, capture.MessageQuery{NoRaw: true}) {
+		if err != nil {
+			return samples, err
+		}
+		if m.Direction != protocol.ClientToServer {
+			continue
+		}
+		b := bodies[m.ExchangeID]
+		if b == nil {
+			b = &exchangeBody{kind: m.Kind, method: m.Method, name: m.Name}
+			bodies[m.ExchangeID] = b
+		}
+		b.n++
+		b.batch = b.batch || m.Batch >= 0
+	}
+	for _, x := range xs {
+		method, tool := q.labels(x.RequestHeader, bodies[x.ID])
+		if d := x.UpstreamHeaders.Sub(x.Forwarded); d >= 0 && q.keep(method, tool) {
+			samples = append(samples, latencySample{method: method, tool: tool, at: x.Forwarded, d: d})
+		}
+	}
+	return samples, nil
+}
+
+// labels are an exchange's method and tool labels by the proxy's rule
+// (see the proxy package): the 2026-07-28 routing headers when they say,
+// else the request body: no JSON-RPC request or notification is "none",
+// a batch "other", a method outside MCP's "other".
+func (q *latencyQuery) labels(h http.Header, b *exchangeBody) (method, tool string) {
+	if hm := h.Get(protocol.HeaderMethod); hm != "" {
+		if hm != protocol.MethodToolsCall {
+			return capture.MethodLabel(hm), ""
+		}
+		if hn := h.Get(protocol.HeaderName); hn != "" {
+			if name, err := protocol.DecodeHeaderValue(hn); err == nil {
+				return hm, q.tools.Label(name)
+			}
+		}
+	}
+	switch {
+	case b == nil || b.n == 0:
+		return capture.LabelNone, ""
+	case b.batch:
+		return capture.LabelOther, ""
+	case b.kind != protocol.KindRequest && b.kind != protocol.KindNotification:
+		return capture.LabelNone, ""
+	}
+	method = capture.MethodLabel(b.method)
+	if b.method == protocol.MethodToolsCall {
+		tool = q.tools.Label(b.name)
+	}
+	return method, tool
 }

@@ -1,5 +1,6 @@
-// /latency: p50 and p99 of request→response time per method, over time,
-// from the stored timings.
+// /latency: p50 and p99 per method and per tool, over time, from the stored
+// timings: the upstream's latency (what mcptape_proxy_upstream_latency_seconds
+// measures, from the same instants) or a call's duration.
 
 import { h, s, clipped, fmtCount, fmtMs, fmtTime, ms, section, table } from '../dom.js';
 import { api } from '../api.js';
@@ -16,36 +17,66 @@ function toLocalInput(v) {
 export async function latencyPage({ main, query, signal, navigate }) {
   document.title = 'Latency · mcptape';
   const q = new URLSearchParams();
-  for (const k of ['since', 'until', 'buckets', 'method', 'session']) if (query.get(k)) q.set(k, query.get(k));
+  for (const k of ['measure', 'since', 'until', 'buckets', 'method', 'tool', 'session']) if (query.get(k)) q.set(k, query.get(k));
+  const measure = query.get('measure') === 'duration' ? 'duration' : 'upstream';
+  const select = h('select', { name: 'measure' }, ...Object.entries(MEASURES).map(([v, m]) =>
+    h('option', { value: v, selected: v === measure }, m.label)));
   const form = h('form', { class: 'filters' },
+    h('label', { class: 'field' }, h('span', {}, 'Measure'), select),
     h('label', { class: 'field' }, h('span', {}, 'From'), h('input', { type: 'datetime-local', name: 'since', value: toLocalInput(query.get('since')) })),
     h('label', { class: 'field' }, h('span', {}, 'To'), h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(query.get('until')) })),
     h('label', { class: 'field' }, h('span', {}, 'Buckets'), h('input', { type: 'number', name: 'buckets', min: '1', max: '500', value: query.get('buckets') || '24' })),
     h('label', { class: 'field' }, h('span', {}, 'Method'), h('input', { type: 'search', name: 'method', value: query.get('method') || '', placeholder: 'all' })),
+    h('label', { class: 'field' }, h('span', {}, 'Tool'), h('input', { type: 'search', name: 'tool', value: query.get('tool') || '', placeholder: 'all' })),
     query.get('session') ? h('input', { type: 'hidden', name: 'session', value: query.get('session') }) : '',
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Show')));
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     const p = new URLSearchParams();
     for (const el of form.elements) {
-      if (!el.name || !el.value) continue;
+      if (!el.name || !el.value || (el.name === 'measure' && el.value === 'upstream')) continue;
       p.set(el.name, el.type === 'datetime-local' ? new Date(el.value).toISOString() : el.value);
     }
     navigate('/latency?' + p);
   });
-  main.append(h('h1', {}, 'Latency'), query.get('session') ? h('p', { class: 'muted' }, 'Session ', h('code', {}, clipped(query.get('session'), 80))) : '', form);
+  main.append(h('h1', {}, 'Latency'), query.get('session') ? h('p', { class: 'muted' }, 'Session ', h('code', {}, clipped(query.get('session'), 80))) : '', form,
+    h('p', { class: 'muted measure-definition' }, MEASURES[measure].definition));
   const ans = await api('/latency?' + q, { signal });
   main.append(h('p', { class: 'muted' }, `${fmtTime(ans.from)} to ${fmtTime(ans.to)}`,
     query.get('since') || query.get('until') || query.get('session') ? '' : ' (by default, the last 24 hours of recording)'));
   if (ans.methods.length === 0) {
-    main.append(h('p', { class: 'empty' }, 'No answered requests in this range.'));
+    main.append(h('p', { class: 'empty' }, MEASURES[measure].empty));
     return;
   }
-  main.append(section('p50 (solid) and p99 (dashed), milliseconds', chart(ans)),
-    section('Per method', table(['Method', 'Requests', 'p50', 'p99'], ans.methods.map((m, i) => h('tr', {},
-      h('td', {}, h('span', { class: 'swatch c' + (i % COLORS) }), ' ', clipped(m.method, 80)),
-      h('td', { class: 'num' }, fmtCount(m.n)), h('td', { class: 'num' }, fmtMs(m.p50)), h('td', { class: 'num' }, fmtMs(m.p99)))), { class: 'grid' })));
+  const row = (label, m, i) => h('tr', {},
+    h('td', {}, h('span', { class: 'swatch c' + (i % COLORS) }), ' ', clipped(label, 80)),
+    h('td', { class: 'num' }, fmtCount(m.n)), h('td', { class: 'num' }, fmtMs(m.p50)), h('td', { class: 'num' }, fmtMs(m.p99)));
+  main.append(section('p50 (solid) and p99 (dashed), milliseconds, per method', chart(ans)),
+    section('Per method', table(['Method', MEASURES[measure].count, 'p50', 'p99'], ans.methods.map((m, i) => row(m.method, m, i)), { class: 'grid' })));
+  if (ans.tools.length > 0) {
+    main.append(section('Per tool (tools/call)', table(['Tool', MEASURES[measure].count, 'p50', 'p99'], ans.tools.map((m, i) => row(m.tool, m, i)), { class: 'grid tools' })));
+  }
 }
+
+// MEASURES are the quantities the chart can show (the API's measure=).
+const MEASURES = {
+  upstream: {
+    label: 'upstream latency (as mcptape_proxy_upstream_latency_seconds)',
+    definition: 'Upstream latency: from the proxy forwarding a request to the upstream\'s response headers, ' +
+      'one sample per exchange the upstream answered, by method and tool as the proxy labels them: ' +
+      'the same instants, samples and labels as the Prometheus histogram mcptape_proxy_upstream_latency_seconds. ' +
+      'For a streamed (SSE) answer it ends when the stream opens, not when the result arrives.',
+    count: 'Exchanges',
+    empty: 'No exchanges answered by the upstream in this range (older recordings did not note the upstream\'s timings: try call duration).',
+  },
+  duration: {
+    label: 'call duration (request → response message)',
+    definition: 'Call duration: from a JSON-RPC request to its response message, as each crossed the proxy, ' +
+      'one sample per answered request, by the request\'s method and tool. It includes the time a streamed answer took.',
+    count: 'Requests',
+    empty: 'No answered requests in this range.',
+  },
+};
 
 function chart(ans) {
   const W = 900, H = 320, L = 60, R = 10, T = 10, B = 40;
