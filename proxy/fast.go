@@ -305,6 +305,11 @@ type fastExchange struct {
 	// pendingHead is the response head, held to go out with the first body
 	// bytes.
 	pendingHead []byte
+	// watch looks for the client closing its connection from the moment
+	// the request is upstream until the response is over (or known to be
+	// short): a client that gives up cancels the upstream request, even
+	// before the upstream's first byte.
+	watch clientWatch
 }
 
 // finish reports the end of the exchange to the recorder and the metrics,
@@ -419,12 +424,21 @@ func (x *fastExchange) forward(complete bool) bool {
 		}
 		x.mx.forwarded = time.Now()
 		if err = x.send(uc, head, complete); err == nil {
+			x.watch.start(x.cc, uc)
 			resp, err = x.readResponse(uc)
 		}
 		if err == nil {
 			break
 		}
+		x.watch.stop()
 		uc.c.Close()
+		if x.watch.gone.Load() {
+			// The watch closed the upstream connection: the client went
+			// away before the upstream answered, and nobody is left to
+			// answer.
+			x.abort("the client went away before the upstream answered")
+			return false
+		}
 		// A pooled connection the upstream closed while idle fails before
 		// any response byte: retry once on a fresh one, if the whole
 		// request is in hand.
@@ -613,6 +627,12 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 		b.WriteString("Connection: close\r\n")
 	}
 	b.WriteString("\r\n")
+	// A long stream keeps the watch on: closing it cancels the upstream
+	// request (on 2026-07-28 closing the stream is cancellation). A body of
+	// known length is short enough to finish, or fails on the write.
+	if !isSSE(h) && !r.untilClose && r.contentLength >= 0 {
+		x.watch.stop()
+	}
 	x.status = r.status
 	recHeader := h
 	if clientChunked {
@@ -631,28 +651,20 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 		// in one write.
 		x.pendingHead = b.Bytes()
 	} else if _, err := x.cc.c.Write(b.Bytes()); err != nil {
+		x.watch.stop()
 		uc.c.Close()
 		x.abort("writing to the client: " + err.Error())
 		return false
 	}
 
-	// A long stream watches the client: closing it cancels the upstream
-	// request (on 2026-07-28 closing the stream is cancellation).
-	var gone atomic.Bool
-	var stopWatch func()
-	if isSSE(h) || r.untilClose || r.contentLength < 0 {
-		stopWatch = x.watchClient(uc, &gone)
-	}
 	ok, upErr, clientErr := x.copyBody(uc, r, clientChunked)
-	if stopWatch != nil {
-		stopWatch()
-	}
+	x.watch.stop()
 	if x.pendingHead != nil && clientErr == nil {
 		_, clientErr = x.cc.c.Write(x.pendingHead)
 		x.pendingHead = nil
 	}
 	switch {
-	case gone.Load():
+	case x.watch.gone.Load():
 		uc.c.Close()
 		x.abort("the client went away")
 		return false
@@ -686,50 +698,79 @@ func isSSE(h http.Header) bool {
 	return len(ct) >= len(protocol.ContentTypeSSE) && strings.EqualFold(ct[:len(protocol.ContentTypeSSE)], protocol.ContentTypeSSE)
 }
 
-// watchDelay is how long a response must stream before the engine watches
-// the client for a disconnect: most responses are over sooner, and a
-// watch costs a goroutine and a read.
+// watchDelay is how long a request must wait for, or stream, its response
+// before the engine watches the client for a disconnect: most responses
+// are over sooner, and a watch costs a goroutine and a read.
 const watchDelay = 5 * time.Millisecond
 
-// watchClient watches, once the response has streamed for watchDelay, for
-// the client closing its connection; the returned stop ends the watch
-// (keeping any bytes the client sent meanwhile, its next request,
-// buffered).
-func (x *fastExchange) watchClient(uc *upConn, gone *atomic.Bool) (stop func()) {
-	var mu sync.Mutex
-	var stopped bool
-	var done chan struct{}
-	t := time.AfterFunc(watchDelay, func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			return
-		}
-		done = make(chan struct{})
-		// Set here, under mu, so that stop's deadline comes after it.
-		_ = x.cc.c.SetReadDeadline(time.Time{})
-		mu.Unlock()
-		defer close(done)
-		_, err := x.cc.br.Peek(1)
-		var ne net.Error
-		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
-			gone.Store(true)
-			uc.c.Close() // unblocks the upstream read
-		}
-	})
-	return func() {
-		t.Stop()
-		mu.Lock()
-		stopped = true
-		d := done
-		if d != nil {
-			_ = x.cc.c.SetReadDeadline(time.Unix(1, 0))
-		}
-		mu.Unlock()
-		if d != nil {
-			<-d
-			_ = x.cc.c.SetReadDeadline(time.Time{})
-		}
+// clientWatch watches, once an exchange has lasted watchDelay, for the
+// client closing its connection, and then closes the upstream connection,
+// which cancels the upstream request and unblocks the engine's read of it.
+// A byte from the client (its next request, pipelined) is not a close: the
+// watch ends and keeps it buffered.
+type clientWatch struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	cc      *clientConn
+	uc      *upConn
+	running bool
+	done    chan struct{}
+	gone    atomic.Bool
+}
+
+// start arms the watch; stop ends it. A stopped watch may start again (a
+// retry on another upstream connection).
+func (w *clientWatch) start(cc *clientConn, uc *upConn) {
+	w.mu.Lock()
+	w.cc, w.uc, w.running = cc, uc, true
+	if w.t == nil {
+		w.t = time.AfterFunc(watchDelay, w.fire)
+	} else {
+		w.t.Reset(watchDelay)
+	}
+	w.mu.Unlock()
+}
+
+func (w *clientWatch) fire() {
+	w.mu.Lock()
+	if !w.running || w.done != nil {
+		w.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	w.done = done
+	cc, uc := w.cc, w.uc
+	// Set here, under mu, so that stop's deadline comes after it.
+	_ = cc.c.SetReadDeadline(time.Time{})
+	w.mu.Unlock()
+	defer close(done)
+	_, err := cc.br.Peek(1)
+	var ne net.Error
+	if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		w.gone.Store(true)
+		uc.c.Close()
+	}
+}
+
+// stop ends the watch and waits for its read to return, so that the
+// client connection is the caller's again.
+func (w *clientWatch) stop() {
+	w.mu.Lock()
+	if !w.running {
+		w.mu.Unlock()
+		return
+	}
+	w.running = false
+	w.t.Stop()
+	d := w.done
+	w.done = nil
+	if d != nil {
+		_ = w.cc.c.SetReadDeadline(time.Unix(1, 0))
+	}
+	w.mu.Unlock()
+	if d != nil {
+		<-d
+		_ = w.cc.c.SetReadDeadline(time.Time{})
 	}
 }
 

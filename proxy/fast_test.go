@@ -177,3 +177,50 @@ func TestEngineLargeRequestBody(t *testing.T) {
 		t.Error("the large request was not recorded whole")
 	}
 }
+
+// A client that pipelines its next request while the upstream is slow to
+// answer the first has not gone away: the engine's watch for a disconnect
+// sees a byte, not a close, and both requests are answered in order.
+func TestEnginePipelinedWhileWaiting(t *testing.T) {
+	slowEcho := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"id":1`)) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	})
+	addr, r := engineFront(t, slowEcho)
+	var req strings.Builder
+	for i := 1; i <= 2; i++ {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+		fmt.Fprintf(&req, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req.String()); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for i := 1; i <= 2; i++ {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if want := fmt.Sprintf(`"id":%d`, i); res.StatusCode != 200 || !strings.Contains(string(got), want) {
+			t.Fatalf("response %d: %d %q", i, res.StatusCode, got)
+		}
+	}
+	r.sync(t)
+	for _, x := range r.exchanges(t) {
+		if x.Aborted {
+			t.Errorf("exchange %d aborted: %s", x.ID, x.Error)
+		}
+	}
+}

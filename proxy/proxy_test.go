@@ -468,6 +468,90 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	}
 }
 
+// A client that gives up before the upstream sent anything (go-sdk sends a
+// POST stream's headers only with its first event, and a 2026-07-28 stream
+// has no priming event, so a slow stateless tool call looks like this)
+// cancels the upstream request too, and the call is recorded cancelled.
+func TestClientDisconnectBeforeResponseCancelsUpstream(t *testing.T) {
+	cancelled := make(chan time.Time, 1)
+	started := make(chan struct{})
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// net/http notices a closed connection only once the body is read.
+		_, _ = io.ReadAll(r.Body)
+		close(started)
+		select {
+		case <-r.Context().Done():
+			cancelled <- time.Now()
+		case <-time.After(10 * time.Second):
+		}
+	})
+	r := newRig(t, up, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.px.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	tr := &http.Transport{Proxy: nil}
+	defer tr.CloseIdleConnections()
+	errc := make(chan error, 1)
+	go func() {
+		res, err := tr.RoundTrip(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		errc <- err
+	}()
+	<-started
+	time.Sleep(200 * time.Millisecond)
+	gaveUp := time.Now()
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the client's request succeeded; want it cancelled")
+	}
+	select {
+	case at := <-cancelled:
+		d := at.Sub(gaveUp)
+		t.Logf("the upstream saw the cancellation %v after the client gave up", d)
+		if d > time.Second {
+			t.Errorf("the upstream saw the cancellation %v after the client gave up; want it at once", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was not cancelled when the client went away before the response")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var x *capture.Exchange
+	for {
+		r.sync(t)
+		xs := r.exchanges(t)
+		if len(xs) == 1 && !xs[0].End.IsZero() {
+			x = xs[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exchange never ended: %+v", xs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !x.Aborted || x.Status == http.StatusOK {
+		t.Errorf("exchange %+v: want aborted, not a 200", x)
+	}
+	ss := r.sessions(t)
+	if len(ss) != 1 {
+		t.Fatalf("%d sessions, want 1", len(ss))
+	}
+	tree, err := capture.SessionTree(context.Background(), r.store, ss[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tree.Roots) != 1 || tree.Roots[0].Status != "cancelled" {
+		var b strings.Builder
+		tree.WriteText(&b, &capture.TextOptions{NoTimes: true})
+		t.Errorf("tree:\n%s\nwant the call cancelled", b.String())
+	}
+}
+
 func TestUpstreamDown(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
