@@ -174,6 +174,10 @@ type ErrorInfo struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
+// Error makes an ErrorInfo an error, for APIs that answer a request with a
+// JSON-RPC error: "code N: message".
+func (e *ErrorInfo) Error() string { return fmt.Sprintf("code %d: %s", e.Code, e.Message) }
+
 // ErrorInfo decodes the error member; ok is false when there is none or it is malformed.
 func (m *Message) ErrorInfo() (e ErrorInfo, ok bool) {
 	if len(m.Error) == 0 {

@@ -43,7 +43,8 @@ type ClientOptions struct {
 	// recording holds only redacted.
 	Header http.Header
 	// CallTimeout bounds one replayed call, its rounds and answers
-	// included. Zero means 60s.
+	// included, but not the time a person takes to answer (see Manual).
+	// Zero means 60s.
 	CallTimeout time.Duration
 	// StreamWait bounds the wait, before a long-lived stream (a
 	// subscriptions/listen request, the standalone GET stream) is closed,
@@ -51,6 +52,23 @@ type ClientOptions struct {
 	StreamWait time.Duration
 	// Logger receives a line per replayed call. Nil discards.
 	Logger *slog.Logger
+	// Manual answers the live server's sampling/createMessage requests
+	// (server→client requests, and 2026-07-28 MRTR input requests) that the
+	// recording has no answer for, when the profile's sampling provider is
+	// "manual": it asks a person (cmd wires the dashboard's pending queue,
+	// dashboard.Pending.Ask) and returns the CreateMessageResult, or an
+	// error. A *protocol.ErrorInfo error is the JSON-RPC error the server
+	// is answered with (an MRTR input request then goes unanswered); any
+	// other error answers -32603 with its text. The replay client keeps
+	// reading the server's stream while Manual runs, and cancels ctx when
+	// the server no longer waits. Nil leaves the manual provider without
+	// anyone to ask: the server gets an error, and the answer is reported
+	// as "none".
+	Manual func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// ManualTimeout bounds the wait for one answer from Manual; the wait
+	// does not count against CallTimeout. Zero means DefaultManualTimeout
+	// (10 minutes).
+	ManualTimeout time.Duration
 }
 
 // DefaultIgnoreKeys are the members the comparison leaves out wherever they
@@ -94,6 +112,7 @@ func NewClient(tape *Tape, opts *ClientOptions) (*Client, error) {
 	}
 	c.opts.CallTimeout = cmp.Or(c.opts.CallTimeout, 60*time.Second)
 	c.opts.StreamWait = cmp.Or(c.opts.StreamWait, 3*time.Second)
+	c.opts.ManualTimeout = cmp.Or(c.opts.ManualTimeout, DefaultManualTimeout)
 	if c.opts.Logger == nil {
 		c.opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -235,6 +254,7 @@ type CallResult struct {
 
 	transcript []TranscriptEntry
 	mu         sync.Mutex
+	clock      *callClock // stops while a person answers; nil when none can
 }
 
 // OK reports whether the call completed and matched the recording.
@@ -265,7 +285,9 @@ func (d Difference) String() string {
 }
 
 // AnswerSource is where the answer to one request of the live server
-// came from: "recording", "profile", or "none" (nothing could answer it).
+// came from: "recording", "profile", "manual" (a person, through
+// ClientOptions.Manual), or "none" (nothing could answer it, or nobody
+// did in time).
 type AnswerSource struct {
 	Method string
 	// Key is an MRTR input request's key ("" for a server→client request).
@@ -436,6 +458,8 @@ const (
 	clientLogRounds   = "rounds"
 	clientLogDiffs    = "diffs"
 	clientLogErr      = "err"
+	clientLogMethod   = "method"
+	clientLogTimeout  = "timeout"
 )
 
 // clientPlan is a recorded session indexed for replaying its client side.

@@ -215,7 +215,12 @@ func (r *sessionRun) addCall(cr *CallResult) {
 func (r *sessionRun) call(ctx context.Context, rec *capture.Message) {
 	cr := &CallResult{Seq: rec.Seq, Method: rec.Method, Name: rec.Name}
 	r.addCall(cr)
-	ctx, cancel := context.WithTimeout(ctx, r.c.opts.CallTimeout)
+	var cancel context.CancelFunc
+	if r.manualOn() {
+		ctx, cr.clock, cancel = withCallClock(ctx, r.c.opts.CallTimeout)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, r.c.opts.CallTimeout)
+	}
 	defer cancel()
 	start := time.Now()
 	rounds := r.plan.rounds(rec)
@@ -234,6 +239,9 @@ func (r *sessionRun) call(ctx context.Context, rec *capture.Message) {
 		var status int
 		resp, status, err = r.exchange(ctx, cr, body, id, r.plan.xs[recRound.ExchangeID], live, r.plan.streamOf(rounds))
 		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errCallTimeout) {
+				err = cause
+			}
 			cr.fail("%v", err)
 			break
 		}
@@ -257,7 +265,12 @@ func (r *sessionRun) call(ctx context.Context, rec *capture.Message) {
 			next = rounds[round+1]
 			base = next.Raw
 		}
-		answers := r.inputResponses(cr, rounds, round, resp.Result)
+		answers, aerr := r.inputResponses(ctx, cr, rounds, round, resp.Result)
+		if aerr != nil {
+			live.final, live.status = resp, status
+			cr.fail("%v", aerr)
+			break
+		}
 		state, _, _, hasState := protocol.Member(resp.Result, "requestState")
 		if body, err = retryBody(base, answers, state, hasState); err == nil {
 			body, id, err = r.withID(body, next)
@@ -291,6 +304,8 @@ func (r *sessionRun) exchange(ctx context.Context, cr *CallResult, body []byte, 
 	if err != nil {
 		return nil, 0, err
 	}
+	bg := newBackgroundAnswers(ctx)
+	defer bg.stop()
 	var got, idless *protocol.Message
 	handle := func(sm *protocol.Message) bool {
 		cr.note(protocol.ServerToClient, sm)
@@ -302,7 +317,7 @@ func (r *sessionRun) exchange(ctx context.Context, cr *CallResult, body []byte, 
 			idless = sm // an HTTP-level refusal, e.g. 400 with a JSON-RPC error
 		case sm.Kind == protocol.KindRequest:
 			live.add(sm)
-			r.answerRequest(ctx, cr, sm, recStream)
+			r.answerRequest(ctx, cr, sm, recStream, bg)
 		case sm.Kind == protocol.KindNotification:
 			live.add(sm)
 		}
@@ -323,25 +338,41 @@ func (r *sessionRun) exchange(ctx context.Context, cr *CallResult, body []byte, 
 
 // answerRequest answers a live server→client request: with the recorded
 // answer to the matching recorded request of recStream, else from the
-// profile.
-func (r *sessionRun) answerRequest(ctx context.Context, cr *CallResult, sm *protocol.Message, recStream []*capture.Message) {
-	var answer, rpcErr json.RawMessage
-	from := "recording"
+// profile, else (the manual provider) from a person, in the background of
+// bg, while the stream is read on.
+func (r *sessionRun) answerRequest(ctx context.Context, cr *CallResult, sm *protocol.Message, recStream []*capture.Message, bg *backgroundAnswers) {
 	if rec := r.recordedRequest(sm, recStream); rec != nil {
 		a := decoded(r.plan.answer[rec.Seq])
-		answer, rpcErr = a.Result, a.Error
-	} else {
-		from = "profile"
-		var err error
-		if answer, err = r.profileAnswer(sm.Method, sm.Params); err != nil {
-			from = "none"
-			msg, _ := json.Marshal("mcptape replay client: " + err.Error())
-			rpcErr = json.RawMessage(`{"code":-32603,"message":` + string(msg) + `}`)
-			if errors.Is(err, errNoAnswer) {
-				rpcErr = json.RawMessage(`{"code":-32601,"message":` + string(msg) + `}`)
-			}
-		}
+		r.reply(ctx, cr, sm, a.Result, a.Error, "recording")
+		return
 	}
+	if r.manual(sm.Method) {
+		bg.wg.Go(func() {
+			answer, rpcErr, from := r.askPerson(bg.ask, cr, sm.Method, sm.Params)
+			if bg.ask.Err() != nil {
+				// The stream ended: the server no longer waits.
+				cr.answered(sm.Method, "", from)
+				return
+			}
+			r.reply(ctx, cr, sm, answer, rpcErr, from)
+		})
+		return
+	}
+	answer, err := r.profileAnswer(sm.Method, sm.Params)
+	if err != nil {
+		code := -32603
+		if errors.Is(err, errNoAnswer) {
+			code = -32601
+		}
+		r.reply(ctx, cr, sm, nil, rpcError(code, err), "none")
+		return
+	}
+	r.reply(ctx, cr, sm, answer, nil, "profile")
+}
+
+// reply sends the answer to a live server→client request: its result, or
+// rpcErr when set.
+func (r *sessionRun) reply(ctx context.Context, cr *CallResult, sm *protocol.Message, answer, rpcErr json.RawMessage, from string) {
 	cr.answered(sm.Method, "", from)
 	var b bytes.Buffer
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
@@ -419,8 +450,12 @@ type inputRequest struct {
 // inputResponses answers the input requests of a live input_required
 // result of round: with the recorded answers (the next recorded round's
 // inputResponses under the same key, else the answer to a recorded input
-// request with the same method and params), else from the profile.
-func (r *sessionRun) inputResponses(cr *CallResult, rounds []*capture.Message, round int, result json.RawMessage) json.RawMessage {
+// request with the same method and params), else from the profile, else
+// (the manual provider) from a person, all of the round's questions at
+// once. An input response cannot be an error: when a person answers with
+// one, or nobody answers in time, the error says so and the call stops
+// there rather than ask again.
+func (r *sessionRun) inputResponses(ctx context.Context, cr *CallResult, rounds []*capture.Message, round int, result json.RawMessage) (json.RawMessage, error) {
 	var reqs map[string]inputRequest
 	if raw, _, _, ok := protocol.Member(result, "inputRequests"); ok {
 		_ = json.Unmarshal(raw, &reqs)
@@ -472,27 +507,63 @@ func (r *sessionRun) inputResponses(cr *CallResult, rounds []*capture.Message, r
 		}
 		return nil
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	n := 0
-	for _, key := range slices.Sorted(maps.Keys(reqs)) {
+	type input struct {
+		key, method string
+		ans         json.RawMessage // nil: left out, and the server will say what it misses
+		from        string
+		err         error // what a person's error answer said
+	}
+	keys := slices.Sorted(maps.Keys(reqs))
+	inputs := make([]input, len(keys))
+	var asks sync.WaitGroup
+	for i, key := range keys {
 		req := reqs[key]
-		ans := take(func(ri recInput) bool { return ri.key == key && ri.req.Method == req.Method })
-		if ans == nil {
-			ans = take(func(ri recInput) bool {
+		in := &inputs[i]
+		in.key, in.method, in.from = key, req.Method, "recording"
+		in.ans = take(func(ri recInput) bool { return ri.key == key && ri.req.Method == req.Method })
+		if in.ans == nil {
+			in.ans = take(func(ri recInput) bool {
 				return ri.req.Method == req.Method && matcher.Match(req.Method, req.Params, ri.req.Params)
 			})
 		}
-		from := "recording"
-		if ans == nil {
-			from = "profile"
-			var err error
-			if ans, err = r.profileAnswer(req.Method, req.Params); err != nil {
-				cr.answered(req.Method, key, "none")
-				continue // the server will say what it misses
-			}
+		if in.ans != nil {
+			continue
 		}
-		cr.answered(req.Method, key, from)
+		if r.manual(req.Method) {
+			asks.Go(func() {
+				var rpcErr json.RawMessage
+				in.ans, rpcErr, in.from = r.askPerson(ctx, cr, req.Method, req.Params)
+				if rpcErr != nil {
+					e := &protocol.ErrorInfo{}
+					_ = json.Unmarshal(rpcErr, e)
+					in.ans, in.err = nil, fmt.Errorf("input request %q (%s): %s", key, req.Method, e.Message)
+					if in.from == "manual" {
+						in.err = fmt.Errorf("a person answered input request %q (%s) with error %d: %s", key, req.Method, e.Code, e.Message)
+					}
+				}
+			})
+			continue
+		}
+		var err error
+		in.from = "profile"
+		if in.ans, err = r.profileAnswer(req.Method, req.Params); err != nil {
+			in.ans, in.from = nil, "none"
+		}
+	}
+	asks.Wait()
+	var errs []error
+	var b bytes.Buffer
+	b.WriteByte('{')
+	n := 0
+	for _, in := range inputs {
+		key, ans := in.key, in.ans
+		cr.answered(in.method, key, in.from)
+		if in.err != nil {
+			errs = append(errs, in.err)
+		}
+		if ans == nil {
+			continue
+		}
 		if n > 0 {
 			b.WriteByte(',')
 		}
@@ -503,7 +574,7 @@ func (r *sessionRun) inputResponses(cr *CallResult, rounds []*capture.Message, r
 		b.Write(ans)
 	}
 	b.WriteByte('}')
-	return b.Bytes()
+	return b.Bytes(), errors.Join(errs...)
 }
 
 func boolInt(b bool) int {

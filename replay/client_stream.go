@@ -97,6 +97,8 @@ func (r *sessionRun) runStream(ctx context.Context, s *liveStream, recStream []*
 	s.mu.Lock()
 	s.doc.status = res.StatusCode
 	s.mu.Unlock()
+	bg := newBackgroundAnswers(ctx)
+	defer bg.stop()
 	var final bool
 	_, err = r.readAll(ctx, res, func(sm *protocol.Message) bool {
 		s.cr.note(protocol.ServerToClient, sm)
@@ -113,7 +115,7 @@ func (r *sessionRun) runStream(ctx context.Context, s *liveStream, recStream []*
 		s.changed = make(chan struct{})
 		s.mu.Unlock()
 		if sm.Kind == protocol.KindRequest {
-			r.answerRequest(ctx, s.cr, sm, recStream)
+			r.answerRequest(ctx, s.cr, sm, recStream, bg)
 		}
 		return final
 	}, nil)

@@ -83,4 +83,10 @@
 // [Profile.AnswerRoots]; the replay server takes its Faults. [LoadProfile]
 // reads and checks one, refusing unknown fields and broken rules with
 // [ErrProfileInvalid] naming the field.
+//
+// With the manual sampling provider, the replay client hands the sampling
+// requests it has no recorded answer for to [ClientOptions].Manual, a
+// person behind it (`mcptape replay client` wires the dashboard's pending
+// requests page), and waits up to ManualTimeout while it reads on; the
+// call's own CallTimeout stops meanwhile.
 package replay

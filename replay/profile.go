@@ -34,7 +34,9 @@ type Profile struct {
 // SamplingProfile answers sampling requests: by hand (the dashboard asks a
 // person) or from a mock template.
 type SamplingProfile struct {
-	// Provider is "mock" (the default) or "manual" (see ErrManual).
+	// Provider is "mock" (the default) or "manual": a person answers,
+	// through ClientOptions.Manual (the dashboard's pending requests in
+	// `mcptape replay client`); see ErrManual.
 	Provider string `json:"provider,omitempty"`
 	// Template is the default response text; {{prompt}} is replaced by the
 	// text of the last user message that has text, {{toolResults}} by the
@@ -102,7 +104,8 @@ type Root struct {
 const (
 	// ProviderMock answers from the profile's template.
 	ProviderMock = "mock"
-	// ProviderManual leaves sampling to a person (the dashboard).
+	// ProviderManual leaves sampling to a person: the replay client asks
+	// ClientOptions.Manual (the dashboard's /pending page).
 	ProviderManual = "manual"
 )
 
@@ -116,7 +119,9 @@ const (
 // Profile errors callers branch on.
 var (
 	// ErrManual is returned by AnswerSampling when the provider is
-	// "manual": a person answers (in the dashboard), not the profile.
+	// "manual": a person answers (ClientOptions.Manual, the dashboard), not
+	// the profile. A replay client without Manual answers the server with
+	// this error.
 	ErrManual = errors.New("the testing profile leaves sampling to a person (provider manual)")
 	// ErrProfileInvalid is returned for a profile that breaks the format's
 	// rules (docs/testing-profiles.md).
