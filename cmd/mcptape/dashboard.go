@@ -56,7 +56,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer store.Close()
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, nil, replays, logger)
+	// Nothing records here: /metrics has the build, Go and process metrics.
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, logger)
 	if err != nil {
 		return err
 	}
@@ -68,6 +69,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer unannounce()
 	fmt.Fprintf(stdout, "mcptape: dashboard of %s at %s\n", *data, d.url)
+	fmt.Fprintf(stdout, "mcptape: %s\n", d.metricsNote())
 	fmt.Fprintln(stdout, "mcptape: stop with Ctrl-C")
 	select {
 	case <-ctx.Done():
@@ -128,8 +130,21 @@ func announce(store capture.Store, data, dashURL string) (func(), error) {
 // runningDashboard is a dashboard serving on its listener.
 type runningDashboard struct {
 	srv  *dashboard.Server
-	url  string
-	errc chan error
+	url  string // with the token, to open in a browser
+	base string // without it
+	// token guards the dashboard, /metrics included; "" on loopback.
+	token string
+	errc  chan error
+}
+
+// metricsNote says where the dashboard's listener serves /metrics and how
+// a scraper gets past the token: Prometheus sends it as a bearer token
+// (authorization: {credentials: TOKEN} in its scrape config).
+func (d *runningDashboard) metricsNote() string {
+	if d.token == "" {
+		return "Prometheus metrics at " + d.base + "metrics"
+	}
+	return "Prometheus metrics at " + d.base + "metrics (send the dashboard's token: Authorization: Bearer TOKEN)"
 }
 
 // startDashboard starts the dashboard over store on addr. fixed says addr
@@ -158,7 +173,8 @@ func startDashboard(store capture.Store, data, addr, token string, fixed bool, f
 		srv.Close()
 		return nil, fmt.Errorf("--dashboard %s: %w (choose another address, or --dashboard off)", addr, err)
 	}
-	d := &runningDashboard{srv: srv, url: dashboard.URL(ln.Addr().String(), token), errc: make(chan error, 1)}
+	d := &runningDashboard{srv: srv, url: dashboard.URL(ln.Addr().String(), token), base: dashboard.URL(ln.Addr().String(), ""),
+		token: token, errc: make(chan error, 1)}
 	go func() { d.errc <- srv.Serve(ln) }()
 	return d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/fixtures"
@@ -186,21 +189,108 @@ func TestRecordServesTheDashboard(t *testing.T) {
 	}
 }
 
+// TestDashboardServesMetrics: a default `mcptape record` (dashboard on, no
+// --metrics) collects the proxy's and the recorder's metrics and serves them
+// at /metrics on the dashboard's listener: without a token on loopback,
+// behind the dashboard's token elsewhere. `mcptape dashboard`, where nothing
+// records, serves the process's.
 func TestDashboardServesMetrics(t *testing.T) {
 	up := httptest.NewServer(fixtures.Handler(nil))
 	defer up.Close()
-	dashURL, _, stop := startCmd(t, "dashboard at ", "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0",
-		"--data", t.TempDir(), "--dashboard", "127.0.0.1:0", "--metrics", "127.0.0.1:0")
-	defer stop()
-	res, err := http.Get(dashURL + "metrics")
-	if err != nil {
-		t.Fatal(err)
+	defer up.CloseClientConnections()
+	data := t.TempDir()
+	dashURL, out, stop := startCmd(t, "dashboard at ", "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0",
+		"--data", data, "--dashboard", "127.0.0.1:0")
+	proxyURL := outputValue(out.String(), "point your MCP client at ")
+	if got := outputValue(out.String(), "Prometheus metrics at "); got != dashURL+"metrics" {
+		t.Errorf("record printed metrics at %q, want %smetrics", got, dashURL)
 	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), "mcptape_build_info") {
-		t.Errorf("the dashboard's /metrics: %d %.200s", res.StatusCode, b)
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	defer hc.CloseIdleConnections()
+	calls := []struct{ method, tool string }{{"tools/call", "echo"}, {"tools/call", "echo"}, {"tools/call", "echo"},
+		{"tools/call", "add"}, {"tools/call", "add"}, {"tools/call", "error"}, {"tools/list", ""}, {"tools/list", ""}, {"server/discover", ""}}
+	for i, c := range calls {
+		modernCall(t, hc, proxyURL, i, c.method, c.tool)
 	}
+	want := map[string]float64{ // upstream latency samples by method and tool
+		"method=tools/call,tool=echo": 3, "method=tools/call,tool=add": 2, "method=tools/call,tool=error": 1,
+		"method=tools/list,tool=": 2, "method=server/discover,tool=": 1,
+	}
+	fams := scrapeUntil(t, hc, dashURL+"metrics", func(fams map[string]*dto.MetricFamily) bool {
+		return familyValues(fams, "mcptape_capture_messages_stored_total")[""] == float64(2*len(calls)) // each call and its answer
+	})
+	if got := familyValues(fams, "mcptape_proxy_upstream_latency_seconds"); !maps.Equal(got, want) {
+		t.Errorf("upstream latency samples on the dashboard's /metrics: %v, want %v", got, want)
+	}
+	if got := familyValues(fams, "mcptape_proxy_requests_total"); got["code=200,method=tools/call"] != 6 ||
+		got["code=200,method=tools/list"] != 2 || got["code=200,method=server/discover"] != 1 {
+		t.Errorf("requests by method and status: %v", got)
+	}
+	if got := familyValues(fams, "mcptape_capture_errors_total"); got["code=-32000,method=tools/call,tool=error"] != 1 {
+		t.Errorf("JSON-RPC errors: %v", got)
+	}
+	for _, name := range []string{"mcptape_build_info", "go_goroutines", "mcptape_capture_store_size_bytes"} {
+		if fams[name] == nil {
+			t.Errorf("the dashboard's /metrics has no %s", name)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("record exited %d", code)
+	}
+
+	// Off loopback the dashboard's token guards /metrics too; Prometheus
+	// sends it as a bearer token.
+	dashURL, out, stop = startCmd(t, "dashboard at ", "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0",
+		"--data", data, "--dashboard", "0.0.0.0:0", "--dashboard-token", "metrics-token-1")
+	if note := outputValue(out.String(), "Prometheus metrics at "); !strings.Contains(note, "Authorization: Bearer") || strings.Contains(note, "metrics-token-1") {
+		t.Errorf("off loopback, record printed %q", note)
+	}
+	u, _ := url.Parse(dashURL)
+	metricsURL := "http://" + u.Host + "/metrics"
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{"", http.StatusUnauthorized}, {"Bearer wrong", http.StatusUnauthorized}, {"Bearer metrics-token-1", http.StatusOK}} {
+		req, _ := http.NewRequest("GET", metricsURL, nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.want || (c.want == http.StatusOK && !strings.Contains(string(b), "mcptape_proxy_requests_in_flight")) {
+			t.Errorf("/metrics off loopback with %q: %d %.100s, want %d", c.auth, res.StatusCode, b, c.want)
+		}
+	}
+	stop()
+
+	// Nothing records: the build, Go and process metrics only.
+	dashURL, _, stop = startCmd(t, "dashboard of "+data+" at ", "dashboard", "--data", data, "--listen", "127.0.0.1:0")
+	fams = scrapeText(t, hc, dashURL+"metrics")
+	for _, name := range []string{"mcptape_build_info", "go_goroutines", "process_resident_memory_bytes"} {
+		if fams[name] == nil {
+			t.Errorf("mcptape dashboard's /metrics has no %s", name)
+		}
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "mcptape_proxy_") || strings.HasPrefix(name, "mcptape_capture_") {
+			t.Errorf("mcptape dashboard's /metrics has %s, with nothing recording", name)
+		}
+	}
+	stop()
+}
+
+// outputValue is the rest of the first output line holding prefix.
+func outputValue(out, prefix string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if _, v, ok := strings.Cut(line, prefix); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func TestDashboardFlags(t *testing.T) {

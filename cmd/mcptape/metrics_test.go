@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,8 +59,8 @@ func TestRecordMetrics(t *testing.T) {
 			if _, u, ok := strings.Cut(line, "point your MCP client at "); ok {
 				proxyURL = strings.TrimSpace(u)
 			}
-			if _, u, ok := strings.Cut(line, "Prometheus metrics at "); ok {
-				metricsURL = strings.TrimSpace(u)
+			if _, u, ok := strings.Cut(line, "Prometheus metrics at "); ok && metricsURL == "" {
+				metricsURL = strings.TrimSpace(u) // --metrics's; the dashboard's follows
 			}
 		}
 	}
@@ -128,6 +130,190 @@ func TestRecordMetrics(t *testing.T) {
 	if _, err := hc.Get(metricsURL); err == nil {
 		t.Error("the metrics listener outlived record")
 	}
+}
+
+// TestLatencyChartMatchesMetric: after known traffic through `mcptape
+// record`, the dashboard's latency chart (its default measure, upstream
+// latency, read from the stored exchanges) counts the same samples per
+// method and per tool as mcptape_proxy_upstream_latency_seconds on the same
+// process's /metrics, and its p50 lies in the histogram bucket that holds
+// the metric's median.
+func TestLatencyChartMatchesMetric(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	dashURL, out, _ := startCmd(t, "dashboard at ", "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0",
+		"--data", t.TempDir(), "--dashboard", "127.0.0.1:0")
+	proxyURL := outputValue(out.String(), "point your MCP client at ")
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	defer hc.CloseIdleConnections()
+	id := 0
+	for _, c := range []struct {
+		method, tool string
+		n            int
+	}{{"tools/call", "echo", 9}, {"tools/call", "add", 4}, {"tools/list", "", 3}, {"server/discover", "", 1}} {
+		for range c.n {
+			id++
+			modernCall(t, hc, proxyURL, id, c.method, c.tool)
+		}
+	}
+
+	type series struct {
+		Method string  `json:"method"`
+		Tool   string  `json:"tool"`
+		N      int     `json:"n"`
+		P50    float64 `json:"p50"`
+	}
+	var chart struct {
+		Measure string   `json:"measure"`
+		Methods []series `json:"methods"`
+		Tools   []series `json:"tools"`
+	}
+	c := newDashClient(t, dashURL)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c.do(http.MethodGet, "/api/v1/latency", &chart)
+		n := 0
+		for _, m := range chart.Methods {
+			n += m.N
+		}
+		if n == id {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the chart never counted the %d exchanges: %+v", id, chart)
+		}
+	}
+	if chart.Measure != "upstream" {
+		t.Errorf("the chart's default measure is %q, want upstream", chart.Measure)
+	}
+	fams := scrapeText(t, hc, dashURL+"metrics")
+	hist := fams["mcptape_proxy_upstream_latency_seconds"]
+	check := func(what string, s series, label, value string) {
+		t.Helper()
+		n, lo, hi := medianBucket(hist, label, value)
+		if uint64(s.N) != n || n == 0 {
+			t.Errorf("%s: the chart counts %d samples, the histogram %d", what, s.N, n)
+			return
+		}
+		if p50 := s.P50 / 1000; p50 <= lo || p50 > hi {
+			t.Errorf("%s: the chart's p50 %vs is outside the histogram's median bucket (%v, %v]", what, p50, lo, hi)
+		}
+	}
+	for _, m := range chart.Methods {
+		check("method "+m.Method, m, "method", m.Method)
+	}
+	for _, x := range chart.Tools {
+		check("tool "+x.Tool, x, "tool", x.Tool)
+	}
+	if len(chart.Methods) != 3 || len(chart.Tools) != 2 {
+		t.Errorf("chart series: methods %+v, tools %+v", chart.Methods, chart.Tools)
+	}
+}
+
+// medianBucket sums the histogram's series with label=value and returns
+// their sample count and the bounds of the classic bucket that holds the
+// median (the nearest-rank one, as the chart's p50).
+func medianBucket(f *dto.MetricFamily, label, value string) (n uint64, lo, hi float64) {
+	cum := map[float64]uint64{}
+	var bounds []float64
+	for _, m := range f.GetMetric() {
+		match := false
+		for _, l := range m.Label {
+			match = match || (l.GetName() == label && l.GetValue() == value)
+		}
+		if !match {
+			continue
+		}
+		n += m.Histogram.GetSampleCount()
+		for _, b := range m.Histogram.Bucket {
+			if _, ok := cum[b.GetUpperBound()]; !ok {
+				bounds = append(bounds, b.GetUpperBound())
+			}
+			cum[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	slices.Sort(bounds)
+	rank := (n + 1) / 2
+	for _, b := range bounds {
+		if cum[b] >= rank {
+			return n, lo, b
+		}
+		lo = b
+	}
+	return n, lo, math.Inf(1)
+}
+
+// modernCall sends one 2026-07-28 request with its routing headers through
+// the proxy at proxyURL and reads the whole answer; tool "" is a method
+// without one.
+func modernCall(t *testing.T, hc *http.Client, proxyURL string, id int, method, tool string) {
+	t.Helper()
+	params := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+	switch tool {
+	case "":
+	case "add":
+		params = `"name":"add","arguments":{"a":1,"b":2},` + params
+	case "error":
+		params = `"name":"error","arguments":{},` + params
+	default:
+		params = fmt.Sprintf(`"name":%q,"arguments":{"text":"x"},`, tool) + params
+	}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s}}`, id, method, params)
+	req, _ := http.NewRequest("POST", proxyURL, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(protocol.HeaderProtocolVersion, "2026-07-28")
+	req.Header.Set(protocol.HeaderMethod, method)
+	if tool != "" {
+		req.Header.Set(protocol.HeaderName, tool)
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, tool, res.StatusCode, b)
+	}
+}
+
+// scrapeUntil scrapes url until ok holds, for up to 10 seconds (the
+// recorder writes within a second).
+func scrapeUntil(t *testing.T, hc *http.Client, url string, ok func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		fams := scrapeText(t, hc, url)
+		if ok(fams) {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scrape of %s never showed what the test waits for", url)
+		}
+	}
+}
+
+// familyValues maps a family's label sets ("k=v,k=v", sorted) to the
+// counter or gauge value, or to a histogram's sample count.
+func familyValues(fams map[string]*dto.MetricFamily, name string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range fams[name].GetMetric() {
+		var ls []string
+		for _, l := range m.Label {
+			ls = append(ls, l.GetName()+"="+l.GetValue())
+		}
+		slices.Sort(ls)
+		k := strings.Join(ls, ",")
+		switch {
+		case m.Counter != nil:
+			out[k] = m.Counter.GetValue()
+		case m.Gauge != nil:
+			out[k] = m.Gauge.GetValue()
+		case m.Histogram != nil:
+			out[k] = float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return out
 }
 
 func scrapeText(t *testing.T, hc *http.Client, url string) map[string]*dto.MetricFamily {

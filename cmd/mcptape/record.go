@@ -60,7 +60,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&c.idleGap, "idle-gap", 5*time.Minute, "silence after which a 2026-07-28 client's next request starts a new session")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
-	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics on their own listener; a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
+	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
 	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off; an address other than loopback needs a token")
 	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
 	if err := parse(fs, args); err != nil {
@@ -95,6 +95,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if rs.dash != nil {
 		fmt.Fprintf(stdout, "mcptape: dashboard at %s\n", rs.dash.url)
+		fmt.Fprintf(stdout, "mcptape: %s\n", rs.dash.metricsNote())
 	}
 	fmt.Fprintf(stdout, "mcptape: look with `mcptape ls --data %s` (works while recording); stop with Ctrl-C\n", c.data)
 	errc := make(chan error, 1)
@@ -146,12 +147,17 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 		tlsConf = &tls.Config{RootCAs: pool}
 	}
+	// The metrics are collected whenever something serves them: the
+	// dashboard's listener (/metrics beside the dashboard) or --metrics.
+	dashOn := c.dashboard != "" && c.dashboard != dashboardOff
 	var reg *prometheus.Registry
 	var metricsAt string
 	if c.metrics != "" {
 		if metricsAt, err = metricsAddr(c.metrics); err != nil {
 			return nil, usagef("--metrics: %v", err)
 		}
+	}
+	if c.metrics != "" || dashOn {
 		reg = newMetricsRegistry()
 	}
 	store, err := openWrite(c.data)
@@ -174,7 +180,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 			return nil, err
 		}
 	}
-	if c.dashboard != "" && c.dashboard != dashboardOff {
+	if dashOn {
 		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
 		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
 			metricsHandler(reg), rs.replays, logger); err != nil {
@@ -197,7 +203,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err := rs.serveAPI(c); err != nil {
 		return nil, err
 	}
-	if reg != nil {
+	if c.metrics != "" {
 		if rs.metrics, err = serveMetrics(metricsAt, reg); err != nil {
 			return nil, err
 		}
