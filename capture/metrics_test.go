@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,6 +173,77 @@ func TestRecorderMetrics(t *testing.T) {
 	d.messages("s02")
 	if n := gathered(t, reg)["mcptape_capture_sessions_active{}"]; n != 1 {
 		t.Errorf("%v sessions active, want 1", n)
+	}
+}
+
+// gatedStore holds every Write until open is closed, then fails them
+// while fail is set.
+type gatedStore struct {
+	capture.Store
+	open chan struct{}
+	fail atomic.Bool
+}
+
+func (g *gatedStore) Write(ctx context.Context, b *capture.Batch) error {
+	<-g.open
+	if g.fail.Load() {
+		return errors.New("disk full (simulated)")
+	}
+	return g.Store.Write(ctx, b)
+}
+
+// TestRecorderMetricsQueueAndLoss: while the store does not keep up, the
+// queue gauges show what waits; when its writes fail, the scrape counts
+// the messages lost and the failed writes; after, the queue is empty.
+func TestRecorderMetricsQueueAndLoss(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	store := &gatedStore{Store: memstore.New(), open: make(chan struct{})}
+	store.fail.Store(true)
+	rec, err := capture.NewRecorder(context.Background(), store, &capture.RecorderOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	h := http.Header{"Content-Type": {"application/json"}}
+	call := func(i int) {
+		req := httptest.NewRequest("POST", "http://127.0.0.1:7411/mcp", nil)
+		req.Header.Set("Content-Type", "application/json")
+		tap := rec.Begin(req, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)), true)
+		tap.Response(200, h, false)
+		tap.ResponseBody([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i)))
+		tap.End("", false)
+	}
+	// The writer holds a batch, the pipeline waits to hand it more: the
+	// events pile up in the queue.
+	var got map[string]float64
+	for i := 1; ; i++ {
+		call(i)
+		got = gathered(t, reg)
+		if got["mcptape_capture_queue_events{}"] >= 1 && got["mcptape_capture_queue_bytes{}"] >= 1 {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("the queue gauges never rose while the store blocked: %v events, %v bytes",
+				got["mcptape_capture_queue_events{}"], got["mcptape_capture_queue_bytes{}"])
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(store.open) // every held write now fails
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rec.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = gathered(t, reg)
+	st := rec.Stats()
+	if lost := got["mcptape_capture_messages_lost_total{}"]; lost < 2 || lost != float64(st.Lost) {
+		t.Errorf("messages lost %v, Stats %+v", lost, st)
+	}
+	if errs := got["mcptape_capture_store_write_errors_total{}"]; errs < 1 || errs != float64(st.StoreErrors) {
+		t.Errorf("store write errors %v, Stats %+v", errs, st)
+	}
+	if q, b := got["mcptape_capture_queue_events{}"], got["mcptape_capture_queue_bytes{}"]; q != 0 || b != 0 {
+		t.Errorf("after the sync, the queue holds %v events, %v bytes", q, b)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
@@ -365,6 +367,95 @@ func TestMetricsKnownTraffic(t *testing.T) {
 				t.Errorf("%s %v: schema %v, %d native spans, %d classic buckets", f.GetName(), m.Label, h.Schema, len(h.PositiveSpan), len(h.Bucket))
 			}
 		}
+	}
+}
+
+// TestMetricsGaugesInFlight: while a slow call streams its answer, the
+// in-flight and open-stream gauges count it; after, they are back to 0.
+func TestMetricsGaugesInFlight(t *testing.T) {
+	r := newMetricsRig(t, fixtures.Handler(nil))
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		meta := strings.Replace(modernMeta, `"_meta":{`, `"_meta":{"progressToken":"p1",`, 1)
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"duration_ms":1500,"steps":5},` + meta + `}}`
+		req, _ := http.NewRequest("POST", r.px.URL+fixtures.PathStateless, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(protocol.HeaderProtocolVersion, "2026-07-28")
+		req.Header.Set(protocol.HeaderMethod, "tools/call")
+		req.Header.Set(protocol.HeaderName, "slow")
+		res, err := r.px.Client().Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		done <- answer{res.StatusCode, string(b), err}
+	}()
+	seen := false
+	var last map[string]*dto.MetricFamily
+	for !seen {
+		select {
+		case a := <-done:
+			t.Fatalf("the slow call ended (%d %v) before the scrape showed it in flight: in flight %v, streams %v", a.code, a.err,
+				series(last, "mcptape_proxy_requests_in_flight"), series(last, "mcptape_proxy_sse_streams_open"))
+		case <-time.After(20 * time.Millisecond):
+		}
+		last = scrape(t, r.reg)
+		seen = series(last, "mcptape_proxy_requests_in_flight")[""] >= 1 &&
+			series(last, "mcptape_proxy_sse_streams_open")["method=tools/call"] >= 1
+	}
+	a := <-done
+	if a.err != nil || a.code != 200 || !strings.Contains(a.body, `"result"`) {
+		t.Fatalf("the slow call: %d %v %s", a.code, a.err, a.body)
+	}
+	r.sync(t)
+	fams := scrape(t, r.reg)
+	checkSeries(t, fams, "mcptape_proxy_requests_in_flight", map[string]float64{"": 0})
+	checkSeries(t, fams, "mcptape_proxy_sse_streams_open", map[string]float64{"method=tools/call": 0})
+	checkSeries(t, fams, "mcptape_proxy_sse_first_event_seconds", map[string]float64{"method=tools/call,tool=slow": 1})
+}
+
+// TestMetricsStoreFailure: when the store fails, the scrape says so:
+// messages lost and failed writes, while the traffic flows.
+func TestMetricsStoreFailure(t *testing.T) {
+	fs := &failingStore{Store: memstore.New()}
+	reg := prometheus.NewRegistry()
+	r := &metricsRig{rig: newRig(t, fixtures.Handler(nil), &rigOptions{store: fs,
+		recorder: &capture.RecorderOptions{Registerer: reg}, proxy: &proxy.Options{Registerer: reg}}), reg: reg}
+	call := func(id int) {
+		t.Helper()
+		code, body := r.modern(t, id, "tools/call", `"name":"echo","arguments":{"text":"x"}`, "echo")
+		if code != 200 || !strings.Contains(body, `"result"`) {
+			t.Fatalf("call %d: %d %s", id, code, body)
+		}
+		r.sync(t)
+	}
+	call(1)
+	fams := scrape(t, r.reg)
+	checkSeries(t, fams, "mcptape_capture_messages_lost_total", map[string]float64{"": 0})
+	checkSeries(t, fams, "mcptape_capture_store_write_errors_total", map[string]float64{"": 0})
+	fs.fail.Store(true)
+	for i := range 3 {
+		call(10 + i)
+	}
+	fs.fail.Store(false)
+	call(20)
+	fams = scrape(t, r.reg)
+	st := r.rec.Stats()
+	lost := series(fams, "mcptape_capture_messages_lost_total")[""]
+	errs := series(fams, "mcptape_capture_store_write_errors_total")[""]
+	if lost < 6 || errs < 1 || lost != float64(st.Lost) || errs != float64(st.StoreErrors) {
+		t.Errorf("after 3 calls into a failing store: lost %v, write errors %v on the scrape; Stats %+v", lost, errs, st)
+	}
+	if stored := series(fams, "mcptape_capture_messages_stored_total")[""]; stored != float64(st.Stored) || stored < 4 {
+		t.Errorf("stored %v on the scrape, Stats %+v", stored, st)
 	}
 }
 
