@@ -111,7 +111,8 @@ func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessSta
 			ID: id, Upstream: p.o.Upstream, Path: xs.path, Opening: opening, Start: at, End: at,
 		},
 		last:       at,
-		pending:    map[pendKey]pending{},
+		pending:    map[pendKey][]pending{},
+		early:      map[string]*Message{},
 		progress:   map[string]uint64{},
 		rounds:     map[string]uint64{},
 		lastSample: map[uint64]uint64{},
@@ -233,17 +234,89 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 	if k.id == "" {
 		return
 	}
-	if _, dup := st.pending[k]; dup {
+	if dir == protocol.ServerToClient && p.answerEarly(st, k.id, m, params.Name) {
+		return
+	}
+	if len(st.pending[k]) > 0 {
 		m.Findings = append(m.Findings, Finding{FindingDuplicateID,
 			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
 	}
-	if len(st.pending) < maxPending {
-		pd := pending{seq: m.Seq, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
+	if len(st.pending) < maxPending && len(st.pending[k]) < maxSameID {
+		pd := pending{seq: m.Seq, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
 		if params.Modern {
 			pd.caps = params.ClientCapabilities
 		}
-		st.pending[k] = pd
+		st.pending[k] = append(st.pending[k], pd)
 	}
+}
+
+// maxSameID bounds the requests in flight under one id (a client that
+// reuses ids without end).
+const maxSameID = 64
+
+// earlyWindow bounds how long a client answer to a server request the
+// recorder has not seen yet waits for that request.
+const earlyWindow = 10 * time.Second
+
+// findPending finds the request in flight that a message with key k
+// refers to: the one exchange x carried (a response on its request's own
+// stream), else the only one with that id. Two or more with that id and
+// none carried by x is ambiguous: the caller links nothing.
+func (st *sessState) findPending(k pendKey, x uint64) (pd pending, i int, ambiguous bool) {
+	list := st.pending[k]
+	if x != 0 {
+		for i, pd := range list {
+			if pd.x == x {
+				return pd, i, false
+			}
+		}
+	}
+	switch len(list) {
+	case 0:
+		return pending{}, -1, false
+	case 1:
+		return list[0], 0, false
+	}
+	return pending{}, -1, true
+}
+
+func (st *sessState) donePending(k pendKey, i int) {
+	list := st.pending[k]
+	if len(list) == 1 {
+		delete(st.pending, k)
+		return
+	}
+	st.pending[k] = append(list[:i:i], list[i+1:]...)
+}
+
+// answerEarly links a client answer the recorder indexed before the server
+// request it answers (the answer's POST overtook the stream event that
+// carried the request): the answer, already recorded as an orphan, is
+// rewritten with its link, and the request is not left in flight.
+func (p *pipeline) answerEarly(st *sessState, id string, req *Message, name string) bool {
+	ans := st.early[id]
+	if ans == nil {
+		return false
+	}
+	delete(st.early, id)
+	if req.Time.Sub(ans.Time) > earlyWindow {
+		return false
+	}
+	fixed := *ans
+	fixed.Links.Request = req.Seq
+	fixed.Method, fixed.Name = req.Method, name
+	fixed.Findings = nil
+	for _, f := range ans.Findings {
+		if f.Kind == FindingOrphanResponse {
+			st.s.Findings--
+			continue
+		}
+		fixed.Findings = append(fixed.Findings, f)
+	}
+	// The store replaces a message written again under its Seq.
+	p.msgs = append(p.msgs, &fixed)
+	p.dirtyS[st.s.ID] = st
+	return true
 }
 
 // linkTask links a message that names a task to the request that created it.
@@ -302,7 +375,7 @@ func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol
 		}
 	case pm.Method == protocol.MethodCancelled && len(params.RequestID) > 0:
 		// A sender cancels a request it sent itself.
-		if pd, ok := st.pending[pendKey{dir, protocol.IDKey(params.RequestID)}]; ok {
+		if pd, i, _ := st.findPending(pendKey{dir, protocol.IDKey(params.RequestID)}, xs.x.ID); i >= 0 {
 			m.Links.Request = pd.seq
 		}
 	case pm.Method == protocol.MethodElicitationComplete && params.ElicitationID != "":
@@ -345,15 +418,34 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		st.s.Errors++
 	}
 	k := pendKey{reqDir, pm.IDKey()}
-	pd, ok := st.pending[k]
-	if !ok {
+	// A response on a POST's stream (or in its JSON body) answers a request
+	// that POST carried; a client's answer to a server request, and a
+	// response on the GET stream, travel apart from their request.
+	var carrier uint64
+	if dir == protocol.ServerToClient && xs.reqSeq != 0 {
+		carrier = xs.x.ID
+	}
+	pd, i, ambiguous := st.findPending(k, carrier)
+	switch {
+	case ambiguous:
+		m.Findings = append(m.Findings, Finding{FindingDuplicateID,
+			fmt.Sprintf("response to id %s, which %d requests in flight share; it is not linked to any of them", k.id, len(st.pending[k]))})
+		return
+	case i < 0:
 		if k.id != "" {
 			m.Findings = append(m.Findings, Finding{FindingOrphanResponse,
 				fmt.Sprintf("response to id %s, which no recorded request in flight has", k.id)})
+			if dir == protocol.ClientToServer && len(st.early) < maxPending {
+				st.early[k.id] = m
+			}
 		}
 		return
 	}
-	delete(st.pending, k)
+	st.donePending(k, i)
+	if carrier != 0 && pd.x != carrier {
+		m.Findings = append(m.Findings, Finding{FindingWrongStream,
+			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id, xs.reqID)})
+	}
 	m.Links.Request = pd.seq
 	m.Method = pd.method
 	m.Name = pd.name

@@ -167,15 +167,20 @@ func TestCapabilityAndStreamFindings(t *testing.T) {
 	}
 }
 
-// Hostile ordering: an answer that arrives before the request it answers,
-// interleaved streams of two calls with equal ids on both sides, a request
-// never answered, a response on the GET stream.
+// Hostile ordering: an answer that the recorder indexes before the request
+// it answers, interleaved streams of two calls with equal ids on both
+// sides, a request never answered, a response on the GET stream.
 func TestHostileOrdering(t *testing.T) {
 	d := newDriver(t, nil)
 	d.exchange(initialize(protocol.V20251125))
 	h := map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-2025-11-25"}
-	// The client answers server request 5 before the recorder saw it.
-	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: h, body: `{"jsonrpc":"2.0","id":5,"result":{}}`, status: 202})
+	// Call 9's stream carries sampling request 5, but the client's answer
+	// POST reaches the recorder before the stream event does.
+	early := d.stream(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"t9"}}`, h)
+	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: h, body: `{"jsonrpc":"2.0","id":5,"result":{"role":"assistant","content":{"type":"text","text":"early"}}}`, status: 202})
+	early.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}}`)))
+	early.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":9,"result":{"content":[]}}`)))
+	early.End("", false)
 	// Two calls whose streams interleave; each carries a server request
 	// with id 0 and 1, and the client's ids are 10 and 11.
 	begin := func(id int) *capture.Tap {
@@ -217,9 +222,13 @@ func TestHostileOrdering(t *testing.T) {
 		}
 		return m
 	}
-	early := get("c2s result  5")
-	if early.Links.Request != 0 || !strings.Contains(findingsOf(early), "orphan-response") {
-		t.Errorf("early answer: links %+v findings %q", early.Links, findingsOf(early))
+	sampling, answer := get("s2c request sampling/createMessage 5"), get("c2s result sampling/createMessage 5")
+	if answer.Links.Request != sampling.Seq || answer.Seq > sampling.Seq || len(answer.Findings) != 0 {
+		t.Errorf("early answer (seq %d): links %+v findings %q; want a link to the sampling request (seq %d) and no finding",
+			answer.Seq, answer.Links, findingsOf(answer), sampling.Seq)
+	}
+	if sampling.Links.Parent != get("c2s request tools/call 9 t9").Seq || hasFinding(sampling, capture.FindingDuplicateID) {
+		t.Errorf("the early-answered sampling request: parent %d findings %q", sampling.Links.Parent, findingsOf(sampling))
 	}
 	ca, cb := get("c2s request tools/call 10 t10"), get("c2s request tools/call 11 t11")
 	ra, rb := get("s2c request roots/list 0"), get("s2c request roots/list 1")
@@ -241,8 +250,9 @@ func TestHostileOrdering(t *testing.T) {
 	}
 	var text strings.Builder
 	tr.WriteText(&text, &capture.TextOptions{NoTimes: true})
-	if !strings.Contains(text.String(), "[!] (orphan)") && !strings.Contains(text.String(), "[orphan]") {
-		t.Errorf("the early answer is not shown as an orphan:\n%s", text.String())
+	if !strings.Contains(text.String(), "[>] tools/call t9 [success]\n  +-- sampling/createMessage\n        result: \"early\"\n") ||
+		strings.Contains(text.String(), "orphan") {
+		t.Errorf("the early answer is not shown under its sampling request:\n%s", text.String())
 	}
 }
 

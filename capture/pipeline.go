@@ -46,6 +46,7 @@ type pendKey struct {
 
 type pending struct {
 	seq    uint64
+	x      uint64 // the exchange whose body carried the request
 	method string
 	name   string
 	caps   json.RawMessage // a modern request's clientCapabilities
@@ -61,12 +62,13 @@ type sessState struct {
 	initialized bool // initialize seen
 	discovered  bool // server/discover seen
 	supported   []string
-	pending     map[pendKey]pending
-	progress    map[string]uint64 // progress token → request seq
-	rounds      map[string]uint64 // method|name|requestState → the input_required round's request seq
-	lastSample  map[uint64]uint64 // parent call → its latest sampling request
-	elicit      map[string]uint64 // elicitationId → the URL elicitation request
-	tasks       map[string]uint64 // taskId → the request that created the task
+	pending     map[pendKey][]pending // in flight; more than one when an id is reused
+	early       map[string]*Message   // client answers to server requests not seen yet, by id
+	progress    map[string]uint64     // progress token → request seq
+	rounds      map[string]uint64     // method|name|requestState → the input_required round's request seq
+	lastSample  map[uint64]uint64     // parent call → its latest sampling request
+	elicit      map[string]uint64     // elicitationId → the URL elicitation request
+	tasks       map[string]uint64     // taskId → the request that created the task
 	tools       map[string]*toolInfo
 	written     time.Time // when the record was last handed to the writer
 	urgent      bool      // a change readers must see at once (a key bound, a loss)

@@ -187,6 +187,10 @@ type treeBuilder struct {
 	last   time.Time
 	msgs   map[uint64]*Message
 	xs     map[uint64]*Exchange
+	// later holds answers recorded before the request they answer (a
+	// client's answer POST that overtook the stream event carrying the
+	// server's request), by the request's seq.
+	later map[uint64]*Message
 }
 
 func (b *treeBuilder) add(m *Message) {
@@ -202,7 +206,18 @@ func (b *treeBuilder) add(m *Message) {
 	switch m.Kind {
 	case protocol.KindRequest:
 		b.request(m)
+		if a := b.later[m.Seq]; a != nil {
+			delete(b.later, m.Seq)
+			b.response(a)
+		}
 	case protocol.KindResult, protocol.KindError:
+		if m.Links.Request > m.Seq {
+			if b.later == nil {
+				b.later = map[uint64]*Message{}
+			}
+			b.later[m.Links.Request] = m
+			return
+		}
 		b.response(m)
 	case protocol.KindNotification:
 		b.notification(m)
@@ -271,7 +286,7 @@ func (b *treeBuilder) response(m *Message) {
 	}
 	n.Response = m.Seq
 	n.End = m.Time
-	n.Duration = m.Time.Sub(n.Start)
+	n.Duration = max(m.Time.Sub(n.Start), 0)
 	n.Findings = append(n.Findings, m.Findings...)
 	res := resultOf(m.Raw)
 	switch {
@@ -396,6 +411,16 @@ func (b *treeBuilder) finish() {
 		}
 	}
 	mark(b.t.Roots)
+	left := make([]*Message, 0, len(b.later))
+	for _, m := range b.later {
+		left = append(left, m)
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].Seq < left[j].Seq })
+	for _, m := range left {
+		// An answer linked to a request this session does not hold.
+		b.t.Roots = append(b.t.Roots, &Node{Kind: NodeOther, Method: m.Method, Dir: m.Direction, Response: m.Seq, ID: m.ID,
+			Start: m.Time, Status: "orphan", Findings: m.Findings})
+	}
 	sort.SliceStable(b.t.Roots, func(i, j int) bool { return b.t.Roots[i].Start.Before(b.t.Roots[j].Start) })
 }
 

@@ -1,0 +1,151 @@
+package capture_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// stream begins an exchange whose request body is body and whose response
+// is an SSE stream, for tests that interleave streams.
+func (d *driver) stream(body string, h map[string]string) *capture.Tap {
+	req := httptest.NewRequest("POST", "http://127.0.0.1:7411/mcp", strings.NewReader(body))
+	req.RemoteAddr = "127.0.0.1:50000"
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	tap := d.rec.Begin(req, []byte(body), true)
+	tap.Response(200, http.Header{"Content-Type": {"text/event-stream"}}, false)
+	return tap
+}
+
+func (d *driver) tree(session string) (*capture.Tree, string) {
+	d.t.Helper()
+	tr, err := capture.SessionTree(context.Background(), d.store, session)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var b strings.Builder
+	tr.WriteText(&b, &capture.TextOptions{NoTimes: true})
+	return tr, b.String()
+}
+
+func hasFinding(m *capture.Message, k capture.FindingKind) bool {
+	for _, f := range m.Findings {
+		if f.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Two calls in flight with the same id in one session (2026-07-28: two
+// clients with the same clientInfo are one session by fingerprint; legacy:
+// a client that reuses an id): each result is on its own call's stream and
+// links to that call, never to the other; the reuse is a finding.
+func TestEqualIDsOnInterleavedStreams(t *testing.T) {
+	for _, era := range []string{"modern", "legacy"} {
+		t.Run(era, func(t *testing.T) {
+			d := newDriver(t, nil)
+			h := map[string]string{"Content-Type": "application/json"}
+			call := func(name string) string {
+				return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,%s}}`, name, modernMeta)
+			}
+			if era == "legacy" {
+				d.exchange(initialize(protocol.V20251125))
+				h["Mcp-Session-Id"] = "sess-2025-11-25"
+				call = func(name string) string {
+					return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q}}`, name)
+				}
+			} else {
+				h["Mcp-Protocol-Version"] = "2026-07-28"
+			}
+			a := d.stream(call("a"), h)
+			b := d.stream(call("b"), h)
+			a.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"from a"}]}}`)))
+			b.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"from b"}]}}`)))
+			b.End("", false)
+			a.End("", false)
+			ms := d.messages("s01")
+			reqs := map[string]*capture.Message{}
+			for _, m := range ms {
+				if m.Kind == protocol.KindRequest && m.Method == protocol.MethodToolsCall {
+					reqs[m.Name] = m
+				}
+			}
+			if reqs["a"] == nil || reqs["b"] == nil {
+				t.Fatalf("calls a and b not both recorded in one session: %d messages", len(ms))
+			}
+			if !hasFinding(reqs["b"], capture.FindingDuplicateID) {
+				t.Errorf("the second call with id 1 has no duplicate-id finding: %q", findingsOf(reqs["b"]))
+			}
+			for _, m := range ms {
+				if m.Kind != protocol.KindResult || m.Method != protocol.MethodToolsCall {
+					continue
+				}
+				want := reqs["a"]
+				if strings.Contains(string(m.Raw), "from b") {
+					want = reqs["b"]
+				}
+				if m.Links.Request != want.Seq || m.Name != want.Name {
+					t.Errorf("result %s links to %d (%s), want %d (%s)", m.Raw, m.Links.Request, m.Name, want.Seq, want.Name)
+				}
+				if hasFinding(m, capture.FindingOrphanResponse) {
+					t.Errorf("result %s is an orphan: %q", m.Raw, findingsOf(m))
+				}
+			}
+			_, text := d.tree("s01")
+			for _, want := range []string{"tools/call a [success]\n    result: \"from a\"", "tools/call b [success]\n    result: \"from b\""} {
+				if !strings.Contains(text, want) {
+					t.Errorf("tree lacks %q:\n%s", want, text)
+				}
+			}
+		})
+	}
+}
+
+// Server→client requests with equal ids on two legacy streams (a server
+// breaking the rules): the client's answers, POSTed separately, say nothing
+// of which stream they answer, so they are left unlinked with a finding
+// rather than guessed.
+func TestEqualServerIDsAreNotGuessed(t *testing.T) {
+	d := newDriver(t, nil)
+	d.exchange(initialize(protocol.V20251125))
+	h := map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-2025-11-25"}
+	a := d.stream(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"a"}}`, h)
+	b := d.stream(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"b"}}`, h)
+	a.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":0,"method":"roots/list"}`)))
+	b.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":0,"method":"roots/list"}`)))
+	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: h, body: `{"jsonrpc":"2.0","id":0,"result":{"roots":[]}}`, status: 202})
+	a.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":10,"result":{"content":[]}}`)))
+	b.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":11,"result":{"content":[]}}`)))
+	a.End("", false)
+	b.End("", false)
+	ms := d.messages("s01")
+	var answer *capture.Message
+	var roots []*capture.Message
+	for _, m := range ms {
+		switch {
+		case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindResult:
+			answer = m
+		case m.Method == protocol.MethodRootsList && m.Kind == protocol.KindRequest:
+			roots = append(roots, m)
+		}
+	}
+	if answer == nil || len(roots) != 2 {
+		t.Fatalf("answer %v, %d roots/list requests", answer, len(roots))
+	}
+	if !hasFinding(roots[1], capture.FindingDuplicateID) {
+		t.Errorf("the second server request with id 0 has no duplicate-id finding: %q", findingsOf(roots[1]))
+	}
+	if answer.Links.Request != 0 || !hasFinding(answer, capture.FindingDuplicateID) {
+		t.Errorf("an answer to an id two requests share links to %d with findings %q; want no link and a duplicate-id finding",
+			answer.Links.Request, findingsOf(answer))
+	}
+}
