@@ -31,8 +31,8 @@ func runMetrics(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("metrics", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: mcptape metrics grafana\n\n"+
-			"Prints a Grafana dashboard (JSON) for the metrics that `mcptape record --metrics ADDR`\n"+
-			"serves; import it in Grafana (Dashboards → New → Import) and pick your Prometheus data source.\n")
+			"Prints a Grafana dashboard (JSON) for the metrics that `mcptape record` serves (at /metrics on\n"+
+			"its dashboard's listener, and on --metrics ADDR); import it in Grafana (Dashboards → New → Import)\nand pick your Prometheus data source.\n")
 	}
 	if err := parse(fs, args); err != nil {
 		return err
