@@ -17,7 +17,8 @@
 // A single-page app of plain ES modules and CSS, embedded with embed.FS
 // (no build step). Every page is a deep link the server answers with
 // index.html: /sessions (filters in the query string), /sessions/{id},
-// /sessions/{id}/messages/{seq}, /live, /latency, /profiles, /import.
+// /sessions/{id}/messages/{seq}, /live, /latency, /profiles, /import,
+// /pending.
 //
 // # API
 //
@@ -43,7 +44,8 @@
 //	GET    /messages/{seq}/edits              every version, the recorded one first
 //	POST   /messages/{seq}/edits              {"raw": "<json>", "note": "..."}: a new version
 //	POST   /tapes                             import the tape in the body (Options.Import): {"sessions": [...]}
-//	GET    /live                              SSE: message, session and lagged events as they are recorded
+//	GET    /live                              SSE: message, session and lagged events as they are recorded, pending
+//	                                          events (Options.Pending) as requests start and stop waiting
 //	GET    /latency                           p50/p99 per method and per tool over time: ?measure=upstream (the
 //	                                          default: forwarded → upstream response headers, the span and labels of
 //	                                          mcptape_proxy_upstream_latency_seconds) or duration (request message →
@@ -54,6 +56,11 @@
 //	PUT    /profiles/{name}                   {"content": "..."}: create or replace (validated)
 //	DELETE /profiles/{name}                   delete one
 //	PUT    /default-profile                   {"name": "..."} ("" clears it)
+//	GET    /pending                           requests a replay client waits on a person to answer (Options.Pending):
+//	                                          {"active": bool, "requests": [{id, method, params, since, ageMs}]}
+//	POST   /pending/{id}                      answer one: {"result": {...}} or {"error": {"code": N, "message": "..."}};
+//	                                          400 says what is wrong with an answer (it stays pending), 404 when
+//	                                          nothing waits under id, 501 without Options.Pending
 //
 // With Options.Metrics the same listener serves /metrics.
 //
@@ -75,6 +82,16 @@
 // origin (Origin and Sec-Fetch-Site, when the browser sends them) and
 // carry the mcptape_csrf cookie's value in an X-CSRF-Token header
 // (double-submit).
+//
+// # Pending requests
+//
+// A replay client whose testing profile leaves sampling to a person asks
+// through a [Pending] queue ([Pending.Ask] is replay.ClientOptions.Manual);
+// with Options.Pending the /pending page shows each request (messages,
+// system prompt, model preferences, tools, all as text) with an answer
+// editor, the nav counts them, and the live tail announces changes.
+// Answers are checked ([ErrBadAnswer]): a JSON object, and for
+// sampling/createMessage one with role, content and model.
 //
 // # Live tail
 //

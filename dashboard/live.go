@@ -20,6 +20,8 @@ import (
 //	event: message   a new message: liveMessage
 //	event: session   a session written anew (counts, status): sessionRow
 //	event: lagged    the tail fell behind and skipped records: reload
+//	event: pending   the requests waiting for a person changed: {"count": N}
+//	                 (with Options.Pending; GET /api/v1/pending lists them)
 //
 // Event ids are sequence numbers of the stream, and a reconnecting browser
 // (Last-Event-ID) gets the events it missed from the last 2048.
@@ -40,6 +42,7 @@ type liveMessage struct {
 type liveItem struct {
 	msg     *liveMessage
 	session *sessionRow
+	pending *livePending
 }
 
 type liveTail struct {
@@ -126,9 +129,12 @@ func (lt *liveTail) run() {
 			if lt.lagged.Swap(false) {
 				lt.send("lagged", map[string]string{"reason": "the live tail fell behind; reload the page"})
 			}
-			if it.msg != nil {
+			switch {
+			case it.msg != nil:
 				lt.send("message", it.msg)
-			} else {
+			case it.pending != nil:
+				lt.send("pending", it.pending)
+			default:
 				lt.send("session", it.session)
 			}
 		}

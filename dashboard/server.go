@@ -89,6 +89,12 @@ type Options struct {
 	// Metrics, if set, is served at /metrics (the Prometheus registry's
 	// handler). Nil serves no /metrics.
 	Metrics http.Handler
+	// Pending holds the requests a replay client waits on a person to
+	// answer (the manual sampling provider): the /pending page lists them
+	// and takes the answers, and the live tail announces changes. Nil
+	// means no replay client waits here: the page says how to start one.
+	// The server does not close it.
+	Pending *Pending
 }
 
 // Server is the dashboard: an http.Handler serving the single-page app, its
@@ -155,6 +161,9 @@ func New(store capture.Store, opts *Options) (*Server, error) {
 	}
 	s.router = s.routes()
 	s.wg.Go(func() { s.index.warm(s.ctx) })
+	if s.opts.Pending != nil {
+		s.wg.Go(s.watchPending)
+	}
 	return s, nil
 }
 
@@ -279,6 +288,8 @@ func (s *Server) routes() *mux.Router {
 	api.HandleFunc("/profiles/{name}", s.apiPutProfile).Methods(put)
 	api.HandleFunc("/profiles/{name}", s.apiDeleteProfile).Methods(del)
 	api.HandleFunc("/default-profile", s.apiSetDefaultProfile).Methods(put)
+	api.HandleFunc("/pending", s.apiPending).Methods(get)
+	api.HandleFunc("/pending/{id}", s.apiAnswerPending).Methods(post)
 	api.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: see the dashboard package documentation", "not_found")
 	})
@@ -292,7 +303,7 @@ func (s *Server) routes() *mux.Router {
 	r.PathPrefix("/static/").Handler(http.StripPrefix("/static/", s.staticHandler())).Methods(get)
 	// The app's pages: every one is a deep link that opens directly.
 	for _, p := range []string{"/", "/sessions", "/sessions/{id}", "/sessions/{id}/messages/{seq:[0-9]+}",
-		"/live", "/latency", "/profiles", "/profiles/{name}", "/import"} {
+		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending"} {
 		r.HandleFunc(p, s.page).Methods(get)
 	}
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,7 +2,7 @@
 // function that fills <main> and may return a cleanup function.
 
 import { h, clear, add } from './dom.js';
-import { info } from './api.js';
+import { api, info } from './api.js';
 import { sessionsPage } from './pages/sessions.js';
 import { sessionPage } from './pages/session.js';
 import { messagePage } from './pages/message.js';
@@ -10,6 +10,7 @@ import { livePage } from './pages/live.js';
 import { latencyPage } from './pages/latency.js';
 import { profilesPage, profilePage } from './pages/profiles.js';
 import { importPage } from './pages/import.js';
+import { pendingPage } from './pages/pending.js';
 
 const routes = [
   [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
@@ -21,6 +22,7 @@ const routes = [
   [/^\/profiles$/, profilesPage, 'profiles'],
   [/^\/profiles\/([^/]+)$/, profilePage, 'profiles'],
   [/^\/import$/, importPage, 'import'],
+  [/^\/pending$/, pendingPage, 'pending'],
 ];
 
 let current = { cleanup: null, abort: null };
@@ -98,9 +100,30 @@ async function boot() {
     clear(footer);
     add(footer, [`mcptape ${i.version}`, i.dataDir ? ` · ${i.dataDir}` : '', ` · live tail: ${i.live}`,
       i.features.metrics ? [' · ', h('a', { href: '/metrics' }, 'metrics')] : '']);
+    if (i.features.pending) watchPending();
   } catch (e) {
     status(e.message, 'bad');
   }
+}
+
+// watchPending keeps the nav's count of requests waiting for a person
+// (a replay client's dashboard) from the live tail's pending events, and
+// passes them on to pages as 'mcptape:pending' events on window.
+function watchPending() {
+  const badge = document.getElementById('pending-count');
+  const show = (n) => {
+    badge.textContent = String(n);
+    badge.hidden = !n;
+  };
+  api('/pending').then((r) => show(r.requests.length)).catch(() => {});
+  const es = new EventSource('/api/v1/live');
+  es.addEventListener('open', () => { badge.dataset.live = '1'; });
+  es.addEventListener('pending', (ev) => {
+    let d;
+    try { d = JSON.parse(ev.data); } catch { return; }
+    show(Number(d.count) || 0);
+    window.dispatchEvent(new CustomEvent('mcptape:pending', { detail: d }));
+  });
 }
 
 boot();

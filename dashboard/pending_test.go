@@ -1,0 +1,258 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcptape/mcptape/dashboard"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// samplingParams is what a live server asks, with hostile text in it.
+const samplingParams = `{"messages":[{"role":"user","content":{"type":"text","text":"Say hello <script>alert(1)</script>"}}],` +
+	`"systemPrompt":"You are <b>bold</b>","modelPreferences":{"hints":[{"name":"claude-3"}]},"maxTokens":100}`
+
+const goodAnswer = `{"role":"assistant","content":{"type":"text","text":"hello from a person"},"model":"human","stopReason":"endTurn"}`
+
+type pendingList struct {
+	Active   bool `json:"active"`
+	Requests []struct {
+		ID     string          `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Since  time.Time       `json:"since"`
+		AgeMs  int64           `json:"ageMs"`
+	} `json:"requests"`
+}
+
+type asked struct {
+	res json.RawMessage
+	err error
+}
+
+// ask runs p.Ask in the background.
+func ask(ctx context.Context, p *dashboard.Pending, params string) chan asked {
+	ch := make(chan asked, 1)
+	go func() {
+		res, err := p.Ask(ctx, protocol.MethodSampling, json.RawMessage(params))
+		ch <- asked{res, err}
+	}()
+	return ch
+}
+
+// waitPending polls the API until n requests are pending.
+func waitPending(t *testing.T, c *apiClient, n int) pendingList {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var l pendingList
+		c.get("/api/v1/pending", &l)
+		if len(l.Requests) == n {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending requests, want %d", len(l.Requests), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func stillWaiting(t *testing.T, ch chan asked) {
+	t.Helper()
+	select {
+	case a := <-ch:
+		t.Fatalf("Ask returned before an answer: %s, %v", a.res, a.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestPendingAPI(t *testing.T) {
+	p := dashboard.NewPending()
+	t.Cleanup(func() { p.Close() })
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Pending: p})
+	c := newAPIClient(t, base)
+
+	var info struct {
+		Features map[string]bool `json:"features"`
+	}
+	c.get("/api/v1/info", &info)
+	if !info.Features["pending"] {
+		t.Errorf("info: features %v lack pending", info.Features)
+	}
+	if l := waitPending(t, c, 0); !l.Active {
+		t.Errorf("an empty queue is not active: %+v", l)
+	}
+
+	// Ask blocks until a POST answers it.
+	ch := ask(context.Background(), p, samplingParams)
+	l := waitPending(t, c, 1)
+	q := l.Requests[0]
+	if q.Method != "sampling/createMessage" || q.ID == "" || q.AgeMs < 0 || q.Since.IsZero() {
+		t.Errorf("listed %+v", q)
+	}
+	var got, want any
+	_ = json.Unmarshal(q.Params, &got)
+	_ = json.Unmarshal([]byte(samplingParams), &want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("params (-asked +listed):\n%s", d)
+	}
+	stillWaiting(t, ch)
+
+	// Bad answers: 400 with a message that says what to fix, and the
+	// request stays pending.
+	for _, tc := range []struct {
+		body string
+		says string
+	}{
+		{`{"result":[1,2]}`, "result must be a JSON object, not a list"},
+		{`{"result":"hi"}`, "result must be a JSON object, not a string"},
+		{`{"result":{"content":{"type":"text","text":"x"},"model":"m"}}`, `result.role is missing or wrong`},
+		{`{"result":{"role":"assistant","model":"m"}}`, "result.content is missing"},
+		{`{"result":{"role":"assistant","content":{"text":"x"},"model":"m"}}`, "block 0 has no type"},
+		{`{"result":{"role":"assistant","content":[],"model":"m"}}`, "non-empty list"},
+		{`{"result":{"role":"assistant","content":{"type":"text","text":"x"}}}`, "result.model is missing"},
+		{`{"result":{"role":"assistant","content":{"type":"text","text":"x"},"model":""}}`, "result.model is missing"},
+		{`{"result":` + goodAnswer + `,"error":{"code":-1,"message":"no"}}`, "not both"},
+		{`{}`, `give {"result": {...}} or {"error"`},
+		{`{"error":{"message":"no"}}`, "error.code is missing"},
+		{`{"error":{"code":-1}}`, "error.message is missing"},
+		{`{"result":{"role":"assistant"`, "reading the request body"},
+		{`{"answer":{}}`, "unknown field"},
+	} {
+		code, b, _ := c.do(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(tc.body), nil)
+		var e struct{ Error, Code string }
+		_ = json.Unmarshal(b, &e)
+		if code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Error, tc.says) {
+			t.Errorf("answer %s: %d %s, want 400 saying %q", tc.body, code, b, tc.says)
+		}
+	}
+	waitPending(t, c, 1)
+	stillWaiting(t, ch)
+
+	// CSRF and origin checks, as for every change.
+	for name, hdr := range map[string]map[string]string{
+		"no CSRF token":  {"X-CSRF-Token": ""},
+		"wrong token":    {"X-CSRF-Token": strings.Repeat("0", 40)},
+		"another origin": {"Origin": "http://evil.example"},
+		"another site":   {"Sec-Fetch-Site": "cross-site"},
+	} {
+		code, b, _ := c.do(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":`+goodAnswer+`}`), hdr)
+		if code != http.StatusForbidden {
+			t.Errorf("%s: %d %s, want 403", name, code, b)
+		}
+	}
+	waitPending(t, c, 1)
+	stillWaiting(t, ch)
+
+	// A good answer: Ask returns it, the queue empties, a second answer
+	// finds nothing.
+	var ok map[string]string
+	c.send(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":`+goodAnswer+`}`), &ok)
+	if ok["answered"] != q.ID {
+		t.Errorf("answer: %v", ok)
+	}
+	select {
+	case a := <-ch:
+		if a.err != nil || string(a.res) != goodAnswer {
+			t.Errorf("Ask returned %s, %v; want the answer", a.res, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ask did not return after the answer")
+	}
+	waitPending(t, c, 0)
+	if code, b, _ := c.do(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":`+goodAnswer+`}`), nil); code != http.StatusNotFound || !contains(b, "answered already") {
+		t.Errorf("a second answer: %d %s", code, b)
+	}
+
+	// An error answer reaches the asker as a *protocol.ErrorInfo.
+	ch = ask(context.Background(), p, samplingParams)
+	q = waitPending(t, c, 1).Requests[0]
+	c.send(http.MethodPost, "/api/v1/pending/"+q.ID, map[string]any{"error": map[string]any{"code": -1, "message": "User rejected the sampling request"}}, nil)
+	a := <-ch
+	var ei *protocol.ErrorInfo
+	if !errors.As(a.err, &ei) || ei.Code != -1 || ei.Message != "User rejected the sampling request" {
+		t.Errorf("Ask returned %s, %v; want the person's error", a.res, a.err)
+	}
+
+	// A result for another method need only be an object.
+	other := make(chan asked, 1)
+	go func() {
+		res, err := p.Ask(context.Background(), "elicitation/create", json.RawMessage(`{"message":"ok?"}`))
+		other <- asked{res, err}
+	}()
+	q = waitPending(t, c, 1).Requests[0]
+	c.send(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":{"action":"decline"}}`), nil)
+	if a := <-other; a.err != nil || string(a.res) != `{"action":"decline"}` {
+		t.Errorf("elicitation: %s, %v", a.res, a.err)
+	}
+}
+
+// A request whose asker gives up leaves the queue; closing the queue ends
+// every wait.
+func TestPendingGivesUp(t *testing.T) {
+	p := dashboard.NewPending()
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Pending: p})
+	c := newAPIClient(t, base)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := ask(ctx, p, samplingParams)
+	q := waitPending(t, c, 1).Requests[0]
+	cancel()
+	if a := <-ch; !errors.Is(a.err, context.Canceled) {
+		t.Errorf("Ask after cancel: %s, %v", a.res, a.err)
+	}
+	waitPending(t, c, 0)
+	if code, b, _ := c.do(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":`+goodAnswer+`}`), nil); code != http.StatusNotFound {
+		t.Errorf("answering a withdrawn request: %d %s", code, b)
+	}
+
+	ch = ask(context.Background(), p, samplingParams)
+	waitPending(t, c, 1)
+	p.Close()
+	if a := <-ch; !errors.Is(a.err, dashboard.ErrPendingClosed) {
+		t.Errorf("Ask after Close: %v", a.err)
+	}
+	if _, err := p.Ask(context.Background(), protocol.MethodSampling, nil); !errors.Is(err, dashboard.ErrPendingClosed) {
+		t.Errorf("Ask on a closed queue: %v", err)
+	}
+	waitPending(t, c, 0)
+}
+
+// Without Options.Pending the API says no replay client waits.
+func TestPendingNone(t *testing.T) {
+	_, base := newDash(t, smallStore(t), nil)
+	c := newAPIClient(t, base)
+	var l pendingList
+	c.get("/api/v1/pending", &l)
+	if l.Active || len(l.Requests) != 0 {
+		t.Errorf("without a queue: %+v", l)
+	}
+	if code, b, _ := c.do(http.MethodPost, "/api/v1/pending/1", []byte(`{"result":{}}`), nil); code != http.StatusNotImplemented || !contains(b, "no replay client waits") {
+		t.Errorf("answering without a queue: %d %s", code, b)
+	}
+	if code, _, _ := c.do(http.MethodGet, "/pending", nil, nil); code != http.StatusOK {
+		t.Errorf("the /pending page: %d", code)
+	}
+}
+
+// New pending requests are announced on the live tail.
+func TestPendingLive(t *testing.T) {
+	p := dashboard.NewPending()
+	t.Cleanup(func() { p.Close() })
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Pending: p})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	readLive(t, base, func() {
+		time.Sleep(50 * time.Millisecond)
+		ask(ctx, p, samplingParams)
+	}, func(typ, data string) bool {
+		return typ == "pending" && data == `{"count":1}`
+	})
+}

@@ -1,0 +1,174 @@
+// /pending: the requests a replay client waits on a person to answer (a
+// testing profile's manual sampling provider). New ones appear as the live
+// tail announces them (app.js turns its pending events into
+// 'mcptape:pending' events on window). What the live server asks is as
+// hostile as recorded content: all of it is shown as text.
+
+import { h, chip, clipped, fmtMs, kv } from '../dom.js';
+import { api, enc } from '../api.js';
+import { jsonTree, textView, value } from '../view.js';
+import { status } from '../app.js';
+
+// TEMPLATE is the answer the editor starts from: a CreateMessageResult.
+const TEMPLATE = { role: 'assistant', content: { type: 'text', text: '' }, model: 'human', stopReason: 'endTurn' };
+
+const SAMPLING = 'sampling/createMessage';
+
+export async function pendingPage({ main, signal }) {
+  document.title = 'Pending · mcptape';
+  const intro = h('p', { class: 'muted' });
+  const empty = h('p', { class: 'empty' }, 'Nothing waits for an answer. New requests appear here as the live server sends them.');
+  const list = h('div', { class: 'pending-list' });
+  main.append(h('h1', {}, 'Pending requests'), intro, empty, list);
+  const cards = new Map(); // id → {el, since (ms, local clock), age}
+
+  const refresh = async () => {
+    let res;
+    try {
+      res = await api('/pending', { signal });
+    } catch (e) {
+      if (e.name !== 'AbortError') status(e.message, 'bad');
+      return;
+    }
+    if (!res.active) {
+      intro.replaceChildren(
+        'No replay client is waiting on this dashboard. A replay client whose testing profile leaves sampling to a person (',
+        h('code', {}, '"sampling": {"provider": "manual"}'), ') serves its own dashboard and lists the sampling requests it waits on there: run ',
+        h('code', {}, 'mcptape replay client --tape FILE --target URL --profile manual.json'),
+        ' and open the address it prints.');
+      intro.className = 'inactive';
+      empty.hidden = true;
+      list.setAttribute('data-ready', '');
+      return;
+    }
+    intro.replaceChildren('The live server asked these; the replay client waits for your answers (see ',
+      h('code', {}, '--manual-timeout'), '). Edit an answer and press Answer, or refuse with an error.');
+    const ids = new Set(res.requests.map((r) => r.id));
+    for (const [id, c] of cards) {
+      if (!ids.has(id)) {
+        c.el.remove();
+        cards.delete(id);
+      }
+    }
+    for (const r of res.requests) {
+      if (cards.has(r.id)) continue;
+      const age = h('span', { class: 'muted age' });
+      const c = { el: pendingCard(r, age, () => { c.el.remove(); cards.delete(r.id); empty.hidden = cards.size > 0; }), since: Date.now() - r.ageMs, age };
+      cards.set(r.id, c);
+      list.append(c.el);
+    }
+    empty.hidden = cards.size > 0;
+    tick();
+    list.setAttribute('data-ready', '');
+  };
+  const tick = () => {
+    for (const c of cards.values()) c.age.textContent = `waiting ${fmtMs(Math.max(0, Date.now() - c.since))}`;
+  };
+
+  await refresh();
+  const onPending = () => { refresh(); };
+  window.addEventListener('mcptape:pending', onPending);
+  // Belt and braces for a live tail that lost an event; and the ages.
+  const poll = setInterval(refresh, 5000);
+  const ages = setInterval(tick, 1000);
+  return () => {
+    window.removeEventListener('mcptape:pending', onPending);
+    clearInterval(poll);
+    clearInterval(ages);
+  };
+}
+
+function isObj(v) { return v !== null && typeof v === 'object' && !Array.isArray(v); }
+
+// pendingCard shows one request and the form that answers it; gone is
+// called once the request no longer waits.
+function pendingCard(r, age, gone) {
+  const params = isObj(r.params) ? r.params : {};
+  const card = h('section', { class: 'panel pending', 'data-pending-id': r.id, 'data-method': r.method },
+    h('h2', {}, chip(r.method, 'method'), ` #${r.id} `, age));
+  if (r.method === SAMPLING) card.append(samplingView(params));
+  else card.append(value(r.params));
+  card.append(h('details', { class: 'raw-params' }, h('summary', {}, 'Raw params'), jsonTree(r.params === undefined ? null : r.params)));
+
+  const editor = h('textarea', { class: 'editor answer-json', spellcheck: 'false', rows: '10', 'aria-label': `answer to request ${r.id} (JSON)` });
+  editor.value = JSON.stringify(r.method === SAMPLING ? TEMPLATE : {}, null, 2);
+  const check = h('span', { class: 'check', role: 'status' });
+  const code = h('input', { type: 'number', class: 'error-code', value: '-1', 'aria-label': 'error code' });
+  const message = h('input', { type: 'text', class: 'error-message', value: 'User rejected the sampling request', 'aria-label': 'error message' });
+  const buttons = [];
+  const send = async (body) => {
+    for (const b of buttons) b.disabled = true;
+    try {
+      await api('/pending/' + enc(r.id), { method: 'POST', body });
+      status(`Answered #${r.id}`, 'ok');
+      gone();
+    } catch (e) {
+      check.textContent = e.message;
+      check.className = 'check bad';
+      if (e.status === 404) {
+        // Answered elsewhere, or the replay client gave up on it.
+        setTimeout(gone, 3000);
+      }
+    } finally {
+      for (const b of buttons) b.disabled = false;
+    }
+  };
+  const answer = h('button', {
+    type: 'button', class: 'primary answer',
+    onclick: () => {
+      let result;
+      try {
+        result = JSON.parse(editor.value);
+      } catch (e) {
+        check.textContent = `The answer is not JSON: ${e.message}`;
+        check.className = 'check bad';
+        return;
+      }
+      send({ result });
+    },
+  }, 'Answer');
+  const refuse = h('button', {
+    type: 'button', class: 'danger answer-error',
+    onclick: () => send({ error: { code: Number(code.value), message: message.value } }),
+  }, 'Answer with error');
+  buttons.push(answer, refuse);
+  card.append(h('h3', {}, 'Your answer'), editor,
+    h('div', { class: 'row-actions' }, answer, check),
+    h('div', { class: 'row-actions' }, refuse, 'code', code, 'message', message));
+  return card;
+}
+
+// samplingView shows a CreateMessageRequest's params: the system prompt,
+// the messages, the model preferences, the tools, and the rest.
+function samplingView(p) {
+  const out = h('div', { class: 'sampling' });
+  if (typeof p.systemPrompt === 'string') {
+    out.append(h('h3', {}, 'System prompt'), h('pre', { class: 'text-block system-prompt' }, clipped(p.systemPrompt, 20000)));
+  }
+  const messages = Array.isArray(p.messages) ? p.messages : [];
+  out.append(h('h3', {}, `Messages (${messages.length})`));
+  out.append(h('ol', { class: 'messages' }, messages.slice(0, 500).map((m) => {
+    const role = isObj(m) && typeof m.role === 'string' ? m.role : '?';
+    const content = isObj(m) ? m.content : m;
+    return h('li', { class: 'message role-' + role.replace(/[^a-z]/g, '') }, chip(role), contentView(content));
+  })));
+  if (messages.length > 500) out.append(h('p', { class: 'muted' }, `… and ${messages.length - 500} more messages (see the raw params)`));
+  if (p.modelPreferences !== undefined) out.append(h('h3', {}, 'Model preferences'), h('div', { class: 'model-preferences' }, value(p.modelPreferences)));
+  if (Array.isArray(p.tools) && p.tools.length) {
+    out.append(h('h3', {}, `Tools (${p.tools.length})`), h('ul', { class: 'tools' }, p.tools.slice(0, 200).map((t) => h('li', {},
+      h('code', {}, clipped(isObj(t) && typeof t.name === 'string' ? t.name : '?', 200)),
+      isObj(t) && typeof t.description === 'string' ? [' — ', clipped(t.description, 2000)] : '',
+      isObj(t) && t.inputSchema !== undefined ? jsonTree(t.inputSchema) : ''))));
+  }
+  const rest = {};
+  for (const [k, v] of Object.entries(p)) {
+    if (!['systemPrompt', 'messages', 'modelPreferences', 'tools'].includes(k)) rest[k] = v;
+  }
+  if (Object.keys(rest).length) out.append(h('h3', {}, 'Other params'), kv(Object.entries(rest).map(([k, v]) => [k, value(v, 1)])));
+  return out;
+}
+
+function contentView(c) {
+  if (typeof c === 'string') return textView(c);
+  return value(c, 0);
+}
