@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // DefaultIgnore lists the params paths the default matcher ignores: `_meta`
@@ -128,6 +130,65 @@ func (m *Matcher) Match(method string, live, recorded json.RawMessage) bool {
 func (m *Matcher) Diff(method string, live, recorded json.RawMessage) []string {
 	var out []string
 	diffValues(&out, "params", m.strip(method, "", decodeAny(live)), m.strip(method, "", decodeAny(recorded)))
+	sort.Strings(out)
+	return out
+}
+
+// answerDiff lists where a client's answer to a replayed server→client
+// request differs from the recorded answer: the two results (or errors)
+// compared as documents, leaving out what the matcher ignores — the
+// ignore rules apply to a result as they do to params, by paths relative
+// to it ("content.text", "_meta"), the per-method rules by the method of
+// the request answered. Paths are written from "result" (or "error").
+// Empty means the same.
+func (m *Matcher) answerDiff(method string, live, recorded json.RawMessage) []string {
+	lroot, lv := answerBody(live)
+	rroot, rv := answerBody(recorded)
+	var out []string
+	if lroot != rroot {
+		a, _ := json.Marshal(decodeAny(lv))
+		b, _ := json.Marshal(decodeAny(rv))
+		return []string{fmt.Sprintf("live %s %s, recorded %s %s", lroot, clip(string(a), 60), rroot, clip(string(b), 60))}
+	}
+	diffValues(&out, lroot, m.strip(method, "", decodeAny(lv)), m.strip(method, "", decodeAny(rv)))
+	sort.Strings(out)
+	return out
+}
+
+// answerBody is a JSON-RPC response's result or error member, and which.
+func answerBody(raw json.RawMessage) (string, json.RawMessage) {
+	if v, _, _, ok := protocol.Member(raw, "result"); ok {
+		return "result", v
+	}
+	v, _, _, _ := protocol.Member(raw, "error")
+	return "error", v
+}
+
+// inputResponsesDiff lists where an MRTR retry's inputResponses differ
+// from the recorded ones, by params paths ("params.inputResponses.k.…"):
+// the default rules set inputResponses aside for matching, but the other
+// ignore rules apply within them ("inputResponses.k.content.text").
+// Empty means the same.
+func (m *Matcher) inputResponsesDiff(method string, live, recorded json.RawMessage) []string {
+	var out []string
+	diffValues(&out, "params.inputResponses",
+		m.strip(method, "inputResponses", decodeAny(live)), m.strip(method, "inputResponses", decodeAny(recorded)))
+	sort.Strings(out)
+	return out
+}
+
+// handshakeMetaDiff lists how a 2026-07-28 request's client (protocol
+// version, clientInfo and capabilities in `_meta`) differs from the
+// recorded request's.
+func handshakeMetaDiff(live, recorded json.RawMessage) []string {
+	lm, _, _, _ := protocol.Member(live, "_meta")
+	rm, _, _, _ := protocol.Member(recorded, "_meta")
+	var out []string
+	for _, k := range []string{protocol.MetaProtocolVersion, protocol.MetaClientInfo, protocol.MetaClientCapabilities} {
+		a, _, _, _ := protocol.Member(lm, k)
+		b, _, _, _ := protocol.Member(rm, k)
+		diffValues(&out, "params._meta."+k, decodeAny(a), decodeAny(b))
+	}
 	sort.Strings(out)
 	return out
 }

@@ -95,8 +95,9 @@ type Server struct {
 	faults   []Annotation
 
 	mu     sync.Mutex
-	legacy map[string]*live // by the session id we minted
-	modern map[*recSession]*live
+	legacy map[string]*live    // by the session id we minted
+	modern map[string][]*live  // 2026-07-28 clients by fingerprint, oldest first
+	uses   map[*recSession]int // how many live clients each recorded session was given to
 	report ServerReport
 	closed chan struct{}
 	once   sync.Once
@@ -118,7 +119,7 @@ func (r *ServerReport) OK() bool { return len(r.Failures) == 0 }
 
 // NewServerHandler returns a replay server for tape.
 func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
-	s := &Server{legacy: map[string]*live{}, modern: map[*recSession]*live{}, closed: make(chan struct{})}
+	s := &Server{legacy: map[string]*live{}, modern: map[string][]*live{}, uses: map[*recSession]int{}, closed: make(chan struct{})}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -163,8 +164,12 @@ func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 	return s, nil
 }
 
-// Report returns a copy of what the server saw so far.
+// Report returns a copy of what the server saw so far. A nil Server (a
+// [TestServer] that records) has seen nothing.
 func (s *Server) Report() ServerReport {
+	if s == nil {
+		return ServerReport{}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.report
@@ -173,8 +178,13 @@ func (s *Server) Report() ServerReport {
 	return r
 }
 
-// Close ends every open stream (GET and listen streams wait for it).
-func (s *Server) Close() { s.once.Do(func() { close(s.closed) }) }
+// Close ends every open stream (GET and listen streams wait for it). On a
+// nil Server it does nothing.
+func (s *Server) Close() {
+	if s != nil {
+		s.once.Do(func() { close(s.closed) })
+	}
+}
 
 func (s *Server) fail(strictOnly bool, format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
@@ -265,74 +275,6 @@ func paramsOf(raw []byte) json.RawMessage {
 	return v
 }
 
-// live is the replay state of one live session (legacy), or of a recorded
-// modern session's live clients.
-type live struct {
-	rs      *recSession
-	id      string
-	mu      sync.Mutex
-	used    map[*call]bool  // with a custom matcher
-	cursor  map[string]int  // by match key: the next recorded call to replay
-	seen    map[uint64]bool // recorded requests matched so far
-	changed chan struct{}   // closed and replaced when seen grows
-	nextID  int64
-	waiting map[string]chan *protocol.Message
-	done    chan struct{}
-	ended   bool
-	streams map[chan string]json.RawMessage // open GET and listen streams → their listen id
-}
-
-func newLive(rs *recSession) *live {
-	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]bool{}, changed: make(chan struct{}),
-		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), streams: map[chan string]json.RawMessage{}}
-}
-
-func (l *live) markSeen(seq uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.seen[seq] {
-		l.seen[seq] = true
-		close(l.changed)
-		l.changed = make(chan struct{})
-	}
-}
-
-// waitTrigger waits until the recorded request that preceded m has been
-// seen live, so that notifications a call caused follow it on replay too.
-func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Duration) {
-	if trigger == 0 {
-		return
-	}
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	for {
-		l.mu.Lock()
-		ok, ch := l.seen[trigger], l.changed
-		l.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		case <-l.done:
-			return
-		case <-deadline.C:
-			return
-		}
-	}
-}
-
-func (l *live) end() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.ended {
-		l.ended = true
-		close(l.done)
-	}
-}
-
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
@@ -362,14 +304,15 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.clientAnswer(w, r, &m)
 		return
 	case protocol.KindNotification:
-		if l := s.liveFor(r, &m, false); l == nil && r.Header.Get(protocol.HeaderSessionID) != "" {
+		if l := s.liveFor(r, &m, "", false); l == nil && r.Header.Get(protocol.HeaderSessionID) != "" {
 			writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	l := s.liveFor(r, &m, true)
+	key := s.matchKey(&m)
+	l := s.liveFor(r, &m, key, true)
 	if l == nil {
 		if r.Header.Get(protocol.HeaderSessionID) != "" {
 			writeJSONError(w, http.StatusNotFound, m.ID, -32001, "mcptape replay: session not found (it ended, or the replay server restarted)")
@@ -379,7 +322,19 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := protocol.ParseParams(m.Params)
-	c, extra := s.match(l, &m)
+	c, extra := s.match(l, &m, key)
+	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
+		// The handshake is answered as recorded whoever the client says
+		// it is; the recorded protocolVersion is the one negotiated.
+		if c = l.handshakeCall(m.Method); c != nil {
+			s.fail(true, "the client's %s differs from the recording (answered as recorded): %s", m.Method,
+				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params), "; "))
+		}
+	} else if c != nil && m.Method == protocol.MethodDiscover {
+		if d := handshakeMetaDiff(m.Params, c.params); len(d) > 0 {
+			s.fail(true, "the client's server/discover differs from the recording (answered as recorded): %s", strings.Join(d, "; "))
+		}
+	}
 	if c == nil {
 		if m.Method == protocol.MethodPing {
 			writeJSONBody(w, http.StatusOK, responseWithID([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), m.ID))
@@ -400,83 +355,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, l, c, &m, &p)
 }
 
-// liveFor finds the live session a request belongs to, opening one for
-// initialize (legacy) or for a modern request (server/discover starts
-// over).
-func (s *Server) liveFor(r *http.Request, m *protocol.Message, open bool) *live {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sid := r.Header.Get(protocol.HeaderSessionID); sid != "" {
-		return s.legacy[sid]
-	}
-	if !open {
-		return nil
-	}
-	p, _ := protocol.ParseParams(m.Params)
-	if m.Method == protocol.MethodInitialize {
-		rs := s.pick(r.URL.Path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 })
-		if rs == nil {
-			return nil
-		}
-		l := newLive(rs)
-		l.id = newSessionID()
-		s.legacy[l.id] = l
-		return l
-	}
-	modern := p.Modern || r.Header.Get(protocol.HeaderProtocolVersion) >= protocol.FirstModern
-	rs := s.pick(r.URL.Path, func(rs *recSession) bool {
-		if m.Method == protocol.MethodDiscover {
-			return len(rs.byMethod[protocol.MethodDiscover]) > 0 && (rs.s.Era == protocol.EraModern || len(rs.byMethod[protocol.MethodInitialize]) > 0)
-		}
-		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
-	})
-	if rs == nil {
-		return nil
-	}
-	if rs.s.Era != protocol.EraModern {
-		// A legacy session's discover probe: answered without a session.
-		return newLive(rs)
-	}
-	l := s.modern[rs]
-	if l == nil || m.Method == protocol.MethodDiscover && l.seenAny() {
-		if l != nil {
-			l.end()
-		}
-		l = newLive(rs)
-		s.modern[rs] = l
-	}
-	return l
-}
-
-func (l *live) seenAny() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.seen) > 0
-}
-
-// pick chooses the recorded session for a new live one: the first that
-// fits and was recorded on the same path, else the first that fits.
-func (s *Server) pick(path string, fits func(*recSession) bool) *recSession {
-	var any *recSession
-	for _, rs := range s.sessions {
-		if !fits(rs) {
-			continue
-		}
-		if rs.s.Path == path {
-			return rs
-		}
-		if any == nil {
-			any = rs
-		}
-	}
-	return any
-}
-
 // match finds the recorded call for a live request: the first unused one
 // that matches, else (extra) the last one that matched.
-func (s *Server) match(l *live, m *protocol.Message) (c *call, extra bool) {
+func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra bool) {
 	if l.rs.byKey != nil {
-		key := m.Method + "\x00" + s.matcher.canonical(m.Method, m.Params)
 		list := l.rs.byKey[key]
 		if len(list) == 0 {
 			return nil, false
@@ -509,10 +391,9 @@ func (s *Server) match(l *live, m *protocol.Message) (c *call, extra bool) {
 	return nil, false
 }
 
-// closest explains a miss: the recorded request of the same method (and
-// name, when there is one) that differs in the fewest fields.
+// closest explains a miss: the recorded request of the same method that
+// differs in the fewest fields (named by its tool, prompt or resource).
 func (s *Server) closest(rs *recSession, m *protocol.Message) string {
-	p, _ := protocol.ParseParams(m.Params)
 	var best *call
 	var bestDiff []string
 	for _, rc := range rs.byMethod[m.Method] {
@@ -529,7 +410,7 @@ func (s *Server) closest(rs *recSession, m *protocol.Message) string {
 		sort.Strings(methods)
 		return fmt.Sprintf("the recording has no %s request at all (it has: %s)", m.Method, strings.Join(methods, ", "))
 	}
-	name := p.Name
+	name := best.req.Name // the recorded request's, not the live one's
 	if name != "" {
 		name = " " + name
 	}
@@ -553,7 +434,7 @@ func (s *Server) miss(w http.ResponseWriter, m *protocol.Message, why string) {
 
 // clientAnswer delivers a client's answer to a replayed server→client request.
 func (s *Server) clientAnswer(w http.ResponseWriter, r *http.Request, m *protocol.Message) {
-	l := s.liveFor(r, m, false)
+	l := s.liveFor(r, m, "", false)
 	if l == nil {
 		writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
 		return
@@ -636,7 +517,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 		h.Set("Content-Type", protocol.ContentTypeJSON)
 		w.WriteHeader(status)
 		_, _ = w.Write(responseWithID(resp.Raw, m.ID))
-		s.afterResponse(w, l, listChanged)
+		flush(w)
+		s.afterResponse(l, listChanged)
 		return
 	}
 	h.Set("Content-Type", protocol.ContentTypeSSE)
@@ -659,14 +541,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 		}
 		events++
 		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
-			s.afterResponse(w, l, listChanged)
+			s.afterResponse(l, listChanged)
 			return
 		}
 	}
 	if resp == nil {
 		// A stream that never answers (subscriptions/listen): hold it open
 		// until the client closes it.
-		s.hold(w, r, l, m.ID)
+		s.hold(w, r, l, listenStream(m))
 	}
 }
 
@@ -687,61 +569,6 @@ func (s *Server) responseOf(c *call) *capture.Message {
 		}
 	}
 	return nil
-}
-
-// afterResponse sends a listChanged fault's notification on every open
-// stream of the live session: the GET stream (legacy) or the
-// subscriptions/listen streams (2026-07-28).
-func (s *Server) afterResponse(_ http.ResponseWriter, l *live, kind string) {
-	if kind == "" {
-		return
-	}
-	method := "notifications/" + kind + "/list_changed"
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.streams) == 0 {
-		s.log.Warn("listChanged fault: the live session has no open stream to send it on", "method", method)
-	}
-	for ch := range l.streams {
-		select {
-		case ch <- method:
-		default:
-		}
-	}
-}
-
-// hold keeps a stream open until the client or the server ends it,
-// writing the notifications that listChanged faults push to it.
-func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, listenID json.RawMessage) {
-	ch := make(chan string, 8)
-	l.mu.Lock()
-	l.streams[ch] = listenID
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.streams, ch)
-		l.mu.Unlock()
-	}()
-	for {
-		select {
-		case method := <-ch:
-			note := `{"jsonrpc":"2.0","method":` + strconv.Quote(method)
-			if len(listenID) > 0 {
-				note += `,"params":{"_meta":{"` + protocol.MetaSubscriptionID + `":` + string(listenID) + `}}`
-			}
-			note += "}"
-			if _, err := io.WriteString(w, "event: message\ndata: "+note+"\n\n"); err != nil {
-				return
-			}
-			flush(w)
-		case <-r.Context().Done():
-			return
-		case <-l.done:
-			return
-		case <-s.closed:
-			return
-		}
-	}
 }
 
 // pace sleeps the recorded gap under TimingRecorded.
@@ -814,17 +641,18 @@ func (s *Server) emit(w http.ResponseWriter, r *http.Request, l *live, c *call, 
 	if ch == nil {
 		return true
 	}
-	return s.awaitAnswer(r.Context(), l, c, sm, ask, ch)
+	return s.awaitAnswer(r.Context(), l, sm, ask, ch)
 }
 
-func (s *Server) awaitAnswer(ctx context.Context, l *live, c *call, sm *capture.Message, id string, ch chan *protocol.Message) bool {
+func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, id string, ch chan *protocol.Message) bool {
 	t := time.NewTimer(s.opts.AnswerTimeout)
 	defer t.Stop()
 	select {
 	case ans := <-ch:
-		if rec := l.rs.answers[sm.Seq]; rec != nil && !sameAnswer(ans, rec) {
-			s.fail(true, "the client's answer to %s differs from the recording: %s", sm.Method,
-				strings.Join(NewMatcher().Diff("result", resultOrError(ans.Raw), resultOrError(rec.Raw)), "; "))
+		if rec := l.rs.answers[sm.Seq]; rec != nil {
+			if d := s.matcher.answerDiff(sm.Method, ans.Raw, rec.Raw); len(d) > 0 {
+				s.fail(true, "the client's answer to %s differs from the recording: %s", sm.Method, strings.Join(d, "; "))
+			}
 		}
 		return true
 	case <-t.C:
@@ -837,33 +665,17 @@ func (s *Server) awaitAnswer(ctx context.Context, l *live, c *call, sm *capture.
 	}
 }
 
-func sameAnswer(live *protocol.Message, rec *capture.Message) bool {
-	return NewMatcher().Match("result", resultOrError(live.Raw), resultOrError(rec.Raw))
-}
-
-// resultOrError is a response's result (or error) member, wrapped so that
-// the params-oriented matcher compares it whole.
-func resultOrError(raw []byte) json.RawMessage {
-	if v, _, _, ok := protocol.Member(raw, "result"); ok {
-		return v
-	}
-	if v, _, _, ok := protocol.Member(raw, "error"); ok {
-		return append(append([]byte(`{"error":`), v...), '}')
-	}
-	return nil
-}
-
 // checkInputResponses compares an MRTR retry's inputResponses with the
-// recorded ones (the matcher ignores them by default).
+// recorded ones, under the configured ignore rules (matching set them
+// aside).
 func (s *Server) checkInputResponses(c *call, m *protocol.Message) {
 	p, _ := protocol.ParseParams(m.Params)
 	if len(p.InputResponses) == 0 {
 		return
 	}
 	rp, _ := protocol.ParseParams(c.params)
-	if !NewMatcher().Match("inputResponses", p.InputResponses, rp.InputResponses) {
-		s.fail(true, "the inputResponses of %s %s differ from the recording: %s", m.Method, p.Name,
-			strings.Join(NewMatcher().Diff("inputResponses", p.InputResponses, rp.InputResponses), "; "))
+	if d := s.matcher.inputResponsesDiff(m.Method, p.InputResponses, rp.InputResponses); len(d) > 0 {
+		s.fail(true, "the inputResponses of %s %s differ from the recording: %s", m.Method, p.Name, strings.Join(d, "; "))
 	}
 }
 
@@ -922,7 +734,7 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.hold(w, r, l, nil)
+	s.hold(w, r, l, &openStream{})
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
@@ -157,11 +159,16 @@ func TestMissNamesTheClosestRequest(t *testing.T) {
 	if !bytes.Contains(b, []byte(`"id":7`)) {
 		t.Errorf("the miss is not answered with the live id: %s", b)
 	}
+	// The closest request is named by its own tool, not the live one's.
+	_, b, _ = post(t, hs.URL+fixtures.PathStateless, modernCall(9, "ech0", `{"text":"hello, tape"}`), modernHeaders)
+	if got := resultText(t, b); !strings.Contains(got, "no recorded tools/call ech0 matches") || !strings.Contains(got, "(tools/call echo); it differs in params.name") {
+		t.Errorf("miss of a misspelt tool: %q", got)
+	}
 	_, b, _ = post(t, hs.URL+fixtures.PathStateless, `{"jsonrpc":"2.0","id":8,"method":"prompts/list","params":{`+modernMeta+`}}`, modernHeaders)
 	if got := resultText(t, b); !strings.Contains(got, "has no prompts/list request at all") {
 		t.Errorf("unknown method: %q", got)
 	}
-	if r := s.Report(); len(r.Misses) != 2 || r.OK() {
+	if r := s.Report(); len(r.Misses) != 3 || r.OK() {
 		t.Errorf("report %+v", r)
 	}
 }
@@ -230,11 +237,11 @@ func TestFaultDropStream(t *testing.T) {
 }
 
 // A strict replay fails when the client answers a replayed sampling request
-// differently from the recording.
+// differently from the recording, unless the ignore rules leave the
+// difference out.
 func TestStrictSamplingAnswer(t *testing.T) {
 	tape, _ := record(t, fixtures.PathStateful, &fixtures.ClientOptions{ProtocolVersion: protocol.V20251125, Only: []string{"sample"}})
-	s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
-	var initParams, callParams json.RawMessage
+	var initParams, callParams, answer json.RawMessage
 	for _, m := range tape.Sessions[0].Messages {
 		if m.Direction == protocol.ClientToServer && m.Method == "initialize" {
 			initParams, _, _, _ = protocol.Member(m.Raw, "params")
@@ -242,68 +249,96 @@ func TestStrictSamplingAnswer(t *testing.T) {
 		if m.Direction == protocol.ClientToServer && m.Method == "tools/call" {
 			callParams, _, _, _ = protocol.Member(m.Raw, "params")
 		}
-	}
-	u := hs.URL + fixtures.PathStateful
-	req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":`+string(initParams)+`}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	sid := res.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatal("no session id minted")
-	}
-	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
-	req, _ = http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(callParams)+`}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	res, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	answered, result := false, ""
-	for sc.Scan() {
-		d, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || d == "" {
-			continue
-		}
-		m := protocol.Decode([]byte(d))
-		if m.Kind == protocol.KindRequest && m.Method == "sampling/createMessage" {
-			post(t, u, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"role":"assistant","content":{"type":"text","text":"a different answer"},"model":"other"}}`, h)
-			answered = true
-		}
-		if m.Kind == protocol.KindResult {
-			result = d
-			break
+		if m.Direction == protocol.ClientToServer && m.Kind == protocol.KindResult && m.Method == "sampling/createMessage" {
+			answer, _, _, _ = protocol.Member(m.Raw, "result")
 		}
 	}
-	if !answered || !strings.Contains(result, `"id":2`) {
-		t.Fatalf("sampling request answered %v, result %q", answered, result)
+	// The recorded answer, but for the text.
+	answer, ok := protocol.SetMember(answer, []byte(`"a different answer"`), "content", "text")
+	if !ok {
+		t.Fatalf("the recorded sampling answer has no content.text: %s", answer)
 	}
-	r := s.Report()
-	if r.OK() || !strings.Contains(strings.Join(r.Failures, "\n"), "answer to sampling/createMessage differs from the recording") ||
-		!strings.Contains(strings.Join(r.Failures, "\n"), `"a different answer"`) {
-		t.Errorf("strict report: %q", r.Failures)
+	for _, tc := range []struct {
+		name    string
+		matcher *replay.Matcher
+		fails   bool
+	}{
+		{"differs", nil, true},
+		{"ignored", replay.NewMatcher(replay.IgnorePaths("content.text")), false},
+		{"ignored for the method", replay.NewMatcher(replay.IgnorePathsFor("sampling/createMessage", "content")), false},
+		{"ignored for another method", replay.NewMatcher(replay.IgnorePathsFor("tools/call", "content")), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true, Matcher: tc.matcher})
+			u := hs.URL + fixtures.PathStateful
+			req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":`+string(initParams)+`}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			sid := res.Header.Get("Mcp-Session-Id")
+			if sid == "" {
+				t.Fatal("no session id minted")
+			}
+			h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+			req, _ = http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(callParams)+`}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			res, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			sc := bufio.NewScanner(res.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			answered, result := false, ""
+			for sc.Scan() {
+				d, ok := strings.CutPrefix(sc.Text(), "data: ")
+				if !ok || d == "" {
+					continue
+				}
+				m := protocol.Decode([]byte(d))
+				if m.Kind == protocol.KindRequest && m.Method == "sampling/createMessage" {
+					post(t, u, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+string(answer)+`}`, h)
+					answered = true
+				}
+				if m.Kind == protocol.KindResult {
+					result = d
+					break
+				}
+			}
+			if !answered || !strings.Contains(result, `"id":2`) {
+				t.Fatalf("sampling request answered %v, result %q", answered, result)
+			}
+			r := s.Report()
+			if !tc.fails {
+				if !r.OK() {
+					t.Errorf("strict replay failed on an ignored difference: %q", r.Failures)
+				}
+				return
+			}
+			if len(r.Failures) != 1 || !strings.Contains(r.Failures[0], "answer to sampling/createMessage differs from the recording: result.content.text: live \"a different answer\"") {
+				t.Errorf("strict report: %q", r.Failures)
+			}
+		})
 	}
 }
 
-// Two replays of one tape give the client the same messages but for ids.
+// Two replays of one tape, each by a fresh strict replay server, give the
+// client the same messages in the same order but for ids, and miss nothing.
 func TestReplaysAreDeterministic(t *testing.T) {
 	for _, era := range []struct{ name, path string }{{"legacy", fixtures.PathStateful}, {"modern", fixtures.PathStateless}} {
 		t.Run(era.name, func(t *testing.T) {
 			tape, _ := record(t, era.path, nil)
-			_, hs := serve(t, tape, nil)
 			transcript := func() []string {
+				s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
 				store := memstore.New()
 				ctx := context.Background()
 				rec, _ := capture.NewRecorder(ctx, store, nil)
@@ -314,33 +349,44 @@ func TestReplaysAreDeterministic(t *testing.T) {
 				px.CloseClientConnections()
 				px.Close()
 				rec.Close(ctx)
-				// One transcript per exchange: concurrent streams (two
-				// subscriptions/listen, say) may interleave either way.
+				if r := s.Report(); len(r.Misses) != 0 || !r.OK() || r.Served == 0 {
+					t.Fatalf("strict replay: served %d, misses %q, failures %q", r.Served, r.Misses, r.Failures)
+				}
+				// Exchanges in the order they started, each with its
+				// messages in order. (Concurrent streams, two
+				// subscriptions/listen say, interleave their messages
+				// either way, so messages are not compared across
+				// exchanges.)
 				byX := map[uint64][]string{}
+				var xs []uint64
 				for s := range store.Sessions(ctx, capture.SessionQuery{}) {
 					for m := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
 						raw := m.Raw
 						if v, ok := protocol.SetMember(raw, []byte(`0`), "id"); ok {
 							raw = v
 						}
+						if v, ok := protocol.SetMember(raw, []byte(`0`), "params", "requestId"); ok {
+							raw = v // notifications/cancelled names an id too
+						}
+						if byX[m.ExchangeID] == nil {
+							xs = append(xs, m.ExchangeID)
+						}
 						byX[m.ExchangeID] = append(byX[m.ExchangeID], fmt.Sprintf("%v %v %s %s", m.Direction, m.Kind, m.Method, raw))
 					}
 				}
+				sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
 				var out []string
-				for _, lines := range byX {
-					out = append(out, strings.Join(lines, "\n"))
+				for _, x := range xs {
+					out = append(out, strings.Join(byX[x], "\n"))
 				}
-				sort.Strings(out)
 				return out
 			}
 			a, b := transcript(), transcript()
-			if strings.Join(a, "\n") != strings.Join(b, "\n") {
-				for i := range min(len(a), len(b)) {
-					if a[i] != b[i] {
-						t.Fatalf("replays differ at message %d:\n%s\n%s", i, a[i], b[i])
-					}
-				}
-				t.Fatalf("replays differ in length: %d and %d messages", len(a), len(b))
+			if d := cmp.Diff(a, b); d != "" {
+				t.Fatalf("two replays differ (-first +second):\n%s", d)
+			}
+			if len(a) < 20 {
+				t.Fatalf("the replays carried only %d exchanges", len(a))
 			}
 		})
 	}
@@ -366,5 +412,66 @@ func TestRecordedTiming(t *testing.T) {
 	runClient(t, hs.URL+fixtures.PathStateless, &fixtures.ClientOptions{Only: []string{"slow"}})
 	if took := time.Since(start); took < recorded*8/10 {
 		t.Errorf("replay at recorded pace took %v; the recorded call alone took %v", took, recorded)
+	}
+}
+
+// A strict replay compares an MRTR retry's inputResponses with the
+// recorded ones under the configured ignore rules: a different answer is
+// a failure, unless the path that differs is ignored.
+func TestStrictInputResponses(t *testing.T) {
+	tape, err := replay.LoadTape("testdata/client/tools.tape.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, retry json.RawMessage
+	for _, m := range tape.Sessions[0].Messages {
+		if m.Kind != protocol.KindRequest || m.Name != "sample" {
+			continue
+		}
+		params, _, _, _ := protocol.Member(m.Raw, "params")
+		if _, _, _, ok := protocol.Member(params, "inputResponses"); ok {
+			retry = params
+		} else {
+			first = params
+		}
+	}
+	if first == nil || retry == nil {
+		t.Fatal("the tape has no sample call with an MRTR retry")
+	}
+	changed, ok := protocol.SetMember(retry, []byte(`"something else"`), "inputResponses", "sample", "content", "text")
+	if !ok {
+		t.Fatalf("no inputResponses.sample.content.text in %s", retry)
+	}
+	for _, tc := range []struct {
+		name    string
+		matcher *replay.Matcher
+		want    string // in the one failure; empty: none
+	}{
+		{"differs", replay.NewMatcher(), `the inputResponses of tools/call sample differ from the recording: params.inputResponses.sample.content.text: live "something else", recorded "sampled: Say hello to the tape."`},
+		{"ignored", replay.NewMatcher(replay.IgnorePaths("inputResponses.sample.content.text")), ""},
+		{"ignored for the method", replay.NewMatcher(replay.IgnorePathsFor("tools/call", "inputResponses.sample.content")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true, Matcher: tc.matcher})
+			u := hs.URL + tape.Sessions[0].Session.Path
+			_, b, err := post(t, u, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`+string(first)+`}`, modernHeaders)
+			if err != nil || !bytes.Contains(b, []byte(`"input_required"`)) {
+				t.Fatalf("first round: %v %s", err, b)
+			}
+			_, b, err = post(t, u, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(changed)+`}`, modernHeaders)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resultText(t, b); got != "2 sampled: Say hello to the tape." {
+				t.Errorf("the retry got %q, want the recorded result", got)
+			}
+			r := s.Report()
+			switch {
+			case tc.want == "" && !r.OK():
+				t.Errorf("strict replay failed on an ignored path: %q", r.Failures)
+			case tc.want != "" && (len(r.Failures) != 1 || !strings.Contains(r.Failures[0], tc.want)):
+				t.Errorf("strict report %q, want one failure with %q", r.Failures, tc.want)
+			}
+		})
 	}
 }

@@ -22,6 +22,14 @@ import (
 // fixture server, and returns the tape and what the client saw.
 func record(t *testing.T, path string, opts *fixtures.ClientOptions) (*replay.Tape, *fixtures.Report) {
 	t.Helper()
+	tape, reps := recordRuns(t, path, opts)
+	return tape, reps[0]
+}
+
+// recordRuns records one run of the fixture client per options, one after
+// another, into one tape.
+func recordRuns(t *testing.T, path string, runs ...*fixtures.ClientOptions) (*replay.Tape, []*fixtures.Report) {
+	t.Helper()
 	up := httptest.NewServer(fixtures.Handler(nil))
 	defer up.Close()
 	defer up.CloseClientConnections()
@@ -37,7 +45,10 @@ func record(t *testing.T, path string, opts *fixtures.ClientOptions) (*replay.Ta
 		t.Fatal(err)
 	}
 	px := httptest.NewServer(p)
-	rep := runClient(t, px.URL+path, opts)
+	var reps []*fixtures.Report
+	for _, opts := range runs {
+		reps = append(reps, runClient(t, px.URL+path, opts))
+	}
 	px.CloseClientConnections()
 	px.Close()
 	if err := rec.Close(ctx); err != nil {
@@ -51,7 +62,7 @@ func record(t *testing.T, path string, opts *fixtures.ClientOptions) (*replay.Ta
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tape, rep
+	return tape, reps
 }
 
 func runClient(t *testing.T, u string, opts *fixtures.ClientOptions) *fixtures.Report {

@@ -1,0 +1,481 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// live is the replay state of one live client: a legacy session (by the
+// Mcp-Session-Id the server minted), or a 2026-07-28 client (by its
+// fingerprint, from its server/discover or first request on).
+type live struct {
+	rs      *recSession
+	id      string // the minted session id (legacy)
+	mu      sync.Mutex
+	used    map[*call]bool  // with a custom matcher
+	cursor  map[string]int  // by match key: the next recorded call to replay
+	seen    map[uint64]bool // recorded requests matched so far
+	changed chan struct{}   // closed and replaced when seen grows
+	nextID  int64
+	waiting map[string]chan *protocol.Message
+	done    chan struct{}
+	ended   bool
+	streams map[chan string]*openStream // open GET and listen streams
+	pending []string                    // list_changed kinds no open stream took yet
+}
+
+// openStream is a live stream that list_changed faults can use.
+type openStream struct {
+	// listenID is the subscriptions/listen request's id, which tags each
+	// notification; nil on a standalone GET stream.
+	listenID json.RawMessage
+	// kinds are the list_changed kinds it takes ("tools", …); nil means all.
+	kinds map[string]bool
+}
+
+func (o *openStream) takes(kind string) bool { return o.kinds == nil || o.kinds[kind] }
+
+// listenStream is the stream of a live request the recording never
+// answered: a subscriptions/listen stream takes the list_changed kinds it
+// opted into (all of them when it names none); any other takes none.
+func listenStream(m *protocol.Message) *openStream {
+	st := &openStream{kinds: map[string]bool{}}
+	if m.Method != protocol.MethodSubscriptionsListen {
+		return st
+	}
+	st.listenID = m.ID
+	n, _, _, ok := protocol.Member(m.Params, "notifications")
+	if !ok {
+		st.kinds = nil
+		return st
+	}
+	var v map[string]any
+	_ = json.Unmarshal(n, &v)
+	for kind, member := range map[string]string{"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"} {
+		st.kinds[kind] = v[member] == true
+	}
+	return st
+}
+
+func newLive(rs *recSession) *live {
+	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]bool{}, changed: make(chan struct{}),
+		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), streams: map[chan string]*openStream{}}
+}
+
+func (l *live) markSeen(seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.seen[seq] {
+		l.seen[seq] = true
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+}
+
+// waitTrigger waits until the recorded request that preceded m has been
+// seen live, so that notifications a call caused follow it on replay too.
+func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Duration) {
+	if trigger == 0 {
+		return
+	}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		ok, ch := l.seen[trigger], l.changed
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-l.done:
+			return
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+func (l *live) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ended {
+		l.ended = true
+		close(l.done)
+	}
+}
+
+// handshakeCall is the recorded call that answers a live initialize or
+// server/discover matching none: the first of that method not replayed
+// yet, else the last.
+func (l *live) handshakeCall(method string) *call {
+	list := l.rs.byMethod[method]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range list {
+		if !l.seen[c.req.Seq] {
+			return c
+		}
+	}
+	if len(list) > 0 {
+		return list[len(list)-1]
+	}
+	return nil
+}
+
+// matchKey is what the default matcher compares: method and canonical
+// params. Empty with a custom matcher.
+func (s *Server) matchKey(m *protocol.Message) string {
+	if s.matcher.custom != nil {
+		return ""
+	}
+	return m.Method + "\x00" + s.matcher.canonical(m.Method, m.Params)
+}
+
+// liveFor finds the live client a request belongs to, opening one for a
+// legacy initialize or a 2026-07-28 client it does not know yet (or one
+// that starts over with server/discover).
+//
+// A new live client gets a recorded session of its own: of those that fit
+// (an initialize for initialize; the era otherwise) and preferring the
+// request's path, the one whose handshake is closest — initialize's params
+// (legacy), or clientInfo and capabilities and whether the request is
+// recorded (2026-07-28) — the first not yet given to a live client among
+// equals. When all of those are taken they are reused, least used first,
+// then in recorded order; strict mode reports each reuse.
+func (s *Server) liveFor(r *http.Request, m *protocol.Message, key string, open bool) *live {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sid := r.Header.Get(protocol.HeaderSessionID); sid != "" {
+		return s.legacy[sid]
+	}
+	if !open {
+		return nil
+	}
+	p, _ := protocol.ParseParams(m.Params)
+	if m.Method == protocol.MethodInitialize {
+		rs := s.pick(r.URL.Path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
+			func(rs *recSession) int {
+				return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params))
+			})
+		if rs == nil {
+			return nil
+		}
+		l := newLive(rs)
+		l.id = newSessionID()
+		s.legacy[l.id] = l
+		s.take(rs)
+		return l
+	}
+	modern := p.Modern || r.Header.Get(protocol.HeaderProtocolVersion) >= protocol.FirstModern
+	fits := func(rs *recSession) bool {
+		if m.Method == protocol.MethodDiscover {
+			return len(rs.byMethod[protocol.MethodDiscover]) > 0 && (rs.s.Era == protocol.EraModern || len(rs.byMethod[protocol.MethodInitialize]) > 0)
+		}
+		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
+	}
+	fp := fingerprint(r, &p)
+	var rs *recSession
+	if m.Method != protocol.MethodDiscover {
+		var l *live
+		if l, rs = s.knownLive(fp, r.URL.Path, m, key, fits); l != nil {
+			return l
+		}
+	}
+	if rs == nil {
+		rs = s.pick(r.URL.Path, fits, func(rs *recSession) int { return s.clientDistance(rs, &p, m, key) })
+	}
+	if rs == nil {
+		return nil
+	}
+	if rs.s.Era != protocol.EraModern {
+		// A legacy session's discover probe, answered without a session
+		// (its initialize takes the session), or a session of unknown era.
+		return newLive(rs)
+	}
+	// A client that starts over replaces its state on that recorded session.
+	kept := s.modern[fp][:0]
+	for _, old := range s.modern[fp] {
+		if old.rs == rs {
+			old.end()
+			continue
+		}
+		kept = append(kept, old)
+	}
+	l := newLive(rs)
+	s.modern[fp] = append(kept, l)
+	s.take(rs)
+	return l
+}
+
+// fingerprint tells 2026-07-28 clients apart, as the recorder does: remote
+// host, endpoint path, clientInfo and capabilities.
+func fingerprint(r *http.Request, p *protocol.Params) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	var info protocol.Implementation
+	if p.ClientInfo != nil {
+		info = *p.ClientInfo
+	}
+	return host + "\x00" + r.URL.Path + "\x00" + info.Name + "\x00" + info.Version + "\x00" + canonicalJSON(p.ClientCapabilities)
+}
+
+// canonicalJSON is raw with sorted members and no insignificant spaces;
+// absent, null and {} are all "{}".
+func canonicalJSON(raw json.RawMessage) string {
+	v := decodeAny(raw)
+	if v == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// matchRank orders how well a recorded session answers a request.
+type matchRank uint8
+
+const (
+	matchFresh matchRank = iota // a matching recorded call not replayed yet
+	matchUsed                   // only matching calls already replayed
+	matchNone                   // no matching call
+)
+
+// peek ranks how rs, as replayed so far to l (nil: not at all), answers m.
+func (s *Server) peek(rs *recSession, l *live, m *protocol.Message, key string) matchRank {
+	if rs.byKey != nil {
+		list := rs.byKey[key]
+		if len(list) == 0 {
+			return matchNone
+		}
+		if l == nil {
+			return matchFresh
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.cursor[key] < len(list) {
+			return matchFresh
+		}
+		return matchUsed
+	}
+	rank := matchNone
+	for _, rc := range rs.byMethod[m.Method] {
+		if !s.matcher.Match(m.Method, m.Params, rc.params) {
+			continue
+		}
+		if l == nil {
+			return matchFresh
+		}
+		l.mu.Lock()
+		used := l.used[rc]
+		l.mu.Unlock()
+		if !used {
+			return matchFresh
+		}
+		rank = matchUsed
+	}
+	return rank
+}
+
+// knownLive finds the live client of fingerprint fp that a 2026-07-28
+// request belongs to: the newest that has a matching call not yet
+// replayed. Failing that, a recorded session nobody has had yet that has
+// one is returned to be opened (the same client program, run again
+// without server/discover); else the newest live client that matched the
+// request before, or the newest. Both nil: fp is new.
+func (s *Server) knownLive(fp, path string, m *protocol.Message, key string, fits func(*recSession) bool) (*live, *recSession) {
+	lives := s.modern[fp]
+	if len(lives) == 0 {
+		return nil, nil
+	}
+	best, rank := lives[len(lives)-1], matchNone
+	for i := len(lives) - 1; i >= 0; i-- {
+		if r := s.peek(lives[i].rs, lives[i], m, key); r < rank {
+			best, rank = lives[i], r
+		}
+	}
+	if rank == matchFresh {
+		return best, nil
+	}
+	var fresh *recSession
+	for _, rs := range s.sessions {
+		if s.uses[rs] == 0 && rs.s.Era == protocol.EraModern && fits(rs) && s.peek(rs, nil, m, key) == matchFresh {
+			if rs.s.Path == path {
+				return nil, rs
+			}
+			if fresh == nil {
+				fresh = rs
+			}
+		}
+	}
+	if fresh != nil {
+		return nil, fresh
+	}
+	return best, nil
+}
+
+// clientDistance is how far a 2026-07-28 request's client is from the one
+// recorded in rs: whether rs has the request at all weighs most, then
+// clientInfo and capabilities.
+func (s *Server) clientDistance(rs *recSession, p *protocol.Params, m *protocol.Message, key string) int {
+	d := 0
+	if s.peek(rs, nil, m, key) == matchNone {
+		d += 4
+	}
+	var info protocol.Implementation
+	if p.ClientInfo != nil {
+		info = *p.ClientInfo
+	}
+	if info.Name != rs.s.Client.Name || info.Version != rs.s.Client.Version {
+		d++
+	}
+	if canonicalJSON(p.ClientCapabilities) != canonicalJSON(rs.s.ClientCapabilities) {
+		d++
+	}
+	return d
+}
+
+// pick chooses the recorded session for a new live client (see liveFor):
+// among those that fit, one recorded on the same path, then the least
+// distant, then the least used, then the first.
+func (s *Server) pick(path string, fits func(*recSession) bool, distance func(*recSession) int) *recSession {
+	var best *recSession
+	var bestSame bool
+	var bestDist, bestUses int
+	for _, rs := range s.sessions {
+		if !fits(rs) {
+			continue
+		}
+		same, d, u := rs.s.Path == path, distance(rs), s.uses[rs]
+		switch {
+		case best == nil:
+		case same != bestSame:
+			if !same {
+				continue
+			}
+		case d != bestDist:
+			if d > bestDist {
+				continue
+			}
+		case u >= bestUses:
+			continue
+		}
+		best, bestSame, bestDist, bestUses = rs, same, d, u
+	}
+	return best
+}
+
+// take gives rs to a new live client; s.mu is held.
+func (s *Server) take(rs *recSession) {
+	s.uses[rs]++
+	n := s.uses[rs]
+	if n == 1 {
+		return
+	}
+	msg := fmt.Sprintf("recorded session %s is replayed again, to a live client %d: every recorded session that fits its handshake as well was already taken", rs.s.ID, n)
+	if s.opts.Strict {
+		s.report.Failures = append(s.report.Failures, msg)
+		s.log.Warn(msg)
+		return
+	}
+	s.log.Info(msg)
+}
+
+// afterResponse sends a listChanged fault's notification on the live
+// client's open streams that take it: the standalone GET stream (legacy),
+// the subscriptions/listen streams that opted into that kind (2026-07-28).
+// With none open, it waits for the next one to open.
+func (s *Server) afterResponse(l *live, kind string) {
+	if kind == "" {
+		return
+	}
+	sent := false
+	l.mu.Lock()
+	for ch, st := range l.streams {
+		if !st.takes(kind) {
+			continue
+		}
+		select {
+		case ch <- kind:
+			sent = true
+		default:
+		}
+	}
+	if !sent {
+		l.pending = append(l.pending, kind)
+	}
+	l.mu.Unlock()
+	if !sent {
+		s.log.Warn("listChanged fault: the client has no open stream for the notification yet; it is sent when one opens. Open the standalone GET stream (2025 sessions) or a subscriptions/listen with "+kind+"ListChanged (2026-07-28) before the request the fault matches",
+			"method", "notifications/"+kind+"/list_changed")
+	}
+}
+
+// hold keeps a stream open until the client or the server ends it,
+// writing the notifications that listChanged faults push to it (first any
+// that waited for a stream).
+func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, st *openStream) {
+	ch := make(chan string, 8)
+	var backlog []string
+	l.mu.Lock()
+	kept := l.pending[:0]
+	for _, kind := range l.pending {
+		if st.takes(kind) {
+			backlog = append(backlog, kind)
+		} else {
+			kept = append(kept, kind)
+		}
+	}
+	l.pending = kept
+	l.streams[ch] = st
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.streams, ch)
+		l.mu.Unlock()
+	}()
+	write := func(kind string) bool {
+		note := `{"jsonrpc":"2.0","method":` + strconv.Quote("notifications/"+kind+"/list_changed")
+		if len(st.listenID) > 0 {
+			note += `,"params":{"_meta":{"` + protocol.MetaSubscriptionID + `":` + string(st.listenID) + `}}`
+		}
+		note += "}"
+		if _, err := io.WriteString(w, "event: message\ndata: "+note+"\n\n"); err != nil {
+			return false
+		}
+		flush(w)
+		return true
+	}
+	for _, kind := range backlog {
+		if !write(kind) {
+			return
+		}
+	}
+	for {
+		select {
+		case kind := <-ch:
+			if !write(kind) {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		case <-l.done:
+			return
+		case <-s.closed:
+			return
+		}
+	}
+}
