@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcptape/mcptape/protocol"
@@ -115,6 +117,7 @@ func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessSta
 		early:      map[string]*Message{},
 		progress:   map[string]uint64{},
 		rounds:     map[string]uint64{},
+		stateless:  map[string][]uint64{},
 		lastSample: map[uint64]uint64{},
 		elicit:     map[string]uint64{},
 		tasks:      map[string]uint64{},
@@ -199,13 +202,16 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		if len(params.ProgressToken) > 0 {
 			st.progress[protocol.IDKey(params.ProgressToken)] = m.Seq
 		}
-		if params.RequestState != nil {
+		switch {
+		case params.RequestState != nil:
 			if prev, ok := st.rounds[roundKey(pm.Method, params.Name, *params.RequestState)]; ok {
 				m.Links.Previous = prev
 			} else {
 				m.Findings = append(m.Findings, Finding{FindingRequestState,
 					"requestState matches no input_required result of this call recorded in this session (altered, or from another session)"})
 			}
+		case len(params.InputResponses) > 0:
+			p.chainStateless(st, pm.Method, params.Name, params.InputResponses, m)
 		}
 		if pm.Method == protocol.MethodToolsCall {
 			m.Findings = append(m.Findings, checkToolCall(st, params.Name, params.Arguments, xs.headers)...)
@@ -364,6 +370,43 @@ func (p *pipeline) learnClient(st *sessState, method string, params *protocol.Pa
 
 func roundKey(method, name, state string) string { return method + "\x00" + name + "\x00" + state }
 
+// inputKeys is the sorted keys of an inputRequests or inputResponses map,
+// "" when it is not a non-empty object.
+func inputKeys(raw json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, "\x00")
+}
+
+// chainStateless chains a retry without requestState (optional in an
+// input_required result) to the open round of the same method and name
+// whose inputRequests keys its inputResponses answer. Two such rounds open
+// at once cannot be told apart: the retry is left unchained, with a
+// finding.
+func (p *pipeline) chainStateless(st *sessState, method, name string, responses json.RawMessage, m *Message) {
+	keys := inputKeys(responses)
+	k := roundKey(method, name, keys)
+	open := st.stateless[k]
+	switch {
+	case keys == "" || len(open) == 0:
+		m.Findings = append(m.Findings, Finding{FindingRequestState,
+			"inputResponses answer no input_required result of this call recorded in this session (their keys differ from every inputRequests)"})
+	case len(open) > 1:
+		m.Findings = append(m.Findings, Finding{FindingRequestState,
+			fmt.Sprintf("inputResponses match %d open input_required rounds without requestState; the retry is not chained", len(open))})
+	default:
+		m.Links.Previous = open[0]
+		delete(st.stateless, k)
+	}
+}
+
 func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
 	st := xs.sess
 	params, _ := protocol.ParseParams(pm.Params)
@@ -481,6 +524,9 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	if res.ResultType == "input_required" {
 		if res.RequestState != nil {
 			st.rounds[roundKey(pd.method, pd.name, *res.RequestState)] = pd.seq
+		} else if keys := inputKeys(res.InputRequests); keys != "" && len(st.stateless) < maxPending {
+			k := roundKey(pd.method, pd.name, keys)
+			st.stateless[k] = append(st.stateless[k], pd.seq)
 		}
 		caps := pd.caps
 		if caps == nil {

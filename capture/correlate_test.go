@@ -149,3 +149,45 @@ func TestEqualServerIDsAreNotGuessed(t *testing.T) {
 			answer.Links.Request, findingsOf(answer))
 	}
 }
+
+// requestState is optional in an input_required result: without it, a
+// retry chains to the round whose inputRequests keys its inputResponses
+// answer, for the same method and name; a retry whose keys differ, or for
+// another tool, is not chained.
+func TestMRTRRoundsWithoutRequestState(t *testing.T) {
+	d := newDriver(t, nil)
+	h := map[string]string{"Mcp-Name": "sample"}
+	inputs := `{"jsonrpc":"2.0","id":%d,"result":{"resultType":"input_required","inputRequests":{"llm":{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}}}}}`
+	d.exchange(modernCall(1, "tools/call", `"name":"sample"`, h, sse(fmt.Sprintf(inputs, 1))))
+	d.exchange(modernCall(2, "tools/call", `"name":"sample","inputResponses":{"llm":{"role":"assistant","content":{"type":"text","text":"hi"}}}`, h,
+		sse(fmt.Sprintf(inputs, 2))))
+	d.exchange(modernCall(3, "tools/call", `"name":"sample","inputResponses":{"llm":{"role":"assistant","content":{"type":"text","text":"again"}}}`, h,
+		sse(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"done"}]}}`)))
+	// Another round trip whose retry answers keys the server did not ask.
+	d.exchange(modernCall(4, "tools/call", `"name":"sample"`, h, sse(fmt.Sprintf(inputs, 4))))
+	d.exchange(modernCall(5, "tools/call", `"name":"sample","inputResponses":{"other":{"action":"accept"}}`, h,
+		sse(`{"jsonrpc":"2.0","id":5,"result":{"content":[]}}`)))
+	ms := d.messages("s01")
+	req := map[string]*capture.Message{}
+	for _, m := range ms {
+		if m.Kind == protocol.KindRequest {
+			req[string(m.ID)] = m
+		}
+	}
+	if req["2"].Links.Previous != req["1"].Seq || req["3"].Links.Previous != req["2"].Seq {
+		t.Errorf("rounds not chained: 2→%d (want %d), 3→%d (want %d)", req["2"].Links.Previous, req["1"].Seq, req["3"].Links.Previous, req["2"].Seq)
+	}
+	if req["4"].Links.Previous != 0 || req["5"].Links.Previous != 0 {
+		t.Errorf("unrelated calls chained: 4→%d, 5→%d", req["4"].Links.Previous, req["5"].Links.Previous)
+	}
+	if !hasFinding(req["5"], capture.FindingRequestState) {
+		t.Errorf("a retry whose inputResponses answer nothing recorded has no finding: %q", findingsOf(req["5"]))
+	}
+	tr, text := d.tree("s01")
+	if len(tr.Roots) != 3 || len(tr.Roots[0].Rounds) != 3 || tr.Roots[0].Status != "success" {
+		t.Fatalf("want the first call with 3 rounds, then two calls:\n%s", text)
+	}
+	if !strings.Contains(text, "+-- round 1 [input_required]\n  |    +-- sampling/createMessage [llm]\n  |          result: \"hi\"") {
+		t.Errorf("round 1's input request lacks the answer from round 2:\n%s", text)
+	}
+}

@@ -66,6 +66,7 @@ type sessState struct {
 	early       map[string]*Message   // client answers to server requests not seen yet, by id
 	progress    map[string]uint64     // progress token → request seq
 	rounds      map[string]uint64     // method|name|requestState → the input_required round's request seq
+	stateless   map[string][]uint64   // method|name|inputRequests keys → rounds without requestState
 	lastSample  map[uint64]uint64     // parent call → its latest sampling request
 	elicit      map[string]uint64     // elicitationId → the URL elicitation request
 	tasks       map[string]uint64     // taskId → the request that created the task
