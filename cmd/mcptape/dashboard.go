@@ -155,11 +155,23 @@ func startDashboard(store capture.Store, data, addr, token string, fixed bool, f
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if token == "" && !dashboard.IsLoopback(addr) {
-		token = dashboard.NewToken()
-	}
 	opts := dashboardOptions(data, replays, logger)
 	opts.Token, opts.Feed, opts.Metrics = token, feed, metrics
+	return serveDashboard(store, opts, addr, fixed)
+}
+
+// serveDashboard serves a dashboard with opts over store on addr (see
+// startDashboard); an address off loopback gets a token when opts has
+// none.
+func serveDashboard(store capture.Store, opts *dashboard.Options, addr string, fixed bool) (*runningDashboard, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Token == "" && !dashboard.IsLoopback(addr) {
+		opts.Token = dashboard.NewToken()
+	}
+	token := opts.Token
 	srv, err := dashboard.New(store, opts)
 	if err != nil {
 		return nil, err

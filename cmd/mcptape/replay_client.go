@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -28,7 +32,10 @@ func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.Var(&ignoreKeys, "ignore-key", "leave members of this name out wherever they appear, beyond _meta, requestState and timestamps (repeatable)")
 	fs.Var(&sessions, "session", "replay only this tape session (its id or a unique prefix; repeatable); default all")
 	fs.Var(&headers, "header", "add this header to every request, e.g. 'Authorization: Bearer …' (repeatable)")
-	timeout := fs.Duration("timeout", 60*time.Second, "bound on one call, its rounds and answers included")
+	timeout := fs.Duration("timeout", 60*time.Second, "bound on one call, its rounds and answers included, but not the time a person takes to answer (--manual-timeout)")
+	dash := fs.String("dashboard", dashboard.DefaultAddr, "with a testing profile whose sampling provider is manual: serve the dashboard at `ADDR`, where a person answers the sampling requests (a free port when the default is taken); off: nobody answers them")
+	dashToken := fs.String("dashboard-token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
+	manualTimeout := fs.Duration("manual-timeout", replay.DefaultManualTimeout, "how long to wait for a person's answer to one sampling request (the manual provider); the call's --timeout stops meanwhile")
 	streamWait := fs.Duration("stream-wait", 3*time.Second, "how long a long-lived stream (listen, GET) may take to carry what it carried in the recording")
 	verbose := fs.Bool("v", false, "list the calls that matched too")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
@@ -68,6 +75,20 @@ func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Write
 	tape, err := replay.LoadTape(*tapePath)
 	if err != nil {
 		return err
+	}
+	if s := opts.Profile; s != nil && s.Sampling != nil && s.Sampling.Provider == replay.ProviderManual {
+		if *dash == dashboardOff {
+			fmt.Fprintln(stderr, "mcptape: the testing profile leaves sampling to a person, but --dashboard off leaves nobody to ask: "+
+				"the server gets an error for each sampling request the recording has no answer for")
+		} else {
+			pd, err := startPendingDashboard(ctx, tape, *dash, *dashToken, flagSet(fs, "dashboard"), logger)
+			if err != nil {
+				return err
+			}
+			defer pd.close()
+			opts.Manual, opts.ManualTimeout = pd.pending.Ask, *manualTimeout
+			fmt.Fprintf(stderr, "mcptape: sampling requests wait for you at %s (each for at most %s)\n", pd.pageURL("/pending"), *manualTimeout)
+		}
 	}
 	c, err := replay.NewClient(tape, opts)
 	switch {
@@ -109,4 +130,51 @@ func sessionIDs(t *replay.Tape) string {
 		ids[i] = s.Session.ID
 	}
 	return strings.Join(ids, ", ")
+}
+
+// pendingDashboard is the replay client's dashboard for the manual
+// sampling provider: the tape's sessions in memory, to look at, and the
+// requests that wait for a person, to answer.
+type pendingDashboard struct {
+	*runningDashboard
+	pending *dashboard.Pending
+	store   *memstore.Store
+}
+
+func startPendingDashboard(ctx context.Context, tape *replay.Tape, addr, token string, fixed bool, logger *slog.Logger) (*pendingDashboard, error) {
+	store := memstore.New()
+	if _, err := replay.Import(ctx, store, tape, &replay.ImportOptions{Rename: true}); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("showing the tape in the dashboard: %w", err)
+	}
+	pending := dashboard.NewPending()
+	opts := &dashboard.Options{Logger: logger, Version: version, Token: token, Feed: dashboard.FeedPoll, Pending: pending,
+		Export: func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
+			return replay.Export(ctx, store, ids, w, "mcptape "+version)
+		}}
+	d, err := serveDashboard(store, opts, addr, fixed)
+	if err != nil {
+		pending.Close()
+		store.Close()
+		return nil, err
+	}
+	return &pendingDashboard{runningDashboard: d, pending: pending, store: store}, nil
+}
+
+// pageURL is the address of one of the dashboard's pages, with the token
+// when there is one.
+func (d *pendingDashboard) pageURL(path string) string {
+	u := strings.TrimSuffix(d.base, "/") + path
+	if d.token != "" {
+		u += "?token=" + d.token
+	}
+	return u
+}
+
+// close ends the waits (a person can no longer answer), then stops the
+// dashboard.
+func (d *pendingDashboard) close() {
+	d.pending.Close()
+	_ = d.runningDashboard.close()
+	d.store.Close()
 }
