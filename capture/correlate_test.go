@@ -191,3 +191,54 @@ func TestMRTRRoundsWithoutRequestState(t *testing.T) {
 		t.Errorf("round 1's input request lacks the answer from round 2:\n%s", text)
 	}
 }
+
+// 2025-11-25 tasks: a task-augmented tools/call answered with
+// {task:{taskId}}; tasks/get, tasks/result (whose result names the task in
+// _meta related-task) and the status notification link to the call that
+// created the task, and nest under it.
+func TestLegacyTasksLinkByTaskID(t *testing.T) {
+	d := newDriver(t, nil)
+	d.exchange(initialize(protocol.V20251125))
+	h := map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-2025-11-25"}
+	post := func(body string, resp ...string) {
+		d.exchange(ex{method: "POST", path: "/mcp", reqHeader: h, body: body,
+			respHeader: map[string]string{"Content-Type": "text/event-stream"}, resp: resp})
+	}
+	post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"research","task":{"ttl":60000}}}`,
+		sse(`{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"task-42","status":"working","createdAt":"2025-11-25T10:00:00Z","ttl":60000}}}`))
+	post(`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"task-42"}}`,
+		sse(`{"jsonrpc":"2.0","id":3,"result":{"taskId":"task-42","status":"working"}}`))
+	d.exchange(ex{method: "GET", path: "/mcp", reqHeader: map[string]string{"Mcp-Session-Id": "sess-2025-11-25"},
+		respHeader: map[string]string{"Content-Type": "text/event-stream"},
+		resp:       []string{sse(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"task-42","status":"completed"}}`)}})
+	post(`{"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"task-42"}}`,
+		sse(`{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"found it"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-42"}}}}`))
+	ms := d.messages("s01")
+	var call *capture.Message
+	for _, m := range ms {
+		if m.Method == protocol.MethodToolsCall && m.Kind == protocol.KindRequest {
+			call = m
+		}
+	}
+	if call == nil {
+		t.Fatal("no tools/call recorded")
+	}
+	for _, m := range ms {
+		switch {
+		case m.Kind == protocol.KindRequest && (m.Method == "tasks/get" || m.Method == "tasks/result"),
+			m.Kind == protocol.KindNotification && m.Method == "notifications/tasks/status":
+			if m.Links.Task != call.Seq {
+				t.Errorf("%s %s links to task %d, want the call that created it (%d)", m.Kind, m.Method, m.Links.Task, call.Seq)
+			}
+		}
+	}
+	_, text := d.tree("s01")
+	for _, want := range []string{"[>] tools/call research [success]", "  +-- tasks/get", "  +-- notifications/tasks/status", "  +-- tasks/result"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("tree lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Count(text, "[>]") != 2 {
+		t.Errorf("want two roots (initialize and the call), the task's requests nested:\n%s", text)
+	}
+}
