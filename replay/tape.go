@@ -68,6 +68,7 @@ type tapeMessage struct {
 	SSE        *capture.SSEInfo   `json:"sse,omitempty"`
 	Findings   []capture.Finding  `json:"findings,omitempty"`
 	Links      capture.Links      `json:"links,omitzero"`
+	Edited     int                `json:"edited,omitempty"`
 	RawText    *string            `json:"rawText,omitempty"`
 	RawBase64  []byte             `json:"rawBase64,omitempty"`
 	Raw        json.RawMessage    `json:"raw,omitempty"`
@@ -210,7 +211,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func (tw *tapeWriter) message(m *capture.Message) {
 	tm := tapeMessage{
 		Seq: m.Seq, ExchangeID: m.ExchangeID, Direction: m.Direction, Time: m.Time, Kind: m.Kind, Method: m.Method,
-		ID: m.ID, Name: m.Name, Batch: m.Batch, Size: m.Size, SSE: m.SSE, Findings: m.Findings, Links: m.Links,
+		ID: m.ID, Name: m.Name, Batch: m.Batch, Size: m.Size, SSE: m.SSE, Findings: m.Findings, Links: m.Links, Edited: m.Edited,
 	}
 	// A body's trailing newline is part of Raw: such a message goes as
 	// rawText, which keeps every byte.
@@ -529,7 +530,7 @@ func (tm *tapeMessage) message(session string) (*capture.Message, error) {
 	m := &capture.Message{
 		Seq: tm.Seq, SessionID: session, ExchangeID: tm.ExchangeID, Direction: tm.Direction, Time: tm.Time,
 		Kind: tm.Kind, Method: tm.Method, ID: tm.ID, Name: tm.Name, Batch: tm.Batch, Size: tm.Size,
-		SSE: tm.SSE, Findings: tm.Findings, Links: tm.Links,
+		SSE: tm.SSE, Findings: tm.Findings, Links: tm.Links, Edited: tm.Edited,
 	}
 	n := 0
 	if tm.Raw != nil {
@@ -546,6 +547,9 @@ func (tm *tapeMessage) message(session string) (*capture.Message, error) {
 	}
 	if m.Seq == 0 {
 		return nil, errors.New("no seq")
+	}
+	if m.Edited < 0 {
+		return nil, fmt.Errorf("edited is %d; it counts edits, from 0", m.Edited)
 	}
 	if m.Direction != protocol.ClientToServer && m.Direction != protocol.ServerToClient {
 		return nil, errors.New(`dir is neither "c2s" nor "s2c"`)

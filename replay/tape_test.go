@@ -40,7 +40,7 @@ func handTape() *replay.Tape {
 				Batch: -1, Raw: frame, Size: len(frame), SSE: &capture.SSEInfo{}},
 			{Seq: 12, SessionID: s.ID, ExchangeID: 7, Direction: protocol.ServerToClient, Time: at.Add(2 * time.Millisecond), Kind: protocol.KindResult,
 				Method: "tools/call", ID: []byte("1"), Batch: -1, Raw: resp, Size: len(resp), Links: capture.Links{Request: 10},
-				SSE: &capture.SSEInfo{ID: "s_1", Prefix: []byte("id: s_1\ndata: "), Suffix: []byte("\n\n")}},
+				SSE: &capture.SSEInfo{ID: "s_1", Prefix: []byte("id: s_1\ndata: "), Suffix: []byte("\n\n")}, Edited: 2},
 			{Seq: 13, SessionID: s.ID, ExchangeID: 7, Direction: protocol.ServerToClient, Time: at.Add(3 * time.Millisecond), Kind: protocol.KindInvalid,
 				Batch: -1, Raw: binary, Size: len(binary)},
 		},
@@ -49,7 +49,7 @@ func handTape() *replay.Tape {
 
 // Recorded bytes survive a tape byte for byte: the message itself appears
 // verbatim in the document, and reads back unchanged, as do frames that are
-// not JSON and bytes that are not UTF-8.
+// not JSON and bytes that are not UTF-8, and the count of a message's edits.
 func TestTapeKeepsRawBytes(t *testing.T) {
 	want := handTape()
 	var buf bytes.Buffer
@@ -61,6 +61,9 @@ func TestTapeKeepsRawBytes(t *testing.T) {
 		if !strings.Contains(doc, `"raw":`+string(m.Raw)+"}") {
 			t.Errorf("the tape does not hold message %d verbatim:\n%s", m.Seq, doc)
 		}
+	}
+	if n := strings.Count(doc, `"edited"`); n != 1 || !strings.Contains(doc, `"edited":2`) {
+		t.Errorf("the tape holds %d edited fields; want one, \"edited\":2, on the edited message only", n)
 	}
 	got, err := replay.ReadTape(&buf)
 	if err != nil {
@@ -96,8 +99,8 @@ func TestTapeKeepsRawBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(g.Raw, m.Raw) {
-			t.Errorf("message %d after export and import: %q, want %q", m.Seq, g.Raw, m.Raw)
+		if !bytes.Equal(g.Raw, m.Raw) || g.Edited != m.Edited {
+			t.Errorf("message %d after export and import: %q edited %d, want %q edited %d", m.Seq, g.Raw, g.Edited, m.Raw, m.Edited)
 		}
 	}
 }
@@ -135,6 +138,7 @@ func TestReadTapeRefuses(t *testing.T) {
 		{"dangling link", edit(`"links":{"request":10}`, `"links":{"request":99}`), replay.ErrTapeInvalid, "message 12 links to seq 99, which is not in the tape"},
 		{"unknown exchange", edit(`"seq":12,"exchange":7`, `"seq":12,"exchange":8`), replay.ErrTapeInvalid, "message 12 names exchange 8"},
 		{"bad direction", edit(`"seq":12,"exchange":7,"dir":"s2c"`, `"seq":12,"exchange":7,"dir":"up"`), replay.ErrTapeInvalid, "message 12: dir"},
+		{"negative edited", edit(`"edited":2`, `"edited":-1`), replay.ErrTapeInvalid, "message 12: edited is -1"},
 		{"two raw forms", edit(`"raw":{ "jsonrpc"`, `"rawText":"x","raw":{ "jsonrpc"`), replay.ErrTapeInvalid, "more than one of raw, rawText and rawBase64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -76,10 +77,40 @@ func readStore(t *testing.T, dir string) *storeContents {
 
 func lines(s string) []string { return strings.Fields(strings.TrimSpace(s)) }
 
+// editMessage edits the first tools/call result in the store at dir, as
+// the dashboard does, so that the store holds an edited session.
+func editMessage(t *testing.T, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := openWrite(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, err := range st.Messages(ctx, s.ID, capture.MessageQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Method == "tools/call" && m.Kind == protocol.KindResult {
+				if _, err := st.EditMessage(ctx, m.Seq, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"edited"}]}}`), "test"); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+	}
+	t.Fatal("the demo recorded no tools/call result to edit")
+}
+
 // Export then import into an empty store gives back every record exactly;
 // importing again is refused unless --rename, which mints new ids.
 func TestExportImportRoundTrip(t *testing.T) {
 	src := demoStore(t)
+	editMessage(t, src)
 	orig := readStore(t, src)
 	if len(orig.Sessions) != 2 {
 		t.Fatalf("the demo recorded %d sessions, want 2", len(orig.Sessions))
@@ -108,6 +139,20 @@ func TestExportImportRoundTrip(t *testing.T) {
 	got := readStore(t, dst)
 	if d := cmp.Diff(orig, got); d != "" {
 		t.Fatalf("the imported store differs from the exported one (-exported +imported):\n%s", d)
+	}
+	edited := 0
+	for _, ms := range got.Messages {
+		for _, m := range ms {
+			if m.Edited > 0 {
+				edited++
+				if m.Edited != 1 || !bytes.Contains(m.Raw, []byte(`"text":"edited"`)) {
+					t.Errorf("the edited message came back with edited %d and %s", m.Edited, m.Raw)
+				}
+			}
+		}
+	}
+	if edited != 1 {
+		t.Errorf("%d edited messages after the round trip, want 1", edited)
 	}
 	// Raw bytes really are compared byte for byte above: make sure there
 	// are some worth comparing (SSE frames, big results).
