@@ -7,8 +7,9 @@ import (
 )
 
 // Annotation is a fault the replay server injects into the live requests
-// it matches (docs/tape-format.md, "Annotations"). It can come from a tape,
-// a testing profile, or an option (WithFault).
+// it matches (docs/tape-format.md, "Annotations"). It comes from a tape's
+// annotations, a testing profile's faults ([ServerOptions.Profile]),
+// [ServerOptions.Faults], or the test helper's [WithFault].
 type Annotation struct {
 	// Match selects requests: Method, and optionally Name (the tool,
 	// prompt or resource). An empty Method matches every request.
@@ -22,7 +23,10 @@ type Annotation struct {
 	// DropAfterEvents aborts an SSE response after this many events.
 	DropAfterEvents int `json:"dropAfterEvents,omitempty"`
 	// ListChanged ("tools", "prompts" or "resources") sends the matching
-	// notifications/…/list_changed after the response.
+	// notifications/…/list_changed after the response, on the client's
+	// open streams that take it (the standalone GET stream; a
+	// subscriptions/listen that opted into the kind); with none open, it
+	// waits for one, and the server logs a warning.
 	ListChanged string `json:"listChanged,omitempty"`
 }
 

@@ -77,7 +77,7 @@ type ServerOptions struct {
 	// server→client request. Zero means 30s.
 	AnswerTimeout time.Duration
 	// Faults are injected into matching requests, after the tape's own
-	// annotations and the profile's faults.
+	// annotations and the profile's faults. Nil means none beyond those.
 	Faults []Annotation
 	// Profile's faults are injected too. Nil means none.
 	Profile *Profile
@@ -466,7 +466,7 @@ func (s *Server) faultsFor(method, name string) []Annotation {
 // answer replays a recorded call's response to a live request.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call, m *protocol.Message, p *protocol.Params) {
 	faults := s.faultsFor(m.Method, p.Name)
-	drop, listChanged := 0, ""
+	drop, listChanged := 0, []string(nil)
 	for _, f := range faults {
 		if f.Delay > 0 {
 			select {
@@ -492,7 +492,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 			drop = f.DropAfterEvents
 		}
 		if f.ListChanged != "" {
-			listChanged = f.ListChanged
+			listChanged = append(listChanged, f.ListChanged)
 		}
 	}
 	h := w.Header()
@@ -518,7 +518,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 		w.WriteHeader(status)
 		_, _ = w.Write(responseWithID(resp.Raw, m.ID))
 		flush(w)
-		s.afterResponse(l, listChanged)
+		s.afterResponse(l, listChanged...)
 		return
 	}
 	h.Set("Content-Type", protocol.ContentTypeSSE)
@@ -541,7 +541,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 		}
 		events++
 		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
-			s.afterResponse(l, listChanged)
+			s.afterResponse(l, listChanged...)
 			return
 		}
 	}

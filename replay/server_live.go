@@ -394,33 +394,33 @@ func (s *Server) take(rs *recSession) {
 	s.log.Info(msg)
 }
 
-// afterResponse sends a listChanged fault's notification on the live
-// client's open streams that take it: the standalone GET stream (legacy),
-// the subscriptions/listen streams that opted into that kind (2026-07-28).
-// With none open, it waits for the next one to open.
-func (s *Server) afterResponse(l *live, kind string) {
-	if kind == "" {
-		return
-	}
-	sent := false
-	l.mu.Lock()
-	for ch, st := range l.streams {
-		if !st.takes(kind) {
-			continue
+// afterResponse sends the notifications of listChanged faults on the live
+// client's open streams that take them: the standalone GET stream
+// (legacy), the subscriptions/listen streams that opted into that kind
+// (2026-07-28). One that no open stream takes waits for the next to open.
+func (s *Server) afterResponse(l *live, kinds ...string) {
+	for _, kind := range kinds {
+		sent := false
+		l.mu.Lock()
+		for ch, st := range l.streams {
+			if !st.takes(kind) {
+				continue
+			}
+			select {
+			case ch <- kind:
+				sent = true
+			default:
+			}
 		}
-		select {
-		case ch <- kind:
-			sent = true
-		default:
+		if !sent {
+			l.pending = append(l.pending, kind)
 		}
-	}
-	if !sent {
-		l.pending = append(l.pending, kind)
-	}
-	l.mu.Unlock()
-	if !sent {
-		s.log.Warn("listChanged fault: the client has no open stream for the notification yet; it is sent when one opens. Open the standalone GET stream (2025 sessions) or a subscriptions/listen with "+kind+"ListChanged (2026-07-28) before the request the fault matches",
-			"method", "notifications/"+kind+"/list_changed")
+		l.mu.Unlock()
+		if !sent {
+			s.log.Warn("listChanged fault: the client has no open stream for the notification yet; it is sent when one opens. "+
+				"Open the standalone GET stream (2025-era sessions) or a subscriptions/listen with "+kind+"ListChanged (2026-07-28) before the request the fault matches",
+				"method", "notifications/"+kind+"/list_changed")
+		}
 	}
 }
 
