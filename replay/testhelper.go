@@ -28,6 +28,8 @@ type TestServer struct {
 	// Recording reports whether the server records (the tape was missing or
 	// an update was asked for) rather than replays.
 	Recording bool
+	// Server is the replay server; nil while recording, when Report is
+	// empty.
 	*Server
 	endpoint string
 }
