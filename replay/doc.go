@@ -18,6 +18,45 @@
 // A miss explains itself: the closest recorded request and the fields that
 // differ.
 //
+// # Replay server
+//
+// [NewServerHandler] returns a [Server], an http.Handler that answers live
+// clients from a tape as the recorded server did; [NewServer] runs one for
+// a Go test:
+//
+//	ts := replay.NewServer(t, "testdata/weather.tape.json") // strict: differences fail t
+//	client.Connect(ts.Endpoint())
+//
+// The handshake is answered as recorded whatever the client says in it:
+// initialize (with a freshly minted Mcp-Session-Id, and the recorded
+// protocolVersion as the negotiated one) and server/discover; a strict
+// server notes a differing clientInfo, capabilities or protocolVersion as
+// a failure, and answers anyway. Every other request is matched as above
+// and answered with the live id; server→client requests are replayed and
+// the client's answers awaited; MRTR input_required rounds are returned
+// and their retries accepted. A strict server compares the client's
+// answers with the recorded ones under the matcher's ignore rules: an
+// answer by paths relative to its result ("content.text"), a retry's
+// inputResponses by params paths ("inputResponses.k.content.text").
+//
+// A tape can hold several sessions, and each live client gets one of its
+// own. A legacy client is one session (from initialize to DELETE); a
+// 2026-07-28 client is known by its fingerprint — remote host, path,
+// clientInfo and capabilities from `_meta` — from its server/discover
+// (which starts it over) or first request on. A new live client gets, of
+// the recorded sessions that fit it (with an initialize, or of its era),
+// preferring those recorded on the request's path: the one whose handshake
+// is closest (the initialize params; or, on 2026-07-28, whether the
+// session holds the request, then clientInfo and capabilities), and among
+// equals the first that no live client has had yet, so that a second
+// client of the same program gets the second session. When every such
+// session is taken they are replayed again, the least used first, then in
+// recorded order; a strict server reports each reuse as a failure.
+//
+// [Annotation]s inject faults (docs/tape-format.md): from the tape, from
+// [ServerOptions.Profile], from [ServerOptions.Faults] (or [WithFault] for
+// the helper).
+//
 // # Replay client
 //
 // [RunClient] (or [NewClient] and [Client.Run]) replays the recorded client
