@@ -230,11 +230,13 @@ func (b *treeBuilder) add(m *Message) {
 func (b *treeBuilder) request(m *Message) {
 	n := &Node{Kind: NodeCall, Method: m.Method, Name: m.Name, Dir: m.Direction, Request: m.Seq, ID: m.ID,
 		Start: m.Time, Status: "pending", Findings: m.Findings}
-	params := paramsOf(m.Raw)
+	// Params are read only where the tree shows them: a server request's
+	// label and an MRTR retry's answers (most calls need neither, and a
+	// session may hold 100k messages).
 	b.bySeq[m.Seq] = n
 	if m.Direction == protocol.ServerToClient {
 		n.Kind = NodeServerRequest
-		n.Label = requestLabel(m, params)
+		n.Label = requestLabel(m, paramsOf(m.Raw))
 		if parent := b.bySeq[m.Links.Parent]; parent != nil {
 			parent.Children = append(parent.Children, n)
 			return
@@ -257,7 +259,7 @@ func (b *treeBuilder) request(m *Message) {
 			b.rootOf[first.Request] = root
 		}
 		n.Kind = NodeRound
-		b.answerInputs(root.Rounds[len(root.Rounds)-1], params)
+		b.answerInputs(root.Rounds[len(root.Rounds)-1], paramsOf(m.Raw))
 		root.Rounds = append(root.Rounds, n)
 		b.rootOf[m.Seq] = root
 		root.Note = fmt.Sprintf("%d rounds", len(root.Rounds))
