@@ -87,3 +87,15 @@ func (a *Annotation) check() error {
 	}
 	return nil
 }
+
+// faultsFor lists the faults that match a live request, in the order they
+// apply: the tape's, the profile's, the options'.
+func (s *Server) faultsFor(method, name string) []Annotation {
+	var out []Annotation
+	for _, f := range s.faults {
+		if f.Match.matches(method, name) {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -70,8 +70,10 @@ type ServerOptions struct {
 	MaxGap time.Duration
 	// Strict makes every difference a failure in the Report: a miss, an
 	// answer to a replayed server→client request (or MRTR input request)
-	// that differs from the recorded one, a repeated call beyond those
-	// recorded.
+	// that differs from the recorded one beyond the matcher's ignore
+	// rules, a repeated call beyond those recorded, a handshake that
+	// differs from the recording (answered all the same), a recorded
+	// session replayed to a second live client.
 	Strict bool
 	// AnswerTimeout bounds the wait for the client's answer to a replayed
 	// server→client request. Zero means 30s.
@@ -451,16 +453,6 @@ func (s *Server) clientAnswer(w http.ResponseWriter, r *http.Request, m *protoco
 		ch <- &c
 	}
 	w.WriteHeader(http.StatusAccepted)
-}
-
-func (s *Server) faultsFor(method, name string) []Annotation {
-	var out []Annotation
-	for _, f := range s.faults {
-		if f.Match.matches(method, name) {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // answer replays a recorded call's response to a live request.
