@@ -230,6 +230,56 @@ func getRaw(txn *badger.Txn, blobs string, seq uint64) (string, []byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	return rawFromHead(txn, blobs, seq, key, v)
+}
+
+// rawCursor reads the raw bytes of messages in increasing seq order, as a
+// session's listing asks for them, with one iterator over the raw keys:
+// a session's messages are mostly neighbours there, so a step or two of
+// the iterator replaces a point lookup (which probes every level) per
+// message. It falls back to a seek when the next message is farther.
+type rawCursor struct {
+	txn   *badger.Txn
+	blobs string
+	it    *badger.Iterator
+	key   []byte
+}
+
+// rawCursorSteps is how many keys the cursor steps over before it seeks.
+const rawCursorSteps = 8
+
+func newRawCursor(txn *badger.Txn, blobs string) *rawCursor {
+	return &rawCursor{txn: txn, blobs: blobs,
+		it: txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixRaw), PrefetchValues: false})}
+}
+
+func (c *rawCursor) Close() { c.it.Close() }
+
+// read is getRaw for seq, which must be above the last seq read.
+func (c *rawCursor) read(seq uint64) (string, []byte, error) {
+	c.key = rawKey(c.key[:0], seq)
+	it := c.it
+	steps := 0
+	for it.Valid() && bytes.Compare(it.Item().Key(), c.key) < 0 && steps < rawCursorSteps {
+		it.Next()
+		steps++
+	}
+	if !it.Valid() || bytes.Compare(it.Item().Key(), c.key) < 0 {
+		it.Seek(c.key)
+	}
+	if !it.Valid() || !bytes.Equal(it.Item().Key(), c.key) {
+		return "", nil, badger.ErrKeyNotFound
+	}
+	v, err := it.Item().ValueCopy(nil)
+	if err != nil {
+		return "", nil, err
+	}
+	return rawFromHead(c.txn, c.blobs, seq, c.key, v)
+}
+
+// rawFromHead completes a message's raw bytes from the value under its
+// raw key: the first chunk, then the further chunks or the blob file.
+func rawFromHead(txn *badger.Txn, blobs string, seq uint64, key, v []byte) (string, []byte, error) {
 	sid, chunks, raw, err := splitRawHead(v)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: key %q", err, key)
@@ -280,6 +330,11 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q capture.Messag
 			prefix := messagePrefix(nil, sessionID)
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			defer it.Close()
+			var raws *rawCursor
+			if !q.NoRaw {
+				raws = newRawCursor(txn, s.blobs)
+				defer raws.Close()
+			}
 			n := 0
 			for it.Seek(be8(bytes.Clone(prefix), q.After+1)); it.Valid(); it.Next() {
 				if !next() {
@@ -299,7 +354,7 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q capture.Messag
 					return err
 				}
 				if !q.NoRaw {
-					if _, m.Raw, err = getRaw(txn, s.blobs, seq); err != nil {
+					if _, m.Raw, err = raws.read(seq); err != nil {
 						return fmt.Errorf("badgerstore: raw bytes of message %d: %w", seq, err)
 					}
 				}
