@@ -55,6 +55,9 @@ type RecorderOptions struct {
 	NewSessionID func(t time.Time) string
 	// OnBatch, if set, is called after each successful store write with
 	// the batch (tests and live tail). It must not retain or modify it.
+	// The writer gathers what comes within a few milliseconds into one
+	// write, so a record reaches the store and OnBatch up to about 6 ms
+	// after the proxy reported it (at once after a Sync).
 	OnBatch func(*Batch)
 	// Registerer receives the recorder's Prometheus metrics (see the
 	// package documentation). Nil means no metrics, at no cost. One
@@ -92,6 +95,7 @@ type Recorder struct {
 	qbytes  *semaphore.Weighted
 	qlimit  int64
 	batches chan *Batch
+	hurry   chan struct{} // ends the writer's linger early (see writeLinger)
 	done    chan struct{} // closed when both goroutines have ended
 	closing atomic.Bool
 	closeMu sync.RWMutex // held for reading while sending to events
@@ -159,6 +163,7 @@ func NewRecorder(ctx context.Context, store Store, opts *RecorderOptions) (*Reco
 	r.events = make(chan event, o.QueueSize)
 	r.qbytes, r.qlimit = semaphore.NewWeighted(o.QueueBytes), o.QueueBytes
 	r.batches = make(chan *Batch, 2)
+	r.hurry = make(chan struct{}, 1)
 	r.done = make(chan struct{})
 	if o.Registerer != nil {
 		if r.met, err = newRecorderMetrics(r, o.Registerer); err != nil {
@@ -197,6 +202,7 @@ func (r *Recorder) Sync(ctx context.Context) error {
 	if !r.send(event{kind: evSync, sync: ch}, true) {
 		return ErrClosed
 	}
+	r.hurryUp()
 	select {
 	case <-ch:
 		return nil
@@ -216,6 +222,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 	r.closeMu.Lock() // no sender is mid-send after this
 	close(r.events)
 	r.closeMu.Unlock()
+	r.hurryUp()
 	select {
 	case <-r.done:
 		return nil
@@ -250,9 +257,13 @@ func (r *Recorder) send(ev event, wait bool) bool {
 	}
 	select {
 	case r.events <- ev:
+		if len(r.events) >= deepEvents(cap(r.events)) {
+			r.hurryUp()
+		}
 		return true
 	default:
 	}
+	r.hurryUp()
 	if wait {
 		t := time.NewTimer(r.opts.Backpressure)
 		defer t.Stop()
@@ -271,12 +282,40 @@ func (r *Recorder) send(ev event, wait bool) bool {
 }
 
 // writeLinger is how long the writer waits for more batches to write with
-// the one in hand: every store write has a fixed cost (a Badger commit),
-// and at one call at a time each call's records would otherwise be a write
-// of their own. It delays only storing, never traffic, and not Sync.
-const writeLinger = 2 * time.Millisecond
+// the one in hand: every store write has a fixed cost (a Badger commit, and
+// several goroutine wakeups inside Badger), and at one call at a time each
+// call's records would otherwise be a write of their own. The writer sleeps
+// through it instead of waiting on r.batches: the pipeline's batches queue
+// there, and once it is full the proxy's events queue in r.events, without
+// waking the writer or the pipeline for each one — on a small machine a
+// wakeup costs more CPU than recording a message. A Sync, Close or a deep
+// event queue cuts the sleep short (r.hurry); a batch already large is
+// written without sleeping. It delays only storing, never traffic: a record
+// reaches the store, readers and OnBatch at most about 2×writeLinger (plus
+// the writes) after the proxy reported it — the pipeline may wait for room
+// in r.batches for one writeLinger, then its batch for another — and a Sync
+// at once.
+const writeLinger = 3 * time.Millisecond
 
-// gather merges the batches that arrive within writeLinger into b.
+// lingerRecords: a batch of this many records or more means the pipeline is
+// busy; the writer then gathers without sleeping, as batches come.
+const lingerRecords = 64
+
+// hurryUp ends the writer's sleep early, if it is sleeping.
+func (r *Recorder) hurryUp() {
+	select {
+	case r.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// deep reports that the events queue holds enough for the writer not to
+// sleep: the pipeline is behind, and storing should not wait.
+func (r *Recorder) deep() bool { return len(r.events) >= deepEvents(r.opts.QueueSize) }
+
+func deepEvents(queue int) int { return max(queue/16, 1) }
+
+// gather merges into b the batches that arrive within writeLinger.
 func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 	if len(b.syncs) > 0 {
 		return b, true
@@ -284,21 +323,39 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 	t := time.NewTimer(writeLinger)
 	defer t.Stop()
 	raw := b.rawBytes()
-	for b.Len() < r.opts.BatchSize && raw < maxBatchBytes {
+	timeout := t.C
+	if b.Len() < lingerRecords && len(r.batches) < cap(r.batches) && !r.deep() {
 		select {
-		case nb, ok := <-r.batches:
-			if !ok {
-				return b, false
-			}
-			raw += nb.rawBytes()
-			b.Sessions = append(b.Sessions, nb.Sessions...)
-			b.Exchanges = append(b.Exchanges, nb.Exchanges...)
-			b.Messages = append(b.Messages, nb.Messages...)
-			b.syncs = append(b.syncs, nb.syncs...)
-			if len(nb.syncs) > 0 {
+		case <-t.C:
+			timeout = nil // take only what is queued
+		case <-r.hurry:
+		}
+	}
+	for b.Len() < r.opts.BatchSize && raw < maxBatchBytes {
+		var nb *Batch
+		var ok bool
+		if timeout == nil {
+			select {
+			case nb, ok = <-r.batches:
+			default:
 				return b, true
 			}
-		case <-t.C:
+		} else {
+			select {
+			case nb, ok = <-r.batches:
+			case <-timeout:
+				return b, true
+			}
+		}
+		if !ok {
+			return b, false
+		}
+		raw += nb.rawBytes()
+		b.Sessions = append(b.Sessions, nb.Sessions...)
+		b.Exchanges = append(b.Exchanges, nb.Exchanges...)
+		b.Messages = append(b.Messages, nb.Messages...)
+		b.syncs = append(b.syncs, nb.syncs...)
+		if len(nb.syncs) > 0 {
 			return b, true
 		}
 	}
