@@ -239,8 +239,8 @@ func Decode(b []byte) Message {
 	// One pass validates and finds the members, as views into b: no copy
 	// of a large result.
 	var env envelope
-	valid := validJSON(trimmed, func(key string, v []byte) {
-		switch key {
+	valid := validJSON(trimmed, func(key, v []byte) {
+		switch string(key) {
 		case "jsonrpc":
 			env.JSONRPC = v
 		case "id":

@@ -139,7 +139,7 @@ func FuzzMembers(f *testing.F) {
 			return
 		}
 		got := map[string]json.RawMessage{}
-		if err := members(b, func(k string, v []byte) bool { got[k] = v; return true }); err != nil {
+		if err := members(b, func(k, v []byte) bool { got[string(k)] = v; return true }); err != nil {
 			t.Fatalf("members(%q): %v", b, err)
 		}
 		if len(got) != len(want) {
@@ -178,7 +178,7 @@ func FuzzValidJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got := map[string]string{}
-		ok := validJSON(b, func(k string, v []byte) { got[k] = string(v) })
+		ok := validJSON(b, func(k, v []byte) { got[string(k)] = string(v) })
 		if ok != json.Valid(b) {
 			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", b, ok, !ok)
 		}

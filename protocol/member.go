@@ -6,8 +6,8 @@ package protocol
 // input that is not valid JSON the result is unspecified (but never a
 // panic).
 func ValidMember(obj []byte, key string) (value []byte, ok bool) {
-	_ = members(obj, func(k string, v []byte) bool {
-		if k == key {
+	_ = members(obj, func(k, v []byte) bool {
+		if string(k) == key {
 			value, ok = v, true
 		}
 		return true // the last of duplicate keys wins, as in encoding/json

@@ -121,14 +121,14 @@ func ParseParams(raw json.RawMessage) (Params, bool) {
 		return p, false
 	}
 	var uri string
-	var m *meta
-	ok := true
+	var m meta
+	hasMeta, ok := false, true
 	// raw is usually a view into a message Decode validated; on anything
 	// else, malformed members are skipped.
-	if members(raw, func(key string, v []byte) bool {
-		switch key {
+	if members(raw, func(key, v []byte) bool {
+		switch string(key) {
 		case "_meta":
-			if m = parseMeta(v); m == nil {
+			if m, hasMeta = parseMeta(v); !hasMeta {
 				ok = false
 			}
 		case "protocolVersion":
@@ -172,7 +172,7 @@ func ParseParams(raw json.RawMessage) (Params, bool) {
 	if p.Name == "" {
 		p.Name = uri
 	}
-	if m != nil {
+	if hasMeta {
 		if m.ProtocolVersion != "" {
 			p.ProtocolVersion = m.ProtocolVersion
 			p.Modern = true
@@ -237,17 +237,22 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return r, false
 	}
-	var m *meta
+	var m meta
+	hasMeta := false
 	// raw is usually a view into a message Decode validated; on anything
 	// else, malformed members are skipped.
-	err := members(raw, func(key string, v []byte) bool {
-		switch key {
+	err := members(raw, func(key, v []byte) bool {
+		switch string(key) {
 		case "_meta":
-			m = parseMeta(v)
+			m, hasMeta = parseMeta(v)
 		case "protocolVersion":
 			str(v, &r.ProtocolVersion)
 		case "supportedVersions":
-			_ = json.Unmarshal(v, &r.SupportedVersions)
+			// Into vs, not r: that would put every Result on the heap.
+			var vs []string
+			if err := json.Unmarshal(v, &vs); err == nil || vs != nil {
+				r.SupportedVersions = vs
+			}
 		case "serverInfo":
 			r.ServerInfo = parseImpl(v)
 		case "capabilities":
@@ -262,7 +267,12 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 				r.RequestState = &st
 			}
 		case "isError":
-			_ = json.Unmarshal(v, &r.IsError)
+			switch string(v) { // as encoding/json: anything else leaves it
+			case "true":
+				r.IsError = true
+			case "false":
+				r.IsError = false
+			}
 		case "structuredContent":
 			r.StructuredContent = v
 		case "taskId":
@@ -288,7 +298,7 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 		}
 		return true
 	})
-	if m != nil {
+	if hasMeta {
 		if r.ServerInfo == nil {
 			r.ServerInfo = m.ServerInfo
 		}
@@ -317,9 +327,23 @@ func str(v []byte, dst *string) bool {
 			*dst = string(in)
 			return true
 		}
-		return json.Unmarshal(v, dst) == nil
+		s, ok := unquote(v)
+		if ok {
+			*dst = s
+		}
+		return ok
 	}
 	return false
+}
+
+// unquote decodes a JSON string with encoding/json. It is a function of its
+// own so that str's dst does not escape: encoding/json would take its
+// address, and every Params and Result that str writes into would be
+// allocated on the heap.
+func unquote(v []byte) (string, bool) {
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err == nil
 }
 
 // parseImpl reads clientInfo or serverInfo; nil when it is not an object.
@@ -328,8 +352,8 @@ func parseImpl(v []byte) *Implementation {
 		return nil
 	}
 	impl := new(Implementation)
-	if members(v, func(k string, x []byte) bool {
-		switch k {
+	if members(v, func(k, x []byte) bool {
+		switch string(k) {
 		case "name":
 			str(x, &impl.Name)
 		case "version":
@@ -344,14 +368,14 @@ func parseImpl(v []byte) *Implementation {
 	return impl
 }
 
-// parseMeta reads a _meta object; nil when it is not one.
-func parseMeta(v []byte) *meta {
+// parseMeta reads a _meta object; false when it is not one.
+func parseMeta(v []byte) (meta, bool) {
+	var m meta
 	if len(v) == 0 || v[0] != '{' {
-		return nil
+		return m, false
 	}
-	m := new(meta)
-	if members(v, func(k string, x []byte) bool {
-		switch k {
+	if members(v, func(k, x []byte) bool {
+		switch string(k) {
 		case MetaProtocolVersion:
 			str(x, &m.ProtocolVersion)
 		case MetaClientInfo:
@@ -374,7 +398,7 @@ func parseMeta(v []byte) *meta {
 		}
 		return true
 	}) != nil {
-		return nil
+		return meta{}, false
 	}
-	return m
+	return m, true
 }

@@ -13,8 +13,10 @@ var errNotObject = errors.New("not a JSON object")
 // members calls f with each top-level member of the JSON object b, the
 // value as a sub-slice of b (never a copy: a 10 MiB result costs nothing
 // here). b must be valid JSON; check with json.Valid first. A key with
-// escapes is unquoted; f returning false stops the walk.
-func members(b []byte, f func(key string, value []byte) bool) error {
+// escapes is unquoted; f returning false stops the walk. The key is a view
+// into b too (unless unquoted), valid during the call: compare it with
+// string(key), which does not allocate.
+func members(b []byte, f func(key, value []byte) bool) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return errNotObject
@@ -58,14 +60,14 @@ func members(b []byte, f func(key string, value []byte) bool) error {
 	return errNotObject
 }
 
-// memberKey unquotes a member name (raw with its quotes).
-func memberKey(raw []byte) string {
+// memberKey unquotes a member name (raw with its quotes): a view into raw
+// unless it has escapes.
+func memberKey(raw []byte) []byte {
 	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1])
+		return raw[1 : len(raw)-1]
 	}
-	var key string
-	_ = json.Unmarshal(raw, &key)
-	return key
+	key, _ := unquote(raw)
+	return []byte(key)
 }
 
 func skipSpace(b []byte, i int) int {
@@ -135,8 +137,8 @@ func Member(obj []byte, key string) (value []byte, start, end int, ok bool) {
 	if !json.Valid(obj) {
 		return nil, 0, 0, false
 	}
-	_ = members(obj, func(k string, v []byte) bool {
-		if k == key {
+	_ = members(obj, func(k, v []byte) bool {
+		if string(k) == key {
 			value, ok = v, true
 			start = cap(obj) - cap(v)
 			end = start + len(v)

@@ -179,7 +179,7 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 // its size along the way.
 func appendGrow(buf, b []byte) []byte {
 	if need := len(buf) + len(b); need > cap(buf) {
-		nb := make([]byte, len(buf), max(need, 2*cap(buf), 4<<10))
+		nb := make([]byte, len(buf), max(need, 2*cap(buf), 512))
 		copy(nb, buf)
 		buf = nb
 	}

@@ -9,7 +9,7 @@ import (
 // whitespace allowed), as json.Valid does, several times faster on the large
 // strings tool results are made of. When the value is an object, member is
 // called with each top-level member, its value a sub-slice of b.
-func validJSON(b []byte, member func(key string, value []byte)) bool {
+func validJSON(b []byte, member func(key, value []byte)) bool {
 	v := validator{b: b}
 	i := skipSpace(b, 0)
 	if i < len(b) && b[i] == '{' && member != nil {
@@ -24,7 +24,7 @@ const maxDepth = 10000
 
 type validator struct {
 	b      []byte
-	member func(key string, value []byte)
+	member func(key, value []byte)
 }
 
 func (v *validator) value(i, depth int) (int, bool) {
