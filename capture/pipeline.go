@@ -495,12 +495,15 @@ func (p *pipeline) jsonResponse(xs *xState, ev event) {
 
 func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 	xs.x.Events++
-	info := &SSEInfo{ID: e.ID, Type: e.Type}
+	// A value, copied into each message's own: taking its address here
+	// would allocate it as well as those.
+	info := SSEInfo{ID: e.ID, Type: e.Type}
 	if e.Unterminated {
 		xs.x.Truncated = true
 	}
 	if !e.HasData || len(e.Data) == 0 || (e.Type != "" && e.Type != "message") {
-		m := p.frame(xs, e, at, info)
+		fi := info
+		m := p.frame(xs, e, at, &fi)
 		if e.Unterminated {
 			m.Findings = append(m.Findings, Finding{FindingTruncated, "the stream ended in the middle of this SSE block"})
 		}
@@ -516,7 +519,8 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 			kind, text = FindingTruncated, "the stream ended in the middle of this SSE block; a client discards it"
 		}
 		m := p.invalidMsg(xs, protocol.ServerToClient, e.Raw, at, kind, text)
-		m.SSE = info
+		ii := info
+		m.SSE = &ii
 		p.add(xs, m, nil)
 		return
 	}
@@ -529,11 +533,22 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 		e.Detach()
 	}
 	for k := range msgs {
-		inf := *info
+		inf := info
 		switch {
 		case contiguous:
-			inf.Prefix = append([]byte(nil), e.Raw[:i]...)
-			inf.Suffix = append([]byte(nil), e.Raw[i+len(e.Data):]...)
+			// Prefix and Suffix share one allocation (Prefix's capacity
+			// ends where Suffix begins); either is nil when empty.
+			j := i + len(e.Data)
+			if n := i + len(e.Raw) - j; n > 0 {
+				ps := make([]byte, 0, n)
+				ps = append(append(ps, e.Raw[:i]...), e.Raw[j:]...)
+				if i > 0 {
+					inf.Prefix = ps[:i:i]
+				}
+				if n > i {
+					inf.Suffix = ps[i:]
+				}
+			}
 		case k == 0:
 			inf.Whole = append([]byte(nil), e.Raw...)
 		}
