@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -483,18 +483,25 @@ func (x *fastExchange) upstreamHead() []byte {
 	return b.Bytes()
 }
 
+// headerNewlineToSpace is net/http's: a value's CR and LF go out as spaces.
+var headerNewlineToSpace = strings.NewReplacer("\r", " ", "\n", " ")
+
 // writeHeader writes h in sorted key order, as net/http does.
 func writeHeader(b *bytes.Buffer, h http.Header) {
-	keys := make([]string, 0, len(h))
+	var arr [32]string // keys on the stack for a usual head
+	keys := arr[:0]
 	for k := range h {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	for _, k := range keys {
 		for _, v := range h[k] {
 			b.WriteString(k)
 			b.WriteString(": ")
-			b.WriteString(strings.NewReplacer("\r", " ", "\n", " ").Replace(v))
+			if strings.ContainsAny(v, "\r\n") {
+				v = headerNewlineToSpace.Replace(v)
+			}
+			b.WriteString(v)
 			b.WriteString("\r\n")
 		}
 	}
