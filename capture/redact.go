@@ -48,52 +48,99 @@ func newRedactor(opts RedactOptions) *redactor {
 	return r
 }
 
-var sensitiveHeaderWords = []string{"api-key", "apikey", "api_key", "token", "secret", "password"}
+var sensitiveHeaderWords = [][]byte{[]byte("api-key"), []byte("apikey"), []byte("api_key"), []byte("token"), []byte("secret"), []byte("password")}
 
+// sensitive reports whether a header's values are secrets. It lowers the
+// name into a stack buffer: the check runs for every header of every
+// exchange, and a lowered copy of each name on the heap was most of the
+// redactor's cost.
 func (r *redactor) sensitive(name string) bool {
-	l := strings.ToLower(name)
-	switch l {
+	var buf [64]byte
+	if len(name) > len(buf) {
+		return r.sensitiveLower([]byte(strings.ToLower(name)))
+	}
+	b := buf[:len(name)]
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	// ASCII lowering is strings.ToLower for the names that matter; a name
+	// with other bytes takes the general path, as it did before.
+	for _, c := range b {
+		if c >= 0x80 {
+			return r.sensitiveLower([]byte(strings.ToLower(name)))
+		}
+	}
+	return r.sensitiveLower(b)
+}
+
+// sensitiveLower is sensitive for a lowered name (string(l) in a switch
+// or a map index builds no string).
+func (r *redactor) sensitiveLower(l []byte) bool {
+	switch string(l) {
 	case "authorization", "proxy-authorization", "cookie", "set-cookie":
 		return true
 	}
-	if r.extra[l] {
+	if r.extra[string(l)] {
 		return true
 	}
 	for _, w := range sensitiveHeaderWords {
-		if strings.Contains(l, w) {
+		if bytes.Contains(l, w) {
 			return true
 		}
 	}
 	return false
 }
 
-// header returns a redacted copy of h (never modifying h).
-func (r *redactor) header(h http.Header) http.Header {
-	if h == nil {
-		return nil
+// isSessionIDHeader is http.CanonicalHeaderKey(k) == "Mcp-Session-Id"
+// without building the canonical key.
+func isSessionIDHeader(k string) bool {
+	const want = "Mcp-Session-Id"
+	if k == want {
+		return true
 	}
-	out := make(http.Header, len(h))
+	return len(k) == len(want) && http.CanonicalHeaderKey(k) == want
+}
+
+// header returns h with its session ids pseudonymised and its secrets
+// redacted. Copy on write: h itself comes back when nothing in it changes
+// (the recorder's header maps are never modified once handed to it: Begin's
+// contract for a request, Tap.Response's own clone for a response), else a
+// new map that shares the unchanged values with h. h is never modified.
+func (r *redactor) header(h http.Header) http.Header {
+	if h == nil || r.opts.Disabled {
+		return h
+	}
+	var out http.Header
 	for k, vs := range h {
-		if r.opts.Disabled {
-			out[k] = append([]string(nil), vs...)
-			continue
-		}
+		var nv []string
 		switch {
-		case http.CanonicalHeaderKey(k) == "Mcp-Session-Id":
-			nv := make([]string, len(vs))
+		case isSessionIDHeader(k):
+			nv = make([]string, len(vs))
 			for i, v := range vs {
 				nv[i] = r.pseudonym(v)
 			}
-			out[k] = nv
 		case r.sensitive(k):
-			nv := make([]string, len(vs))
+			nv = make([]string, len(vs))
 			for i, v := range vs {
 				nv[i] = r.redactValue(k, v)
 			}
-			out[k] = nv
 		default:
-			out[k] = append([]string(nil), vs...)
+			continue
 		}
+		if out == nil {
+			out = make(http.Header, len(h))
+			for k2, vs2 := range h {
+				out[k2] = vs2
+			}
+		}
+		out[k] = nv
+	}
+	if out == nil {
+		return h
 	}
 	return out
 }
