@@ -102,8 +102,16 @@ func (r *Recorder) Begin(req *http.Request, body []byte, complete bool) *Tap {
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
+// smallChunk is the largest chunk copied into a slice of its own size
+// rather than a pooled 32 KiB buffer: a one-message response is a few
+// hundred bytes, and a pool miss (the pipeline puts buffers back on its
+// own P, and the GC empties the pool) costs a zeroed 32 KiB.
+const smallChunk = 4 << 10
+
+// copyChunk copies p for the pipeline, reporting whether the copy is a
+// pooled buffer to hand back with releaseChunk.
 func copyChunk(p []byte) ([]byte, bool) {
-	if len(p) > 32<<10 {
+	if len(p) <= smallChunk || len(p) > 32<<10 {
 		return append([]byte(nil), p...), false
 	}
 	bp := chunkPool.Get().(*[]byte)
