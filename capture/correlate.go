@@ -52,7 +52,7 @@ func (p *pipeline) sessionFor(xs *xState, msgs []protocol.Message, at time.Time)
 	}
 	client := params.ClientInfo.String()
 	probeFP := xs.ip + "|" + xs.path + "|" + client
-	fp := probeFP + "|" + capsHash(params.ClientCapabilities)
+	fp := probeFP + "|" + p.capsHash(params.ClientCapabilities)
 	method := ""
 	if first != nil {
 		method = first.Method
@@ -127,8 +127,34 @@ func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessSta
 	return st
 }
 
-// capsHash is a short digest of canonical capabilities JSON.
-func capsHash(raw json.RawMessage) string {
+// capsCacheMax bounds the distinct capabilities texts whose digest the
+// pipeline remembers; capsCacheText bounds the length of one.
+const (
+	capsCacheMax  = 256
+	capsCacheText = 4 << 10
+)
+
+// capsHash is capsDigest, remembered by the raw text: a 2026-07-28 client
+// sends the same capabilities with every request, and canonicalising them
+// (a JSON decode, encode and SHA-256) cost more than the rest of the
+// request's correlation.
+func (p *pipeline) capsHash(raw json.RawMessage) string {
+	if len(raw) == 0 || len(raw) > capsCacheText {
+		return capsDigest(raw)
+	}
+	if h, ok := p.caps[string(raw)]; ok {
+		return h
+	}
+	h := capsDigest(raw)
+	if len(p.caps) >= capsCacheMax {
+		clear(p.caps)
+	}
+	p.caps[string(raw)] = h
+	return h
+}
+
+// capsDigest is a short digest of canonical capabilities JSON.
+func capsDigest(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
 	}

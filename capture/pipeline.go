@@ -36,6 +36,7 @@ type pipeline struct {
 	httpOnly   map[string]*sessState // ip → session of non-MCP exchanges
 	recent     map[string]*sessState // ip|path → the latest session-less session
 	xs         map[uint64]*xState
+	caps       map[string]string // raw clientCapabilities → capsDigest
 	lastPurge  time.Time
 }
 
@@ -104,7 +105,7 @@ func newPipeline(r *Recorder, seq uint64) *pipeline {
 		dirtyS: map[string]*sessState{}, dirtyX: map[uint64]*xState{},
 		sessions: map[string]*sessState{}, byKey: map[string]*sessState{}, byFP: map[string]*sessState{},
 		probes: map[string]*sessState{}, httpOnly: map[string]*sessState{}, recent: map[string]*sessState{},
-		xs: map[uint64]*xState{},
+		xs: map[uint64]*xState{}, caps: map[string]string{},
 	}
 }
 
