@@ -113,6 +113,8 @@ func (p *pipeline) run() {
 	defer close(p.r.batches)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	linger := time.NewTimer(pipeLinger)
+	linger.Stop()
 	for {
 		select {
 		case ev, ok := <-p.r.events:
@@ -122,21 +124,25 @@ func (p *pipeline) run() {
 				return
 			}
 			p.handle(ev)
-		drain:
-			for len(p.msgs)+len(p.dirtyX) < p.o.BatchSize && p.batchBytes < maxBatchBytes {
-				select {
-				case ev, ok := <-p.r.events:
-					if !ok {
-						p.finish()
-						p.flush(true)
-						return
-					}
-					p.handle(ev)
-				default:
-					break drain
-				}
+			if !p.drain() {
+				return
 			}
-			p.flush(false)
+			lingered := false
+			if p.mayLinger() {
+				// Let this call's later events, and other calls', queue
+				// without waking anyone; see pipeLinger.
+				linger.Reset(pipeLinger)
+				select {
+				case <-linger.C:
+				case <-p.r.pipeHurry:
+					linger.Stop()
+				}
+				if !p.drain() {
+					return
+				}
+				lingered = true
+			}
+			p.flushBatch(false, lingered)
 		case <-tick.C:
 			now := p.o.Now()
 			p.writeInFlight(now)
@@ -145,6 +151,45 @@ func (p *pipeline) run() {
 			p.countActive(now)
 		}
 	}
+}
+
+// pipeLinger is how long the pipeline, woken by an event, lets more queue
+// before it handles them and hands the writer their batch. Woken for each
+// event, the pipeline cost a goroutine wakeup (and a batch) per event, three
+// per call; on a small machine a wakeup costs more CPU than recording a
+// message. A Sync, Close, a deep event queue, a full one or the proxy
+// waiting for queue bytes cut the linger short (r.pipeHurry), and a batch
+// already large is handed over without lingering. The writer writes a
+// lingered batch at once (see writeLinger), so a record still reaches the
+// store and OnBatch within about writeLinger of the proxy reporting it.
+const pipeLinger = writeLinger
+
+// mayLinger reports whether the pipeline may wait for more events before
+// handing over what it has: nothing is waiting on it, and the batch and the
+// event queue are small.
+func (p *pipeline) mayLinger() bool {
+	return len(p.syncs) == 0 && len(p.msgs)+len(p.dirtyX) < lingerRecords &&
+		p.batchBytes < maxBatchBytes/8 && !p.r.deep() && !p.r.closing.Load()
+}
+
+// drain handles the events already queued, up to a batch's worth. It
+// reports false when the queue was closed (the pipeline has then finished
+// and flushed).
+func (p *pipeline) drain() bool {
+	for len(p.msgs)+len(p.dirtyX) < p.o.BatchSize && p.batchBytes < maxBatchBytes {
+		select {
+		case ev, ok := <-p.r.events:
+			if !ok {
+				p.finish()
+				p.flush(true)
+				return false
+			}
+			p.handle(ev)
+		default:
+			return true
+		}
+	}
+	return true
 }
 
 // maxBatchBytes bounds the raw bytes of one batch, so that large results
@@ -159,7 +204,11 @@ const sessionWriteInterval = 250 * time.Millisecond
 // flush hands what is pending to the writer as one batch. Sessions whose
 // record was written less than sessionWriteInterval ago wait, unless force
 // is set or a Sync is waiting.
-func (p *pipeline) flush(force bool) {
+func (p *pipeline) flush(force bool) { p.flushBatch(force, false) }
+
+// flushBatch is flush; lingered marks a batch the pipeline already waited
+// pipeLinger to gather, which the writer writes without lingering again.
+func (p *pipeline) flushBatch(force, lingered bool) {
 	for id, l := range p.r.takeLoss() {
 		if st := p.sessions[id]; st != nil {
 			st.s.Status = StatusIncomplete
@@ -174,7 +223,7 @@ func (p *pipeline) flush(force bool) {
 	}
 	force = force || len(p.syncs) > 0
 	now := time.Now()
-	b := &Batch{Messages: p.msgs, syncs: p.syncs}
+	b := &Batch{Messages: p.msgs, syncs: p.syncs, lingered: lingered}
 	for id, st := range p.dirtyS {
 		if !force && !st.urgent && now.Sub(st.written) < sessionWriteInterval {
 			continue

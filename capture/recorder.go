@@ -96,9 +96,11 @@ type Recorder struct {
 	qlimit  int64
 	batches chan *Batch
 	hurry   chan struct{} // ends the writer's linger early (see writeLinger)
-	done    chan struct{} // closed when both goroutines have ended
-	closing atomic.Bool
-	closeMu sync.RWMutex // held for reading while sending to events
+	// pipeHurry ends the pipeline's linger early (see pipeLinger)
+	pipeHurry chan struct{}
+	done      chan struct{} // closed when both goroutines have ended
+	closing   atomic.Bool
+	closeMu   sync.RWMutex // held for reading while sending to events
 
 	nextExchange atomic.Uint64
 
@@ -164,6 +166,7 @@ func NewRecorder(ctx context.Context, store Store, opts *RecorderOptions) (*Reco
 	r.qbytes, r.qlimit = semaphore.NewWeighted(o.QueueBytes), o.QueueBytes
 	r.batches = make(chan *Batch, 2)
 	r.hurry = make(chan struct{}, 1)
+	r.pipeHurry = make(chan struct{}, 1)
 	r.done = make(chan struct{})
 	if o.Registerer != nil {
 		if r.met, err = newRecorderMetrics(r, o.Registerer); err != nil {
@@ -246,6 +249,7 @@ func (r *Recorder) send(ev event, wait bool) bool {
 			if !wait {
 				return false
 			}
+			r.hurryUp() // the queue's bytes are spent: the pipeline should not linger
 			ctx, cancel := context.WithTimeout(context.Background(), r.opts.Backpressure)
 			err := r.qbytes.Acquire(ctx, ev.weight)
 			cancel()
@@ -284,25 +288,30 @@ func (r *Recorder) send(ev event, wait bool) bool {
 // writeLinger is how long the writer waits for more batches to write with
 // the one in hand: every store write has a fixed cost (a Badger commit, and
 // several goroutine wakeups inside Badger), and at one call at a time each
-// call's records would otherwise be a write of their own. The writer sleeps
-// through it instead of waiting on r.batches: the pipeline's batches queue
-// there, and once it is full the proxy's events queue in r.events, without
-// waking the writer or the pipeline for each one — on a small machine a
-// wakeup costs more CPU than recording a message. A Sync, Close or a deep
-// event queue cuts the sleep short (r.hurry); a batch already large is
-// written without sleeping. It delays only storing, never traffic: a record
-// reaches the store, readers and OnBatch at most about 2×writeLinger (plus
-// the writes) after the proxy reported it — the pipeline may wait for room
-// in r.batches for one writeLinger, then its batch for another — and a Sync
-// at once.
+// call's records would otherwise be a write of their own. Most batches come
+// gathered already (the pipeline lingers for pipeLinger before handing one
+// over) and are written at once with whatever else is queued; for the rest
+// (the pipeline's periodic flush) the writer sleeps through the linger
+// instead of waiting on r.batches, so that batches queue there, and once it
+// is full the proxy's events queue in r.events, without waking anyone for
+// each one. A Sync, Close or a deep event queue cuts the sleep short
+// (r.hurry); a batch already large is written without sleeping. It delays
+// only storing, never traffic: a record reaches the store, readers and
+// OnBatch at most about 2×writeLinger (plus the writes) after the proxy
+// reported it, and a Sync at once.
 const writeLinger = 3 * time.Millisecond
 
 // lingerRecords: a batch of this many records or more means the pipeline is
 // busy; the writer then gathers without sleeping, as batches come.
 const lingerRecords = 64
 
-// hurryUp ends the writer's sleep early, if it is sleeping.
+// hurryUp ends the pipeline's and the writer's lingers early, if they are
+// lingering.
 func (r *Recorder) hurryUp() {
+	select {
+	case r.pipeHurry <- struct{}{}:
+	default:
+	}
 	select {
 	case r.hurry <- struct{}{}:
 	default:
@@ -320,15 +329,20 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 	if len(b.syncs) > 0 {
 		return b, true
 	}
-	t := time.NewTimer(writeLinger)
-	defer t.Stop()
 	raw := b.rawBytes()
-	timeout := t.C
-	if b.Len() < lingerRecords && len(r.batches) < cap(r.batches) && !r.deep() {
-		select {
-		case <-t.C:
-			timeout = nil // take only what is queued
-		case <-r.hurry:
+	// A nil timeout takes only what is queued: so for a batch the pipeline
+	// has gathered over a linger already.
+	var timeout <-chan time.Time
+	if !b.lingered {
+		t := time.NewTimer(writeLinger)
+		defer t.Stop()
+		timeout = t.C
+		if b.Len() < lingerRecords && len(r.batches) < cap(r.batches) && !r.deep() {
+			select {
+			case <-t.C:
+				timeout = nil
+			case <-r.hurry:
+			}
 		}
 	}
 	for b.Len() < r.opts.BatchSize && raw < maxBatchBytes {

@@ -53,7 +53,8 @@ type Batch struct {
 	Exchanges []*Exchange
 	Messages  []*Message
 
-	syncs []chan struct{} // closed once the batch is written (Recorder.Sync)
+	syncs    []chan struct{} // closed once the batch is written (Recorder.Sync)
+	lingered bool            // gathered over pipeLinger: the writer does not linger for it
 }
 
 // rawBytes is the raw bytes the batch's messages hold.
