@@ -617,7 +617,7 @@ func (x *fastExchange) readResponse(uc *upConn) (*response, error) {
 // the client connection may carry another request.
 func (x *fastExchange) relay(uc *upConn, r *response) bool {
 	e := x.e
-	h := r.header.Clone()
+	h := r.header // this exchange's own, read only here: no copy needed
 	hopByHop(h)
 	clientChunked := r.chunked && x.req.minor >= 1
 	closeClient := r.untilClose || (r.chunked && !clientChunked)
