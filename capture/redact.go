@@ -38,10 +38,16 @@ type redactor struct {
 	opts    RedactOptions
 	extra   map[string]bool
 	learned [][]byte
+	// seen remembers sensitive's answer by header name (at most
+	// seenNames): the same few names come with every exchange.
+	seen map[string]bool
 }
 
+// seenNames bounds redactor.seen; it is cleared when full.
+const seenNames = 256
+
 func newRedactor(opts RedactOptions) *redactor {
-	r := &redactor{opts: opts, extra: map[string]bool{}}
+	r := &redactor{opts: opts, extra: map[string]bool{}, seen: map[string]bool{}}
 	for _, h := range opts.Headers {
 		r.extra[strings.ToLower(h)] = true
 	}
@@ -50,11 +56,23 @@ func newRedactor(opts RedactOptions) *redactor {
 
 var sensitiveHeaderWords = [][]byte{[]byte("api-key"), []byte("apikey"), []byte("api_key"), []byte("token"), []byte("secret"), []byte("password")}
 
-// sensitive reports whether a header's values are secrets. It lowers the
-// name into a stack buffer: the check runs for every header of every
-// exchange, and a lowered copy of each name on the heap was most of the
-// redactor's cost.
+// sensitive reports whether a header's values are secrets. sensitiveName
+// decides, lowering the name into a stack buffer: the check runs for every
+// header of every exchange, and a lowered copy of each name on the heap was
+// most of the redactor's cost.
 func (r *redactor) sensitive(name string) bool {
+	if v, ok := r.seen[name]; ok {
+		return v
+	}
+	v := r.sensitiveName(name)
+	if len(r.seen) >= seenNames {
+		clear(r.seen)
+	}
+	r.seen[name] = v
+	return v
+}
+
+func (r *redactor) sensitiveName(name string) bool {
 	var buf [64]byte
 	if len(name) > len(buf) {
 		return r.sensitiveLower([]byte(strings.ToLower(name)))
