@@ -180,6 +180,8 @@ func TestBrowser(t *testing.T) {
 		if txt := eval[string](b, `document.querySelector('section.panel .block-text').textContent`); !strings.Contains(txt, "edited in the browser") {
 			t.Errorf("after reload the view shows %q", txt)
 		}
+		// The versions come in a request of their own: wait for them.
+		b.waitFor("the recorded version and the edit listed", `document.querySelectorAll('ol.versions > li').length >= 2`, 10*time.Second)
 		if n := eval[int](b, `document.querySelectorAll('ol.versions > li').length`); n != 2 {
 			t.Errorf("%d versions listed, want the recorded one and the edit", n)
 		}
