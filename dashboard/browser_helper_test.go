@@ -152,13 +152,23 @@ func (b *browser) click(sel string) {
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
+// maxFullScreenshot is the tallest page, in CSS pixels, that a screenshot
+// takes whole.
+const maxFullScreenshot = 6000
+
 // screenshot saves a PNG of the whole page as a test artifact.
 func (b *browser) screenshot(name string) string {
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		// A page too tall for one image: take what is on screen.
+	// A very tall page (a 5 MB string shown in full) makes a whole-page
+	// image that can take Chromium longer than the timeout and cost the
+	// tab: take what is on screen then.
+	height, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollHeight`))
+	var png []byte
+	if err == nil && height <= maxFullScreenshot {
+		png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	}
+	if err != nil || png == nil {
 		png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	}
 	if err != nil {
