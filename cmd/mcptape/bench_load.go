@@ -434,7 +434,11 @@ func (w *worker) modernCall(ctx context.Context, tool string, body []byte, id st
 
 func (w *worker) callEcho(ctx context.Context) (sample, error) {
 	_, id := w.nextID()
-	text := "mcptape-bench-echo-" + id
+	return w.echo(ctx, id, "mcptape-bench-echo-"+id)
+}
+
+// echo calls the echo tool with text and checks that it comes back.
+func (w *worker) echo(ctx context.Context, id, text string) (sample, error) {
 	start := time.Now()
 	c, err := w.modernCall(ctx, fixtures.ToolEcho, toolCall(id, fixtures.ToolEcho, `{"text":"`+text+`"}`, "", modernMeta("{}", "")), id, nil)
 	lat := time.Since(start)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
-	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
@@ -37,21 +36,7 @@ func (w *worker) callReplayEcho(ctx context.Context) (sample, error) {
 	k := w.cursor % w.env.cfg.replayCalls
 	w.cursor++
 	_, id := w.nextID()
-	text := replayText(k)
-	start := time.Now()
-	c, err := w.modernCall(ctx, fixtures.ToolEcho, toolCall(id, fixtures.ToolEcho, `{"text":"`+text+`"}`, "", modernMeta("{}", "")), id, nil)
-	lat := time.Since(start)
-	if err != nil {
-		return sample{}, err
-	}
-	r, err := c.tool()
-	if err != nil {
-		return sample{}, err
-	}
-	if got := r.text(); got != text {
-		return sample{}, failf(errBad, "echo returned %q, want %q", got, text)
-	}
-	return sample{lat: lat}, nil
+	return w.echo(ctx, id, replayText(k))
 }
 
 // startReplay records the replay tape from the live fixture server and
