@@ -140,13 +140,12 @@ const defaultLatencyWindow = 24 * time.Hour
 // latency reads the samples of the sessions in the range from the store
 // and buckets them.
 func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, error) {
-	since, until := q.since, q.until
-	if since.IsZero() && until.IsZero() && q.session == "" {
+	if q.since.IsZero() && q.until.IsZero() && q.session == "" {
 		for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Limit: 1}) {
 			if err != nil {
 				return nil, err
 			}
-			since = x.Start.Add(-defaultLatencyWindow)
+			q.since = x.Start.Add(-defaultLatencyWindow)
 		}
 	}
 	// Tool names become bounded labels as the proxy's do: the first
@@ -158,14 +157,14 @@ func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, 
 		if end.IsZero() {
 			end = x.Start
 		}
-		if !since.IsZero() && end.Before(since) {
+		if !q.since.IsZero() && end.Before(q.since) {
 			return nil
 		}
 		var err error
 		if q.measure == MeasureDuration {
-			samples, err = s.durationSamples(ctx, x.ID, q, since, until, samples)
+			samples, err = s.durationSamples(ctx, x.ID, q, samples)
 		} else {
-			samples, err = s.upstreamSamples(ctx, x.ID, q, since, until, samples)
+			samples, err = s.upstreamSamples(ctx, x.ID, q, samples)
 		}
 		return err
 	}
@@ -178,7 +177,7 @@ func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, 
 			return nil, err
 		}
 	} else {
-		for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Until: until}) {
+		for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Until: q.until}) {
 			if err != nil {
 				return nil, err
 			}
@@ -187,11 +186,11 @@ func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, 
 			}
 		}
 	}
-	ans := &latencyAnswer{Measure: q.measure.String(), From: since, To: until, Methods: []methodLatency{}, Tools: []methodLatency{}}
+	ans := &latencyAnswer{Measure: q.measure.String(), From: q.since, To: q.until, Methods: []methodLatency{}, Tools: []methodLatency{}}
 	if len(samples) == 0 {
 		return ans, nil
 	}
-	if since.IsZero() || until.IsZero() {
+	if q.since.IsZero() || q.until.IsZero() {
 		lo, hi := samples[0].at, samples[0].at
 		for _, p := range samples {
 			if p.at.Before(lo) {
@@ -201,10 +200,10 @@ func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, 
 				hi = p.at
 			}
 		}
-		if since.IsZero() {
+		if q.since.IsZero() {
 			ans.From = lo
 		}
-		if until.IsZero() {
+		if q.until.IsZero() {
 			ans.To = hi.Add(time.Millisecond)
 		}
 	}
@@ -264,8 +263,8 @@ func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, 
 }
 
 // inRange reports whether t is in [since, until), a zero bound being open.
-func inRange(t, since, until time.Time) bool {
-	return (since.IsZero() || !t.Before(since)) && (until.IsZero() || t.Before(until))
+func (q *latencyQuery) inRange(t time.Time) bool {
+	return (q.since.IsZero() || !t.Before(q.since)) && (q.until.IsZero() || t.Before(q.until))
 }
 
 // keep reports whether a sample's labels pass the query's filters.
@@ -275,7 +274,7 @@ func (q *latencyQuery) keep(method, tool string) bool {
 
 // durationSamples are a session's answered requests: request message to
 // response message, by the request's method and tool.
-func (s *Server) durationSamples(ctx context.Context, id string, q *latencyQuery, since, until time.Time, samples []latencySample) ([]latencySample, error) {
+func (s *Server) durationSamples(ctx context.Context, id string, q *latencyQuery, samples []latencySample) ([]latencySample, error) {
 	sent := map[uint64]latencySample{}
 	for m, err := range s.store.Messages(ctx, id, capture.MessageQuery{NoRaw: true}) {
 		if err != nil {
@@ -287,7 +286,7 @@ func (s *Server) durationSamples(ctx context.Context, id string, q *latencyQuery
 			if m.Method == protocol.MethodToolsCall {
 				tool = q.tools.Label(m.Name)
 			}
-			if inRange(m.Time, since, until) && q.keep(m.Method, tool) {
+			if q.inRange(m.Time) && q.keep(m.Method, tool) {
 				sent[m.Seq] = latencySample{method: m.Method, tool: tool, at: m.Time}
 			}
 		case protocol.KindResult, protocol.KindError:
@@ -313,13 +312,13 @@ type exchangeBody struct {
 // upstreamSamples are a session's exchanges the upstream answered:
 // Forwarded to UpstreamHeaders, the span
 // mcptape_proxy_upstream_latency_seconds observes, with its labels.
-func (s *Server) upstreamSamples(ctx context.Context, id string, q *latencyQuery, since, until time.Time, samples []latencySample) ([]latencySample, error) {
+func (s *Server) upstreamSamples(ctx context.Context, id string, q *latencyQuery, samples []latencySample) ([]latencySample, error) {
 	var xs []*capture.Exchange
 	for x, err := range s.store.Exchanges(ctx, id) {
 		if err != nil {
 			return samples, err
 		}
-		if !x.Forwarded.IsZero() && !x.UpstreamHeaders.IsZero() && !x.Synthesized && inRange(x.Forwarded, since, until) {
+		if !x.Forwarded.IsZero() && !x.UpstreamHeaders.IsZero() && !x.Synthesized && q.inRange(x.Forwarded) {
 			xs = append(xs, x)
 		}
 	}
