@@ -152,9 +152,6 @@ func (d *runningDashboard) metricsNote() string {
 // a free loopback port is used instead.
 func startDashboard(store capture.Store, data, addr, token string, fixed bool, feed dashboard.Feed, metrics http.Handler,
 	replays *replayServers, logger *slog.Logger) (*runningDashboard, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	opts := dashboardOptions(data, replays, logger)
 	opts.Token, opts.Feed, opts.Metrics = token, feed, metrics
 	return serveDashboard(store, opts, addr, fixed)
@@ -204,9 +201,7 @@ func dashboardOptions(data string, replays *replayServers, logger *slog.Logger) 
 		Logger:  logger,
 		Version: version,
 		DataDir: data,
-		Export: func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
-			return replay.Export(ctx, store, ids, w, "mcptape "+version)
-		},
+		Export:  exportTape,
 		Import: func(ctx context.Context, store capture.Store, r io.Reader) ([]string, error) {
 			tape, err := replay.ReadTape(r)
 			if err != nil {
@@ -221,6 +216,11 @@ func dashboardOptions(data string, replays *replayServers, logger *slog.Logger) 
 		},
 		StartReplay: replays.start,
 	}
+}
+
+// exportTape is Options.Export: the sessions as a tape in replay's format.
+func exportTape(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
+	return replay.Export(ctx, store, ids, w, "mcptape "+version)
 }
 
 // replayServers are the replay servers the dashboard's button started;

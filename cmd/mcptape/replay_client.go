@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/replay"
@@ -149,9 +148,7 @@ func startPendingDashboard(ctx context.Context, tape *replay.Tape, addr, token s
 	}
 	pending := dashboard.NewPending()
 	opts := &dashboard.Options{Logger: logger, Version: version, Token: token, Feed: dashboard.FeedPoll, Pending: pending,
-		Export: func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
-			return replay.Export(ctx, store, ids, w, "mcptape "+version)
-		}}
+		Export: exportTape}
 	d, err := serveDashboard(store, opts, addr, fixed)
 	if err != nil {
 		pending.Close()
