@@ -19,45 +19,69 @@ import (
 	"github.com/mcptape/mcptape/fixtures"
 )
 
+// cmdRun is an mcptape command running in this process until the test
+// ends.
+type cmdRun struct {
+	args        []string
+	out, errOut *syncBuffer
+	cancel      context.CancelFunc
+	done        chan int // its exit code, put back by whoever takes it
+}
+
+// startRun runs an mcptape command in the background; it is stopped when
+// the test ends.
+func startRun(t *testing.T, args ...string) *cmdRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &cmdRun{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	go func() { r.done <- run(ctx, args, r.out, r.errOut) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// wait returns the rest of the first output line that holds prefix,
+// waiting up to 10 seconds for it; the test fails if the command exits
+// first.
+func (r *cmdRun) wait(t *testing.T, prefix string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if v := outputValue(r.out.String(), prefix); v != "" {
+			return v
+		}
+		select {
+		case code := <-r.done:
+			r.done <- code
+			t.Fatalf("mcptape %s exited %d: %s%s", r.args[0], code, r.out.String(), r.errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcptape %s printed no %q: %s%s", r.args[0], prefix, r.out.String(), r.errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop cancels the command (once) and returns its exit code.
+func (r *cmdRun) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	select {
+	case code := <-r.done:
+		r.done <- code
+		return code
+	case <-time.After(20 * time.Second):
+		t.Fatalf("mcptape %s did not stop", r.args[0])
+		return -1
+	}
+}
+
 // startCmd runs an mcptape command in the background until the test ends,
 // and returns the value of the first output line that starts with prefix.
 func startCmd(t *testing.T, prefix string, args ...string) (value string, out *syncBuffer, stop func() int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	out = &syncBuffer{}
-	var errOut syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, out, &errOut) }()
-	code := -1
-	stop = func() int {
-		cancel()
-		if code == -1 {
-			select {
-			case code = <-done:
-			case <-time.After(20 * time.Second):
-				t.Fatalf("mcptape %s did not stop", args[0])
-			}
-		}
-		return code
-	}
-	t.Cleanup(func() { stop() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		for _, line := range strings.Split(out.String(), "\n") {
-			if _, v, ok := strings.Cut(line, prefix); ok {
-				return strings.TrimSpace(v), out, stop
-			}
-		}
-		select {
-		case code = <-done:
-			t.Fatalf("mcptape %s exited %d: %s%s", args[0], code, out.String(), errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcptape %s printed no %q: %s%s", args[0], prefix, out.String(), errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := startRun(t, args...)
+	return r.wait(t, prefix), r.out, func() int { return r.stop(t) }
 }
 
 // dashClient is a browser-like client of a dashboard: it keeps the CSRF

@@ -116,26 +116,8 @@ func TestRecordWhileLsAndShow(t *testing.T) {
 	defer up.Close()
 	defer up.CloseClientConnections()
 	data := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"record", "--upstream", up.URL + fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data}, &out, &errOut)
-	}()
-	var proxyURL string
-	deadline := time.Now().Add(10 * time.Second)
-	for proxyURL == "" {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("record did not start: %s %s", out.String(), errOut.String())
-		}
-		for _, line := range strings.Split(out.String(), "\n") {
-			if _, u, ok := strings.Cut(line, "point your MCP client at "); ok {
-				proxyURL = strings.TrimSpace(u)
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data)
+	proxyURL := r.wait(t, "point your MCP client at ")
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{"echo", "sample"}})
 	if err != nil || failures(rep) != nil {
@@ -167,17 +149,11 @@ func TestRecordWhileLsAndShow(t *testing.T) {
 	if code, o, e := mcptape(t, "show", "--data", data, id[:12]); code != 0 || !strings.Contains(o, "sampling/createMessage") {
 		t.Errorf("show while recording: %d\n%s%s", code, o, e)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("record exited %d: %s", code, errOut.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("record did not stop on cancel")
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
 	}
-	if !strings.Contains(out.String(), "0 lost") {
-		t.Errorf("record's summary: %s", out.String())
+	if !strings.Contains(r.out.String(), "0 lost") {
+		t.Errorf("record's summary: %s", r.out.String())
 	}
 	// After the recorder is gone, ls opens the store itself.
 	if code, o, e := mcptape(t, "ls", "--data", data); code != 0 || !strings.Contains(o, id) {

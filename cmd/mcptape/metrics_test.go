@@ -42,28 +42,10 @@ func TestRecordMetrics(t *testing.T) {
 	up := httptest.NewServer(fixtures.Handler(nil))
 	defer up.Close()
 	defer up.CloseClientConnections()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"record", "--upstream", up.URL + fixtures.PathStateless, "--listen", "127.0.0.1:0",
-			"--data", t.TempDir(), "--metrics", "0"}, &out, &errOut)
-	}()
-	var proxyURL, metricsURL string
-	for deadline := time.Now().Add(10 * time.Second); proxyURL == "" || metricsURL == ""; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("record did not start: %s %s", out.String(), errOut.String())
-		}
-		for _, line := range strings.Split(out.String(), "\n") {
-			if _, u, ok := strings.Cut(line, "point your MCP client at "); ok {
-				proxyURL = strings.TrimSpace(u)
-			}
-			if _, u, ok := strings.Cut(line, "Prometheus metrics at "); ok && metricsURL == "" {
-				metricsURL = strings.TrimSpace(u) // --metrics's; the dashboard's follows
-			}
-		}
-	}
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0",
+		"--data", t.TempDir(), "--metrics", "0")
+	proxyURL := r.wait(t, "point your MCP client at ")
+	metricsURL := r.wait(t, "Prometheus metrics at ") // --metrics's; the dashboard's follows
 	if !strings.HasPrefix(metricsURL, "http://127.0.0.1:") || !strings.HasSuffix(metricsURL, "/metrics") {
 		t.Errorf("metrics at %s, want loopback for a bare port", metricsURL)
 	}
@@ -118,14 +100,8 @@ func TestRecordMetrics(t *testing.T) {
 		checkDashboard(t, []byte(printed.String()), fams)
 	})
 
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("record exited %d: %s", code, errOut.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("record did not stop")
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
 	}
 	if _, err := hc.Get(metricsURL); err == nil {
 		t.Error("the metrics listener outlived record")

@@ -20,59 +20,19 @@ import (
 
 // recordRun is a `mcptape record` running in this process.
 type recordRun struct {
-	base   string // the proxy's scheme://host:port
-	data   string
-	cancel context.CancelFunc
-	done   chan int
-	out    *syncBuffer
-	errOut *syncBuffer
+	*cmdRun
+	base string // the proxy's scheme://host:port
+	data string
 }
 
 // startRecord runs `mcptape record --listen 127.0.0.1:0 --dashboard off`
 // with args and waits for its address.
 func startRecord(t *testing.T, args ...string) *recordRun {
 	t.Helper()
-	r := &recordRun{data: t.TempDir(), done: make(chan int, 1), out: &syncBuffer{}, errOut: &syncBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	all := append([]string{"record", "--listen", "127.0.0.1:0", "--dashboard", "off", "--data", r.data}, args...)
-	go func() { r.done <- run(ctx, all, r.out, r.errOut) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.base == "" {
-		select {
-		case code := <-r.done:
-			t.Fatalf("record exited %d before it listened:\n%s%s", code, r.out.String(), r.errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("record did not start: %s %s", r.out.String(), r.errOut.String())
-		}
-		for _, line := range strings.Split(r.out.String(), "\n") {
-			if _, u, ok := strings.Cut(line, "point your MCP client at "); ok {
-				if m := urlRE.FindString(u); m != "" {
-					r.base = m
-				}
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Cleanup(func() { r.stop(t) })
+	r := &recordRun{data: t.TempDir()}
+	r.cmdRun = startRun(t, append([]string{"record", "--listen", "127.0.0.1:0", "--dashboard", "off", "--data", r.data}, args...)...)
+	r.base = urlRE.FindString(r.wait(t, "point your MCP client at "))
 	return r
-}
-
-// stop ends the recording (once) and returns its exit code.
-func (r *recordRun) stop(t *testing.T) int {
-	t.Helper()
-	r.cancel()
-	select {
-	case code := <-r.done:
-		r.done <- code
-		return code
-	case <-time.After(20 * time.Second):
-		t.Fatal("record did not stop on cancel")
-		return -1
-	}
 }
 
 // exchanges stops the recording and returns every stored exchange with

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/fixtures"
@@ -25,38 +24,16 @@ func recordFixtureClient(t *testing.T, only ...string) string {
 	defer up.Close()
 	defer up.CloseClientConnections()
 	data := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"record", "--upstream", up.URL + fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data}, &out, &errOut)
-	}()
-	var proxyURL string
-	for deadline := time.Now().Add(10 * time.Second); proxyURL == ""; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("record did not start: %s %s", out.String(), errOut.String())
-		}
-		for _, line := range strings.Split(out.String(), "\n") {
-			if _, u, ok := strings.Cut(line, "point your MCP client at "); ok {
-				proxyURL = strings.TrimSpace(u)
-			}
-		}
-	}
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data)
+	proxyURL := r.wait(t, "point your MCP client at ")
 	tr := &http.Transport{Proxy: nil}
 	defer tr.CloseIdleConnections()
 	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: &http.Client{Transport: tr}, Only: only})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record: %v %v", err, failures(rep))
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("record exited %d: %s", code, errOut.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("record did not stop on cancel")
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
 	}
 	return data
 }

@@ -273,19 +273,13 @@ func TestExportImportWhileRecording(t *testing.T) {
 	up := httptest.NewServer(fixtures.Handler(nil))
 	defer up.Close()
 	data := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut syncBuffer
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"record", "--upstream", up.URL + fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data}, &out, &errOut)
-	}()
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := remotestore.ReadAnnouncement(data); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("record did not start: %s%s", out.String(), errOut.String())
+			t.Fatalf("record did not start: %s%s", r.out.String(), r.errOut.String())
 		}
 	}
 	code, stdout, stderr := mcptape(t, "import", "--data", data, tape)
@@ -295,8 +289,7 @@ func TestExportImportWhileRecording(t *testing.T) {
 	if code, stdout, stderr := mcptape(t, "export", "--data", data, "-q"); code != exitError || !strings.Contains(stderr, "no sessions") {
 		t.Errorf("export of an empty store while recording: exit %d, %q %q", code, stdout, stderr)
 	}
-	cancel()
-	<-done
+	r.stop(t)
 	if code, stdout, stderr := mcptape(t, "import", "--data", data, tape); code != 0 || len(lines(stdout)) != 2 {
 		t.Errorf("import after the recorder stopped: exit %d, %q %q", code, stdout, stderr)
 	}
