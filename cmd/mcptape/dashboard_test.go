@@ -101,17 +101,7 @@ func newDashClient(t *testing.T, base string) *dashClient {
 
 func (c *dashClient) do(method, path string, v any) int {
 	c.t.Helper()
-	req, _ := http.NewRequest(method, c.base+path, nil)
-	if method != http.MethodGet {
-		u, _ := url.Parse(c.base)
-		for _, ck := range c.hc.Jar.Cookies(u) {
-			if ck.Name == "mcptape_csrf" {
-				req.Header.Set("X-CSRF-Token", ck.Value)
-			}
-		}
-		req.Header.Set("Origin", c.base)
-	}
-	res, err := c.hc.Do(req)
+	res, err := c.hc.Do(pageRequest(c.hc, c.base, method, path, nil))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -123,6 +113,23 @@ func (c *dashClient) do(method, path string, v any) int {
 		}
 	}
 	return res.StatusCode
+}
+
+// pageRequest is a request to the dashboard API at base as its page makes
+// it: anything but a GET carries the CSRF cookie (from hc's jar) back in
+// the X-CSRF-Token header, from the dashboard's origin.
+func pageRequest(hc *http.Client, base, method, path string, body io.Reader) *http.Request {
+	req, _ := http.NewRequest(method, base+path, body)
+	if method != http.MethodGet {
+		u, _ := url.Parse(base)
+		for _, ck := range hc.Jar.Cookies(u) {
+			if ck.Name == "mcptape_csrf" {
+				req.Header.Set("X-CSRF-Token", ck.Value)
+			}
+		}
+		req.Header.Set("Origin", base)
+	}
+	return req
 }
 
 type sessionList struct {

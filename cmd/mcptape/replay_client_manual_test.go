@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -86,15 +85,8 @@ func (c *pendingClient) call(t *testing.T, method, path string, body, v any) int
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, c.base+path, rd)
+	req := pageRequest(c.hc, c.base, method, path, rd)
 	if method != http.MethodGet {
-		u, _ := url.Parse(c.base)
-		for _, ck := range c.hc.Jar.Cookies(u) {
-			if ck.Name == "mcptape_csrf" {
-				req.Header.Set("X-CSRF-Token", ck.Value)
-			}
-		}
-		req.Header.Set("Origin", c.base)
 		req.Header.Set("Content-Type", "application/json")
 	}
 	res, err := c.hc.Do(req)
