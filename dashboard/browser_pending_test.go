@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/protocol"
@@ -40,11 +41,7 @@ func TestBrowserPending(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	got := make(chan asked, 1)
-	go func() {
-		res, err := p.Ask(ctx, protocol.MethodSampling, json.RawMessage(hostileSampling))
-		got <- asked{res, err}
-	}()
+	got := ask(ctx, p, protocol.MethodSampling, hostileSampling)
 	b.waitFor("the request, without a reload", `document.querySelector('section.pending[data-method="sampling/createMessage"]') !== null`, 10*time.Second)
 	b.waitFor("the nav count", `document.getElementById('pending-count').textContent === '1' && !document.getElementById('pending-count').hidden`, 5*time.Second)
 	b.screenshot("pending")
@@ -88,7 +85,7 @@ func TestBrowserPending(t *testing.T) {
 	case a := <-got:
 		var want, have any
 		_ = json.Unmarshal([]byte(answer), &want)
-		if a.err != nil || json.Unmarshal(a.res, &have) != nil || !jsonSame(want, have) {
+		if a.err != nil || json.Unmarshal(a.res, &have) != nil || !cmp.Equal(want, have) {
 			t.Errorf("Ask returned %s, %v; want %s", a.res, a.err, answer)
 		}
 	case <-time.After(10 * time.Second):
@@ -97,10 +94,7 @@ func TestBrowserPending(t *testing.T) {
 	b.waitFor("the answered request gone", `document.querySelectorAll('section.pending').length === 0 && document.getElementById('pending-count').hidden`, 10*time.Second)
 
 	// Answer with error.
-	go func() {
-		res, err := p.Ask(ctx, protocol.MethodSampling, json.RawMessage(`{"messages":[{"role":"user","content":{"type":"text","text":"again"}}],"maxTokens":5}`))
-		got <- asked{res, err}
-	}()
+	got = ask(ctx, p, protocol.MethodSampling, `{"messages":[{"role":"user","content":{"type":"text","text":"again"}}],"maxTokens":5}`)
 	b.waitFor("the second request", `document.querySelector('section.pending') !== null`, 10*time.Second)
 	b.click("section.pending button.answer-error")
 	a := <-got
@@ -122,10 +116,4 @@ func TestBrowserPendingNone(t *testing.T) {
 		t.Errorf("the page says %q", text)
 	}
 	b.checkClean()
-}
-
-func jsonSame(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
 }

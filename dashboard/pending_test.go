@@ -38,10 +38,10 @@ type asked struct {
 }
 
 // ask runs p.Ask in the background.
-func ask(ctx context.Context, p *dashboard.Pending, params string) chan asked {
+func ask(ctx context.Context, p *dashboard.Pending, method, params string) chan asked {
 	ch := make(chan asked, 1)
 	go func() {
-		res, err := p.Ask(ctx, protocol.MethodSampling, json.RawMessage(params))
+		res, err := p.Ask(ctx, method, json.RawMessage(params))
 		ch <- asked{res, err}
 	}()
 	return ch
@@ -91,7 +91,7 @@ func TestPendingAPI(t *testing.T) {
 	}
 
 	// Ask blocks until a POST answers it.
-	ch := ask(context.Background(), p, samplingParams)
+	ch := ask(context.Background(), p, protocol.MethodSampling, samplingParams)
 	l := waitPending(t, c, 1)
 	q := l.Requests[0]
 	if q.Method != "sampling/createMessage" || q.ID == "" || q.AgeMs < 0 || q.Since.IsZero() {
@@ -172,7 +172,7 @@ func TestPendingAPI(t *testing.T) {
 	}
 
 	// An error answer reaches the asker as a *protocol.ErrorInfo.
-	ch = ask(context.Background(), p, samplingParams)
+	ch = ask(context.Background(), p, protocol.MethodSampling, samplingParams)
 	q = waitPending(t, c, 1).Requests[0]
 	c.send(http.MethodPost, "/api/v1/pending/"+q.ID, map[string]any{"error": map[string]any{"code": -1, "message": "User rejected the sampling request"}}, nil)
 	a := <-ch
@@ -182,11 +182,7 @@ func TestPendingAPI(t *testing.T) {
 	}
 
 	// A result for another method need only be an object.
-	other := make(chan asked, 1)
-	go func() {
-		res, err := p.Ask(context.Background(), "elicitation/create", json.RawMessage(`{"message":"ok?"}`))
-		other <- asked{res, err}
-	}()
+	other := ask(context.Background(), p, "elicitation/create", `{"message":"ok?"}`)
 	q = waitPending(t, c, 1).Requests[0]
 	c.send(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":{"action":"decline"}}`), nil)
 	if a := <-other; a.err != nil || string(a.res) != `{"action":"decline"}` {
@@ -202,7 +198,7 @@ func TestPendingGivesUp(t *testing.T) {
 	c := newAPIClient(t, base)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := ask(ctx, p, samplingParams)
+	ch := ask(ctx, p, protocol.MethodSampling, samplingParams)
 	q := waitPending(t, c, 1).Requests[0]
 	cancel()
 	if a := <-ch; !errors.Is(a.err, context.Canceled) {
@@ -213,7 +209,7 @@ func TestPendingGivesUp(t *testing.T) {
 		t.Errorf("answering a withdrawn request: %d %s", code, b)
 	}
 
-	ch = ask(context.Background(), p, samplingParams)
+	ch = ask(context.Background(), p, protocol.MethodSampling, samplingParams)
 	waitPending(t, c, 1)
 	p.Close()
 	if a := <-ch; !errors.Is(a.err, dashboard.ErrPendingClosed) {
@@ -251,7 +247,7 @@ func TestPendingLive(t *testing.T) {
 	defer cancel()
 	readLive(t, base, func() {
 		time.Sleep(50 * time.Millisecond)
-		ask(ctx, p, samplingParams)
+		ask(ctx, p, protocol.MethodSampling, samplingParams)
 	}, func(typ, data string) bool {
 		return typ == "pending" && data == `{"count":1}`
 	})
