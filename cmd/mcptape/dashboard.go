@@ -63,12 +63,12 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// Like a recorder, announce a read API, so that `ls` and `show` work
 	// while the dashboard holds the store, and point others at it.
-	unannounce, err := announce(store, *data, d.url)
+	unannounce, err := announce(store, *data, d.url())
 	if err != nil {
 		return errors.Join(err, d.close())
 	}
 	defer unannounce()
-	fmt.Fprintf(stdout, "mcptape: dashboard of %s at %s\n", *data, d.url)
+	fmt.Fprintf(stdout, "mcptape: dashboard of %s at %s\n", *data, d.url())
 	fmt.Fprintf(stdout, "mcptape: %s\n", d.metricsNote())
 	fmt.Fprintln(stdout, "mcptape: stop with Ctrl-C")
 	select {
@@ -130,11 +130,23 @@ func announce(store capture.Store, data, dashURL string) (func(), error) {
 // runningDashboard is a dashboard serving on its listener.
 type runningDashboard struct {
 	srv  *dashboard.Server
-	url  string // with the token, to open in a browser
-	base string // without it
+	base string // http://host:port/, without the token
 	// token guards the dashboard, /metrics included; "" on loopback.
 	token string
 	errc  chan error
+}
+
+// url is the dashboard's address to open in a browser, with the token.
+func (d *runningDashboard) url() string { return d.pageURL("/") }
+
+// pageURL is the address of one of the dashboard's pages, with the token
+// when there is one.
+func (d *runningDashboard) pageURL(path string) string {
+	u := strings.TrimSuffix(d.base, "/") + path
+	if d.token != "" {
+		u += "?token=" + d.token
+	}
+	return u
 }
 
 // metricsNote says where the dashboard's listener serves /metrics and how
@@ -182,8 +194,7 @@ func serveDashboard(store capture.Store, opts *dashboard.Options, addr string, f
 		srv.Close()
 		return nil, fmt.Errorf("--dashboard %s: %w (choose another address, or --dashboard off)", addr, err)
 	}
-	d := &runningDashboard{srv: srv, url: dashboard.URL(ln.Addr().String(), token), base: dashboard.URL(ln.Addr().String(), ""),
-		token: token, errc: make(chan error, 1)}
+	d := &runningDashboard{srv: srv, base: dashboard.URL(ln.Addr().String(), ""), token: token, errc: make(chan error, 1)}
 	go func() { d.errc <- srv.Serve(ln) }()
 	return d, nil
 }

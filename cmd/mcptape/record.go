@@ -94,7 +94,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
 	}
 	if rs.dash != nil {
-		fmt.Fprintf(stdout, "mcptape: dashboard at %s\n", rs.dash.url)
+		fmt.Fprintf(stdout, "mcptape: dashboard at %s\n", rs.dash.url())
 		fmt.Fprintf(stdout, "mcptape: %s\n", rs.dash.metricsNote())
 	}
 	fmt.Fprintf(stdout, "mcptape: look with `mcptape ls --data %s` (works while recording); stop with Ctrl-C\n", c.data)
@@ -226,7 +226,7 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	go func() { _ = rs.api.Serve(ln) }()
 	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
 	if rs.dash != nil {
-		a.Dashboard = rs.dash.url
+		a.Dashboard = rs.dash.url()
 	}
 	rs.unann, err = remotestore.WriteAnnouncement(c.data, a)
 	if err != nil {

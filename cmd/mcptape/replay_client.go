@@ -158,16 +158,6 @@ func startPendingDashboard(ctx context.Context, tape *replay.Tape, addr, token s
 	return &pendingDashboard{runningDashboard: d, pending: pending, store: store}, nil
 }
 
-// pageURL is the address of one of the dashboard's pages, with the token
-// when there is one.
-func (d *pendingDashboard) pageURL(path string) string {
-	u := strings.TrimSuffix(d.base, "/") + path
-	if d.token != "" {
-		u += "?token=" + d.token
-	}
-	return u
-}
-
 // close ends the waits (a person can no longer answer), then stops the
 // dashboard.
 func (d *pendingDashboard) close() {
