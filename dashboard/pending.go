@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -52,6 +53,7 @@ type Pending struct {
 }
 
 type pendingItem struct {
+	n      uint64 // the order of asking; req.ID in decimal
 	req    PendingRequest
 	answer chan PendingAnswer // buffered: Answer never blocks
 }
@@ -92,7 +94,7 @@ func (p *Pending) Ask(ctx context.Context, method string, params json.RawMessage
 		return nil, ErrPendingClosed
 	}
 	p.next++
-	it := &pendingItem{answer: make(chan PendingAnswer, 1),
+	it := &pendingItem{n: p.next, answer: make(chan PendingAnswer, 1),
 		req: PendingRequest{ID: strconv.FormatUint(p.next, 10), Method: method, Params: bytes.Clone(params), Since: p.now()}}
 	p.items[it.req.ID] = it
 	p.changedLocked()
@@ -155,15 +157,11 @@ func (p *Pending) Answer(id string, a PendingAnswer) error {
 func (p *Pending) Requests() []PendingRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]PendingRequest, 0, len(p.items))
-	for _, it := range p.items {
-		out = append(out, it.req)
+	items := slices.SortedFunc(maps.Values(p.items), func(a, b *pendingItem) int { return cmp.Compare(a.n, b.n) })
+	out := make([]PendingRequest, len(items))
+	for i, it := range items {
+		out[i] = it.req
 	}
-	slices.SortFunc(out, func(a, b PendingRequest) int {
-		an, _ := strconv.ParseUint(a.ID, 10, 64)
-		bn, _ := strconv.ParseUint(b.ID, 10, 64)
-		return cmp.Compare(an, bn)
-	})
 	return out
 }
 
@@ -199,7 +197,8 @@ func checkAnswer(method string, a PendingAnswer) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadAnswer, fmt.Sprintf(format, args...))
 	}
-	hasResult := len(bytes.TrimSpace(a.Result)) > 0 && string(bytes.TrimSpace(a.Result)) != "null"
+	result := bytes.TrimSpace(a.Result)
+	hasResult := len(result) > 0 && string(result) != "null"
 	switch {
 	case hasResult && a.Error != nil:
 		return bad("give a result or an error, not both")
@@ -231,9 +230,10 @@ func checkAnswer(method string, a PendingAnswer) error {
 		return bad(`result.role is missing or wrong: a sampling answer has "role": "assistant"`)
 	}
 	content := bytes.TrimSpace(obj["content"])
-	var blocks []struct {
+	type block struct {
 		Type string `json:"type"`
 	}
+	var blocks []block
 	switch {
 	case len(content) == 0 || string(content) == "null":
 		return bad(`result.content is missing: a sampling answer has content, e.g. {"type": "text", "text": "…"}`)
@@ -242,9 +242,7 @@ func checkAnswer(method string, a PendingAnswer) error {
 			return bad("result.content must be a content block or a non-empty list of them")
 		}
 	default:
-		blocks = append(blocks, struct {
-			Type string `json:"type"`
-		}{})
+		blocks = []block{{}}
 		if json.Unmarshal(content, &blocks[0]) != nil {
 			return bad("result.content must be a content block (an object with a type) or a list of them")
 		}
