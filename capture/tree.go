@@ -419,9 +419,9 @@ func (b *treeBuilder) finish() {
 	}
 	sort.Slice(left, func(i, j int) bool { return left[i].Seq < left[j].Seq })
 	for _, m := range left {
-		// An answer linked to a request this session does not hold.
-		b.t.Roots = append(b.t.Roots, &Node{Kind: NodeOther, Method: m.Method, Dir: m.Direction, Response: m.Seq, ID: m.ID,
-			Start: m.Time, Status: "orphan", Findings: m.Findings})
+		// An answer linked to a request this session does not hold:
+		// response makes it an orphan root.
+		b.response(m)
 	}
 	sort.SliceStable(b.t.Roots, func(i, j int) bool { return b.t.Roots[i].Start.Before(b.t.Roots[j].Start) })
 }
