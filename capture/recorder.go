@@ -261,7 +261,7 @@ func (r *Recorder) send(ev event, wait bool) bool {
 	}
 	select {
 	case r.events <- ev:
-		if len(r.events) >= deepEvents(cap(r.events)) {
+		if r.deep() {
 			r.hurryUp()
 		}
 		return true
@@ -320,9 +320,7 @@ func (r *Recorder) hurryUp() {
 
 // deep reports that the events queue holds enough for the writer not to
 // sleep: the pipeline is behind, and storing should not wait.
-func (r *Recorder) deep() bool { return len(r.events) >= deepEvents(r.opts.QueueSize) }
-
-func deepEvents(queue int) int { return max(queue/16, 1) }
+func (r *Recorder) deep() bool { return len(r.events) >= max(cap(r.events)/16, 1) }
 
 // gather merges into b the batches that arrive within writeLinger.
 func (r *Recorder) gather(b *Batch) (*Batch, bool) {
