@@ -54,17 +54,17 @@ func newRedactor(opts RedactOptions) *redactor {
 	return r
 }
 
-var sensitiveHeaderWords = [][]byte{[]byte("api-key"), []byte("apikey"), []byte("api_key"), []byte("token"), []byte("secret"), []byte("password")}
+var sensitiveHeaderWords = []string{"api-key", "apikey", "api_key", "token", "secret", "password"}
 
-// sensitive reports whether a header's values are secrets. sensitiveName
-// decides, lowering the name into a stack buffer: the check runs for every
-// header of every exchange, and a lowered copy of each name on the heap was
+// sensitive reports whether a header's values are secrets. The answer is
+// remembered by name: the check runs for every header of every exchange,
+// the same few names come each time, and lowering each name on the heap was
 // most of the redactor's cost.
 func (r *redactor) sensitive(name string) bool {
 	if v, ok := r.seen[name]; ok {
 		return v
 	}
-	v := r.sensitiveName(name)
+	v := r.sensitiveName(strings.ToLower(name))
 	if len(r.seen) >= seenNames {
 		clear(r.seen)
 	}
@@ -72,41 +72,17 @@ func (r *redactor) sensitive(name string) bool {
 	return v
 }
 
-func (r *redactor) sensitiveName(name string) bool {
-	var buf [64]byte
-	if len(name) > len(buf) {
-		return r.sensitiveLower([]byte(strings.ToLower(name)))
-	}
-	b := buf[:len(name)]
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b[i] = c
-	}
-	// ASCII lowering is strings.ToLower for the names that matter; a name
-	// with other bytes takes the general path, as it did before.
-	for _, c := range b {
-		if c >= 0x80 {
-			return r.sensitiveLower([]byte(strings.ToLower(name)))
-		}
-	}
-	return r.sensitiveLower(b)
-}
-
-// sensitiveLower is sensitive for a lowered name (string(l) in a switch
-// or a map index builds no string).
-func (r *redactor) sensitiveLower(l []byte) bool {
-	switch string(l) {
+// sensitiveName is sensitive for a lowered name.
+func (r *redactor) sensitiveName(l string) bool {
+	switch l {
 	case "authorization", "proxy-authorization", "cookie", "set-cookie":
 		return true
 	}
-	if r.extra[string(l)] {
+	if r.extra[l] {
 		return true
 	}
 	for _, w := range sensitiveHeaderWords {
-		if bytes.Contains(l, w) {
+		if strings.Contains(l, w) {
 			return true
 		}
 	}
