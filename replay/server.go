@@ -306,15 +306,16 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.clientAnswer(w, r, &m)
 		return
 	case protocol.KindNotification:
-		if l := s.liveFor(r, &m, "", false); l == nil && r.Header.Get(protocol.HeaderSessionID) != "" {
+		if l := s.sessionOf(r); l == nil && r.Header.Get(protocol.HeaderSessionID) != "" {
 			writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	p, _ := protocol.ParseParams(m.Params)
 	key := s.matchKey(&m)
-	l := s.liveFor(r, &m, key, true)
+	l := s.liveFor(r, &m, &p, key)
 	if l == nil {
 		if r.Header.Get(protocol.HeaderSessionID) != "" {
 			writeJSONError(w, http.StatusNotFound, m.ID, -32001, "mcptape replay: session not found (it ended, or the replay server restarted)")
@@ -323,7 +324,6 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.miss(w, &m, "the tape holds no session for this request")
 		return
 	}
-	p, _ := protocol.ParseParams(m.Params)
 	c, extra := s.match(l, &m, key)
 	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
 		// The handshake is answered as recorded whoever the client says
@@ -353,7 +353,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	l.markSeen(c.req.Seq)
 	s.log.Debug("replay", "method", m.Method, "name", p.Name, "recorded", c.req.Seq)
-	s.checkInputResponses(c, &m)
+	s.checkInputResponses(c, &m, &p)
 	s.answer(w, r, l, c, &m, &p)
 }
 
@@ -436,7 +436,7 @@ func (s *Server) miss(w http.ResponseWriter, m *protocol.Message, why string) {
 
 // clientAnswer delivers a client's answer to a replayed server→client request.
 func (s *Server) clientAnswer(w http.ResponseWriter, r *http.Request, m *protocol.Message) {
-	l := s.liveFor(r, m, "", false)
+	l := s.sessionOf(r)
 	if l == nil {
 		writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
 		return
@@ -660,8 +660,7 @@ func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, 
 // checkInputResponses compares an MRTR retry's inputResponses with the
 // recorded ones, under the configured ignore rules (matching set them
 // aside).
-func (s *Server) checkInputResponses(c *call, m *protocol.Message) {
-	p, _ := protocol.ParseParams(m.Params)
+func (s *Server) checkInputResponses(c *call, m *protocol.Message, p *protocol.Params) {
 	if len(p.InputResponses) == 0 {
 		return
 	}

@@ -144,9 +144,21 @@ func (s *Server) matchKey(m *protocol.Message) string {
 	return m.Method + "\x00" + s.matcher.canonical(m.Method, m.Params)
 }
 
-// liveFor finds the live client a request belongs to, opening one for a
-// legacy initialize or a 2026-07-28 client it does not know yet (or one
-// that starts over with server/discover).
+// sessionOf is the live legacy session a request names by its
+// Mcp-Session-Id; nil when it names none, or one the server does not know.
+func (s *Server) sessionOf(r *http.Request) *live {
+	sid := r.Header.Get(protocol.HeaderSessionID)
+	if sid == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.legacy[sid]
+}
+
+// liveFor finds the live client a request of params p belongs to, opening
+// one for a legacy initialize or a 2026-07-28 client it does not know yet
+// (or one that starts over with server/discover).
 //
 // A new live client gets a recorded session of its own: of those that fit
 // (an initialize for initialize; the era otherwise) and preferring the
@@ -155,16 +167,12 @@ func (s *Server) matchKey(m *protocol.Message) string {
 // recorded (2026-07-28) — the first not yet given to a live client among
 // equals. When all of those are taken they are reused, least used first,
 // then in recorded order; strict mode reports each reuse.
-func (s *Server) liveFor(r *http.Request, m *protocol.Message, key string, open bool) *live {
+func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Params, key string) *live {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sid := r.Header.Get(protocol.HeaderSessionID); sid != "" {
 		return s.legacy[sid]
 	}
-	if !open {
-		return nil
-	}
-	p, _ := protocol.ParseParams(m.Params)
 	if m.Method == protocol.MethodInitialize {
 		rs := s.pick(r.URL.Path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
 			func(rs *recSession) int {
@@ -186,7 +194,7 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, key string, open 
 		}
 		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
 	}
-	fp := fingerprint(r, &p)
+	fp := fingerprint(r, p)
 	var rs *recSession
 	if m.Method != protocol.MethodDiscover {
 		var l *live
@@ -195,7 +203,7 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, key string, open 
 		}
 	}
 	if rs == nil {
-		rs = s.pick(r.URL.Path, fits, func(rs *recSession) int { return s.clientDistance(rs, &p, m, key) })
+		rs = s.pick(r.URL.Path, fits, func(rs *recSession) int { return s.clientDistance(rs, p, m, key) })
 	}
 	if rs == nil {
 		return nil
