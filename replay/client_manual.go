@@ -102,9 +102,6 @@ func (b *backgroundAnswers) stop() {
 // a person's minutes are bounded by ManualTimeout, not by the call's
 // budget for the machines.
 type callClock struct {
-	d      time.Duration
-	cancel context.CancelCauseFunc
-
 	mu     sync.Mutex
 	timer  *time.Timer
 	left   time.Duration
@@ -120,7 +117,7 @@ var errCallTimeout = errors.New("the call took longer than --timeout")
 // stops.
 func withCallClock(ctx context.Context, d time.Duration) (context.Context, *callClock, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	c := &callClock{d: d, cancel: cancel, left: d, since: time.Now()}
+	c := &callClock{left: d, since: time.Now()}
 	c.timer = time.AfterFunc(d, func() { cancel(fmt.Errorf("%w (%s): %w", errCallTimeout, d, context.DeadlineExceeded)) })
 	return ctx, c, func() { c.timer.Stop(); cancel(context.Canceled) }
 }
