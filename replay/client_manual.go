@@ -40,7 +40,7 @@ func (r *sessionRun) manualOn() bool { return r.manual(protocol.MethodSampling) 
 // answer, with the call's clock stopped. It returns the result, or the
 // JSON-RPC error to answer with; from is "manual", or "none" when nobody
 // answered in time or the answer was not a JSON object.
-func (r *sessionRun) askPerson(ctx context.Context, cr *CallResult, method string, params json.RawMessage) (result, rpcErr json.RawMessage, from string) {
+func (r *sessionRun) askPerson(ctx context.Context, cr *CallResult, method string, params json.RawMessage) (result json.RawMessage, rpcErr *protocol.ErrorInfo, from string) {
 	release := cr.clock.hold()
 	defer release()
 	timeout := r.c.opts.ManualTimeout
@@ -57,17 +57,27 @@ func (r *sessionRun) askPerson(ctx context.Context, cr *CallResult, method strin
 		return res, nil, "manual"
 	case errors.As(err, &ei):
 		// The person answered with an error: the server gets it as given.
-		b, _ := json.Marshal(ei)
-		return nil, b, "manual"
+		return nil, ei, "manual"
 	case actx.Err() != nil && ctx.Err() == nil:
 		err = fmt.Errorf("%w to %s within %s (--manual-timeout)", errNobody, method, timeout)
 	}
-	return nil, rpcError(-32603, err), "none"
+	return nil, clientError(-32603, err), "none"
+}
+
+// clientError is the JSON-RPC error saying err.
+func clientError(code int, err error) *protocol.ErrorInfo {
+	return &protocol.ErrorInfo{Code: int64(code), Message: "mcptape replay client: " + err.Error()}
 }
 
 // rpcError is a JSON-RPC error member saying err.
-func rpcError(code int, err error) json.RawMessage {
-	b, _ := json.Marshal(protocol.ErrorInfo{Code: int64(code), Message: "mcptape replay client: " + err.Error()})
+func rpcError(code int, err error) json.RawMessage { return errorMember(clientError(code, err)) }
+
+// errorMember is e as a JSON-RPC error member; nil when e is.
+func errorMember(e *protocol.ErrorInfo) json.RawMessage {
+	if e == nil {
+		return nil
+	}
+	b, _ := json.Marshal(e)
 	return b
 }
 

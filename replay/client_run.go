@@ -354,7 +354,7 @@ func (r *sessionRun) answerRequest(ctx context.Context, cr *CallResult, sm *prot
 				cr.answered(sm.Method, "", from)
 				return
 			}
-			r.reply(ctx, cr, sm, answer, rpcErr, from)
+			r.reply(ctx, cr, sm, answer, errorMember(rpcErr), from)
 		})
 		return
 	}
@@ -531,11 +531,9 @@ func (r *sessionRun) inputResponses(ctx context.Context, cr *CallResult, rounds 
 		}
 		if r.manual(req.Method) {
 			asks.Go(func() {
-				var rpcErr json.RawMessage
-				in.ans, rpcErr, in.from = r.askPerson(ctx, cr, req.Method, req.Params)
-				if rpcErr != nil {
-					e := &protocol.ErrorInfo{}
-					_ = json.Unmarshal(rpcErr, e)
+				var e *protocol.ErrorInfo
+				in.ans, e, in.from = r.askPerson(ctx, cr, req.Method, req.Params)
+				if e != nil {
 					in.ans, in.err = nil, fmt.Errorf("input request %q (%s): %s", key, req.Method, e.Message)
 					if in.from == "manual" {
 						in.err = fmt.Errorf("a person answered input request %q (%s) with error %d: %s", key, req.Method, e.Code, e.Message)
