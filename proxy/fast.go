@@ -59,6 +59,12 @@ type clientConn struct {
 	c    net.Conn
 	br   *bufio.Reader
 	busy atomic.Bool // serving a request (not waiting for the next)
+	// watch looks for the client closing the connection from the moment a
+	// request is upstream until its response is over (or known to be
+	// short): a client that gives up cancels the upstream request, even
+	// before the upstream's first byte. One per connection, whose requests
+	// come one at a time, so that its timer is made once, not per request.
+	watch clientWatch
 }
 
 const (
@@ -305,11 +311,6 @@ type fastExchange struct {
 	// pendingHead is the response head, held to go out with the first body
 	// bytes.
 	pendingHead []byte
-	// watch looks for the client closing its connection from the moment
-	// the request is upstream until the response is over (or known to be
-	// short): a client that gives up cancels the upstream request, even
-	// before the upstream's first byte.
-	watch clientWatch
 }
 
 // finish reports the end of the exchange to the recorder and the metrics,
@@ -424,15 +425,15 @@ func (x *fastExchange) forward(complete bool) bool {
 		}
 		x.mx.forwarded = time.Now()
 		if err = x.send(uc, head, complete); err == nil {
-			x.watch.start(x.cc, uc)
+			x.cc.watch.start(x.cc, uc)
 			resp, err = x.readResponse(uc)
 		}
 		if err == nil {
 			break
 		}
-		x.watch.stop()
+		x.cc.watch.stop()
 		uc.c.Close()
-		if x.watch.gone.Load() {
+		if x.cc.watch.gone.Load() {
 			// The watch closed the upstream connection: the client went
 			// away before the upstream answered, and nobody is left to
 			// answer.
@@ -638,7 +639,7 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 	// request (on 2026-07-28 closing the stream is cancellation). A body of
 	// known length is short enough to finish, or fails on the write.
 	if !isSSE(h) && !r.untilClose && r.contentLength >= 0 {
-		x.watch.stop()
+		x.cc.watch.stop()
 	}
 	x.status = r.status
 	recHeader := h
@@ -658,20 +659,20 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 		// in one write.
 		x.pendingHead = b.Bytes()
 	} else if _, err := x.cc.c.Write(b.Bytes()); err != nil {
-		x.watch.stop()
+		x.cc.watch.stop()
 		uc.c.Close()
 		x.abort("writing to the client: " + err.Error())
 		return false
 	}
 
 	ok, upErr, clientErr := x.copyBody(uc, r, clientChunked)
-	x.watch.stop()
+	x.cc.watch.stop()
 	if x.pendingHead != nil && clientErr == nil {
 		_, clientErr = x.cc.c.Write(x.pendingHead)
 		x.pendingHead = nil
 	}
 	switch {
-	case x.watch.gone.Load():
+	case x.cc.watch.gone.Load():
 		uc.c.Close()
 		x.abort("the client went away")
 		return false
@@ -726,7 +727,7 @@ type clientWatch struct {
 }
 
 // start arms the watch; stop ends it. A stopped watch may start again (a
-// retry on another upstream connection).
+// retry on another upstream connection, the connection's next request).
 func (w *clientWatch) start(cc *clientConn, uc *upConn) {
 	w.mu.Lock()
 	w.cc, w.uc, w.running = cc, uc, true
