@@ -305,22 +305,7 @@ func TestReplayClientAnswersFromProfile(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
 			tape := recordFixture(t, era.path)
-			// Forget the client's answers: legacy answers are c2s
-			// responses, 2026 ones travel in the retries.
-			ts := tape.Sessions[0]
-			drop := map[uint64]bool{}
-			for _, m := range ts.Messages {
-				if m.Direction == protocol.ClientToServer && (m.Kind.IsResponse() || m.Links.Previous != 0) {
-					drop[m.Seq] = true
-				}
-			}
-			var kept []*capture.Message
-			for _, m := range ts.Messages {
-				if !drop[m.Seq] && !drop[m.Links.Request] {
-					kept = append(kept, m)
-				}
-			}
-			ts.Messages = kept
+			forgetAnswers(tape)
 			rep := replayAgainst(t, tape, liveServer(t, nil).URL, &replay.ClientOptions{Profile: profile})
 			sample := callNamed(rep, "tools/call sample")
 			if sample == nil || sample.Err != "" || len(sample.Answers) != 1 || sample.Answers[0].From != "profile" {
