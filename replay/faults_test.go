@@ -77,7 +77,7 @@ func TestFaultSources(t *testing.T) {
 // the response, on each era: over the standalone GET stream, or over the
 // subscriptions/listen stream go-sdk opens.
 func TestFaultListChanged(t *testing.T) {
-	for _, era := range []struct{ name, path string }{{"legacy", fixtures.PathStateful}, {"modern", fixtures.PathStateless}} {
+	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
 			tape, _ := record(t, era.path, &fixtures.ClientOptions{Only: []string{"list_tools"}})
 			s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast,

@@ -334,7 +334,7 @@ func TestStrictSamplingAnswer(t *testing.T) {
 // Two replays of one tape, each by a fresh strict replay server, give the
 // client the same messages in the same order but for ids, and miss nothing.
 func TestReplaysAreDeterministic(t *testing.T) {
-	for _, era := range []struct{ name, path string }{{"legacy", fixtures.PathStateful}, {"modern", fixtures.PathStateless}} {
+	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
 			tape, _ := record(t, era.path, nil)
 			transcript := func() []string {

@@ -100,7 +100,7 @@ func serve(t *testing.T, tape *replay.Tape, opts *replay.ServerOptions) (*replay
 // The fixture client gets the recorded results from the replay server, and
 // its sampling, elicitation and roots handlers are called as they were.
 func TestReplayServerFixtureClient(t *testing.T) {
-	for _, era := range []struct{ name, path string }{{"legacy", fixtures.PathStateful}, {"modern", fixtures.PathStateless}} {
+	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
 			tape, recorded := record(t, era.path, nil)
 			s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
