@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -142,22 +140,7 @@ func TestFaultListChangedWaitsForAStream(t *testing.T) {
 	_, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Faults: []replay.Annotation{{Match: replay.Match{Method: "tools/list"}, ListChanged: "tools"}}})
 	u := hs.URL + fixtures.PathStateful
-	var initParams json.RawMessage
-	for _, m := range tape.Sessions[0].Messages {
-		if m.Direction == protocol.ClientToServer && m.Method == "initialize" {
-			initParams, _, _, _ = protocol.Member(m.Raw, "params")
-		}
-	}
-	req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":`+string(initParams)+`}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	h := map[string]string{"Mcp-Session-Id": res.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	h := openLegacy(t, tape, u)
 	_, b, err := post(t, u, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`, h)
 	if err != nil || !bytes.Contains(b, []byte(`"tools"`)) {
 		t.Fatalf("tools/list: %v %s", err, b)
@@ -175,7 +158,7 @@ func TestFaultListChangedWaitsForAStream(t *testing.T) {
 	for k, v := range h {
 		get.Header.Set(k, v)
 	}
-	res, err = http.DefaultClient.Do(get)
+	res, err := http.DefaultClient.Do(get)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,32 @@ func post(t *testing.T, u, body string, h map[string]string) (int, []byte, error
 	return res.StatusCode, b, err
 }
 
+// openLegacy opens a legacy session at u with the initialize the tape's
+// first session recorded, and returns the headers its requests carry.
+func openLegacy(t *testing.T, tape *replay.Tape, u string) map[string]string {
+	t.Helper()
+	var initParams json.RawMessage
+	for _, m := range tape.Sessions[0].Messages {
+		if m.Direction == protocol.ClientToServer && m.Method == "initialize" {
+			initParams, _, _, _ = protocol.Member(m.Raw, "params")
+		}
+	}
+	req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":`+string(initParams)+`}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	sid := res.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatal("no session id minted")
+	}
+	return map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+}
+
 func modernCall(id int, tool, args string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s,%s}}`, id, tool, args, modernMeta)
 }
@@ -241,11 +267,8 @@ func TestFaultDropStream(t *testing.T) {
 // difference out.
 func TestStrictSamplingAnswer(t *testing.T) {
 	tape, _ := record(t, fixtures.PathStateful, &fixtures.ClientOptions{ProtocolVersion: protocol.V20251125, Only: []string{"sample"}})
-	var initParams, callParams, answer json.RawMessage
+	var callParams, answer json.RawMessage
 	for _, m := range tape.Sessions[0].Messages {
-		if m.Direction == protocol.ClientToServer && m.Method == "initialize" {
-			initParams, _, _, _ = protocol.Member(m.Raw, "params")
-		}
 		if m.Direction == protocol.ClientToServer && m.Method == "tools/call" {
 			callParams, _, _, _ = protocol.Member(m.Raw, "params")
 		}
@@ -271,27 +294,14 @@ func TestStrictSamplingAnswer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true, Matcher: tc.matcher})
 			u := hs.URL + fixtures.PathStateful
-			req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":`+string(initParams)+`}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			sid := res.Header.Get("Mcp-Session-Id")
-			if sid == "" {
-				t.Fatal("no session id minted")
-			}
-			h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
-			req, _ = http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(callParams)+`}`))
+			h := openLegacy(t, tape, u)
+			req, _ := http.NewRequest("POST", u, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(callParams)+`}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			for k, v := range h {
 				req.Header.Set(k, v)
 			}
-			res, err = http.DefaultClient.Do(req)
+			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
