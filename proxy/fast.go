@@ -642,13 +642,13 @@ func (x *fastExchange) relay(uc *upConn, r *response) bool {
 		x.cc.watch.stop()
 	}
 	x.status = r.status
-	recHeader := h
 	if clientChunked {
-		recHeader = h.Clone()
-		recHeader.Set("Transfer-Encoding", "chunked")
+		// The head is written and h is this exchange's own: it can take
+		// the framing the client got, for the record, without a copy.
+		h.Set("Transfer-Encoding", "chunked")
 	}
 	x.tap.Upstream(x.mx.forwarded, x.mx.upHeaders)
-	x.tap.Response(r.status, recHeader, false)
+	x.tap.Response(r.status, h, false)
 	x.mx.wroteHeader(r.status, h, false)
 	if r.contentLength == 0 && !r.chunked && !r.untilClose {
 		x.finish() // no body: the head is the whole response

@@ -3,12 +3,10 @@ package replay_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,10 +17,8 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -63,23 +59,7 @@ func BenchmarkReplayServer10k(b *testing.B) {
 	defer up.Close()
 	live := calls(b, up.URL+fixtures.PathStateless, n)
 
-	store := memstore.New()
-	ctx := context.Background()
-	rec, _ := capture.NewRecorder(ctx, store, nil)
-	u, _ := url.Parse(up.URL)
-	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-	px := httptest.NewServer(p)
-	calls(b, px.URL+fixtures.PathStateless, n)
-	px.Close()
-	rec.Close(ctx)
-	var buf bytes.Buffer
-	if err := replay.Export(ctx, store, nil, &buf, "bench"); err != nil {
-		b.Fatal(err)
-	}
-	tape, err := replay.ReadTape(&buf)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tape := recordTape(b, up.URL, func(px string) { calls(b, px+fixtures.PathStateless, n) })
 	s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: replay.TimingFast})
 	if err != nil {
 		b.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -16,10 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -29,48 +26,14 @@ var eras = []struct{ name, path string }{{"legacy", fixtures.PathStateful}, {"mo
 // in front of its own fixture server, and returns the tape.
 func recordFixture(t *testing.T, path string) *replay.Tape {
 	t.Helper()
-	up := httptest.NewServer(fixtures.Handler(nil))
-	defer up.Close()
-	defer up.CloseClientConnections()
-	store := memstore.New()
-	ctx := context.Background()
-	rec, err := capture.NewRecorder(ctx, store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(up.URL)
-	p, err := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := httptest.NewServer(p)
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	tr := &http.Transport{Proxy: nil}
-	defer tr.CloseIdleConnections()
-	rep, err := fixtures.RunClient(cctx, px.URL+path, &fixtures.ClientOptions{HTTPClient: &http.Client{Transport: tr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range rep.Steps {
-		if s.Err != "" && s.Name != fixtures.ToolError {
-			t.Fatalf("recording: step %s failed: %s", s.Name, s.Err)
+	return recordTape(t, liveServer(t, nil).URL, func(px string) {
+		rep := runClient(t, px+path, nil)
+		for _, s := range rep.Steps {
+			if s.Err != "" && s.Name != fixtures.ToolError {
+				t.Fatalf("recording: step %s failed: %s", s.Name, s.Err)
+			}
 		}
-	}
-	px.CloseClientConnections()
-	px.Close()
-	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := replay.Export(ctx, store, nil, &buf, "test"); err != nil {
-		t.Fatal(err)
-	}
-	tape, err := replay.ReadTape(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tape
+	})
 }
 
 // liveServer is a fresh server for one replay (fixture servers share
@@ -360,32 +323,12 @@ func TestExampleTape(t *testing.T) {
 		}
 		return
 	}
-	up := httptest.NewServer(fixtures.Handler(nil))
-	defer up.Close()
-	defer up.CloseClientConnections()
-	store := memstore.New()
-	ctx := context.Background()
-	rec, err := capture.NewRecorder(ctx, store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(up.URL)
-	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-	px := httptest.NewServer(p)
-	tr := &http.Transport{Proxy: nil}
-	defer tr.CloseIdleConnections()
-	_, err = fixtures.RunClient(ctx, px.URL+fixtures.PathStateless, &fixtures.ClientOptions{HTTPClient: &http.Client{Transport: tr},
-		Only: []string{fixtures.ToolEcho, fixtures.ToolAdd, fixtures.ToolSample, fixtures.ToolSampleTools}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	px.CloseClientConnections()
-	px.Close()
-	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := recordStore(t, liveServer(t, nil).URL, func(px string) {
+		runClient(t, px+fixtures.PathStateless, &fixtures.ClientOptions{
+			Only: []string{fixtures.ToolEcho, fixtures.ToolAdd, fixtures.ToolSample, fixtures.ToolSampleTools}})
+	})
 	var buf bytes.Buffer
-	if err := replay.Export(ctx, store, nil, &buf, "mcptape replay tests"); err != nil {
+	if err := replay.Export(context.Background(), store, nil, &buf, "mcptape replay tests"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll("testdata/client", 0o755); err != nil {

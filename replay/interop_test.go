@@ -1,18 +1,13 @@
 package replay_test
 
 import (
-	"bytes"
 	"context"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures/interop"
-	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -32,29 +27,14 @@ func TestReplayServerEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memstore.New()
-	rec, _ := capture.NewRecorder(ctx, store, nil)
 	up, _ := url.Parse(ev.URL())
-	p, _ := proxy.New(&proxy.Options{Upstream: up, Recorder: rec})
-	px := httptest.NewServer(p)
-	first, err := interop.RunClient(ctx, px.URL+up.Path, nil)
-	if err != nil {
-		t.Fatalf("recording: %v", err)
-	}
-	px.CloseClientConnections()
-	px.Close()
+	var first *interop.ClientReport
+	tape := recordTape(t, ev.URL(), func(px string) {
+		if first, err = interop.RunClient(ctx, px+up.Path, nil); err != nil {
+			t.Fatalf("recording: %v", err)
+		}
+	})
 	ev.Close()
-	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := replay.Export(ctx, store, nil, &buf, "test"); err != nil {
-		t.Fatal(err)
-	}
-	tape, err := replay.ReadTape(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
 	again, err := interop.RunClient(ctx, hs.URL+up.Path, nil)
 	if err != nil {

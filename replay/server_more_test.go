@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -19,10 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -79,9 +76,9 @@ func modernCall(id int, tool, args string) string {
 
 var modernHeaders = map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
 
-// counterTape records a raw stateless server whose "count" tool answers
-// 1, 2, 3 to three identical calls.
-func counterTape(t *testing.T) *replay.Tape {
+// countingServer is a raw stateless server that numbers its answers
+// 1, 2, 3, … as text content, in the order the requests come.
+func countingServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	var n atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -90,29 +87,21 @@ func counterTape(t *testing.T) *replay.Tape {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"resultType\":\"complete\",\"content\":[{\"type\":\"text\",\"text\":\"%d\"}]}}\n\n", m.ID, n.Add(1))
 	}))
-	defer up.Close()
-	store := memstore.New()
-	ctx := context.Background()
-	rec, _ := capture.NewRecorder(ctx, store, nil)
-	u, _ := url.Parse(up.URL)
-	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-	px := httptest.NewServer(p)
-	for i := 1; i <= 3; i++ {
-		if _, _, err := post(t, px.URL+"/mcp", modernCall(i, "count", `{}`), modernHeaders); err != nil {
-			t.Fatal(err)
+	t.Cleanup(up.Close)
+	return up
+}
+
+// counterTape records a raw stateless server whose "count" tool answers
+// 1, 2, 3 to three identical calls.
+func counterTape(t *testing.T) *replay.Tape {
+	t.Helper()
+	return recordTape(t, countingServer(t).URL, func(px string) {
+		for i := 1; i <= 3; i++ {
+			if _, _, err := post(t, px+"/mcp", modernCall(i, "count", `{}`), modernHeaders); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	px.Close()
-	rec.Close(ctx)
-	var buf bytes.Buffer
-	if err := replay.Export(ctx, store, nil, &buf, "test"); err != nil {
-		t.Fatal(err)
-	}
-	tape, err := replay.ReadTape(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tape
+	})
 }
 
 func resultText(t *testing.T, body []byte) string {
@@ -349,16 +338,8 @@ func TestReplaysAreDeterministic(t *testing.T) {
 			tape, _ := record(t, era.path, nil)
 			transcript := func() []string {
 				s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
-				store := memstore.New()
+				store := recordStore(t, hs.URL, func(px string) { runClient(t, px+era.path, nil) })
 				ctx := context.Background()
-				rec, _ := capture.NewRecorder(ctx, store, nil)
-				u, _ := url.Parse(hs.URL)
-				p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-				px := httptest.NewServer(p)
-				runClient(t, px.URL+era.path, nil)
-				px.CloseClientConnections()
-				px.Close()
-				rec.Close(ctx)
 				if r := s.Report(); len(r.Misses) != 0 || !r.OK() || r.Served == 0 {
 					t.Fatalf("strict replay: served %d, misses %q, failures %q", r.Served, r.Misses, r.Failures)
 				}

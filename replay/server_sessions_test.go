@@ -1,25 +1,17 @@
 package replay_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -50,35 +42,11 @@ func modernClient(t *testing.T, u, client string) []string {
 // count call 2i.
 func clientsTape(t *testing.T, clients ...string) *replay.Tape {
 	t.Helper()
-	var n atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		m := protocol.Decode(b)
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"resultType\":\"complete\",\"content\":[{\"type\":\"text\",\"text\":\"%d\"}]}}\n\n", m.ID, n.Add(1))
-	}))
-	defer up.Close()
-	store := memstore.New()
-	ctx := context.Background()
-	rec, _ := capture.NewRecorder(ctx, store, nil)
-	u, _ := url.Parse(up.URL)
-	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
-	px := httptest.NewServer(p)
-	for _, c := range clients {
-		modernClient(t, px.URL+"/mcp", c)
-	}
-	px.Close()
-	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := replay.Export(ctx, store, nil, &buf, "test"); err != nil {
-		t.Fatal(err)
-	}
-	tape, err := replay.ReadTape(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tape := recordTape(t, countingServer(t).URL, func(px string) {
+		for _, c := range clients {
+			modernClient(t, px+"/mcp", c)
+		}
+	})
 	if len(tape.Sessions) != len(clients) {
 		t.Fatalf("recorded %d sessions for %d clients", len(tape.Sessions), len(clients))
 	}

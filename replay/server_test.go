@@ -30,39 +30,57 @@ func record(t *testing.T, path string, opts *fixtures.ClientOptions) (*replay.Ta
 // another, into one tape.
 func recordRuns(t *testing.T, path string, runs ...*fixtures.ClientOptions) (*replay.Tape, []*fixtures.Report) {
 	t.Helper()
-	up := httptest.NewServer(fixtures.Handler(nil))
-	defer up.Close()
-	defer up.CloseClientConnections()
+	var reps []*fixtures.Report
+	tape := recordTape(t, liveServer(t, nil).URL, func(px string) {
+		for _, opts := range runs {
+			reps = append(reps, runClient(t, px+path, opts))
+		}
+	})
+	return tape, reps
+}
+
+// recordStore runs drive against a recording proxy in front of upstream,
+// given the proxy's URL, and returns what was recorded once the proxy and
+// the recorder are closed.
+func recordStore(tb testing.TB, upstream string, drive func(proxyURL string)) *memstore.Store {
+	tb.Helper()
 	store := memstore.New()
 	ctx := context.Background()
 	rec, err := capture.NewRecorder(ctx, store, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	u, _ := url.Parse(up.URL)
+	u, err := url.Parse(upstream)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	p, err := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	px := httptest.NewServer(p)
-	var reps []*fixtures.Report
-	for _, opts := range runs {
-		reps = append(reps, runClient(t, px.URL+path, opts))
-	}
+	drive(px.URL)
 	px.CloseClientConnections()
 	px.Close()
 	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return store
+}
+
+// recordTape is recordStore's recording exported as a tape and read back.
+func recordTape(tb testing.TB, upstream string, drive func(proxyURL string)) *replay.Tape {
+	tb.Helper()
+	store := recordStore(tb, upstream, drive)
 	var buf bytes.Buffer
-	if err := replay.Export(ctx, store, nil, &buf, "test"); err != nil {
-		t.Fatal(err)
+	if err := replay.Export(context.Background(), store, nil, &buf, "test"); err != nil {
+		tb.Fatal(err)
 	}
 	tape, err := replay.ReadTape(&buf)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return tape, reps
+	return tape
 }
 
 func runClient(t *testing.T, u string, opts *fixtures.ClientOptions) *fixtures.Report {
