@@ -2,6 +2,7 @@ package capture
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,39 @@ const MaxToolLabels = 100
 // maxToolLabelLen bounds a tool name kept as a label value (the spec's
 // limit on tool names).
 const maxToolLabelLen = 128
+
+// RoutingLabels are a request's method and tool labels as its 2026-07-28
+// routing headers say them (Mcp-Method, and Mcp-Name for tools/call); ok is
+// false when they say nothing usable and the body must decide. The proxy's
+// metrics and the dashboard's latency chart both label requests this way.
+func RoutingLabels(h http.Header, tools *ToolLabels) (method, tool string, ok bool) {
+	hm := h.Get(protocol.HeaderMethod)
+	if hm == "" {
+		return "", "", false
+	}
+	if hm != protocol.MethodToolsCall {
+		return MethodLabel(hm), "", true
+	}
+	if hn := h.Get(protocol.HeaderName); hn != "" {
+		if name, err := protocol.DecodeHeaderValue(hn); err == nil {
+			return hm, tools.Label(name), true
+		}
+	}
+	return "", "", false
+}
+
+// MessageLabels are the method and tool labels of a request body holding
+// one client message of kind and method: [LabelNone] for one that is not a
+// request or notification; toolLabel gives a tools/call's tool label.
+func MessageLabels(kind protocol.Kind, method string, toolLabel func() string) (string, string) {
+	if kind != protocol.KindRequest && kind != protocol.KindNotification {
+		return LabelNone, ""
+	}
+	if method == protocol.MethodToolsCall {
+		return MethodLabel(method), toolLabel()
+	}
+	return MethodLabel(method), ""
+}
 
 // MethodLabel is the label value of a JSON-RPC method: the method itself
 // when the MCP specification defines it ([protocol.IsSpecMethod]),

@@ -351,31 +351,17 @@ func (s *Server) upstreamSamples(ctx context.Context, id string, q *latencyQuery
 }
 
 // labels are an exchange's method and tool labels by the proxy's rule
-// (see the proxy package): the 2026-07-28 routing headers when they say,
-// else the request body: no JSON-RPC request or notification is "none",
-// a batch "other", a method outside MCP's "other".
+// (capture.RoutingLabels, then the request body: no message is "none", a
+// batch "other", one message by capture.MessageLabels).
 func (q *latencyQuery) labels(h http.Header, b *exchangeBody) (method, tool string) {
-	if hm := h.Get(protocol.HeaderMethod); hm != "" {
-		if hm != protocol.MethodToolsCall {
-			return capture.MethodLabel(hm), ""
-		}
-		if hn := h.Get(protocol.HeaderName); hn != "" {
-			if name, err := protocol.DecodeHeaderValue(hn); err == nil {
-				return hm, q.tools.Label(name)
-			}
-		}
+	if method, tool, ok := capture.RoutingLabels(h, q.tools); ok {
+		return method, tool
 	}
 	switch {
 	case b == nil || b.n == 0:
 		return capture.LabelNone, ""
 	case b.batch:
 		return capture.LabelOther, ""
-	case b.kind != protocol.KindRequest && b.kind != protocol.KindNotification:
-		return capture.LabelNone, ""
 	}
-	method = capture.MethodLabel(b.method)
-	if b.method == protocol.MethodToolsCall {
-		tool = q.tools.Label(b.name)
-	}
-	return method, tool
+	return capture.MessageLabels(b.kind, b.method, func() string { return q.tools.Label(b.name) })
 }

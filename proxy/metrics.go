@@ -175,15 +175,8 @@ func (x *exchangeMetrics) begin(m *metrics, r *http.Request, body []byte, comple
 // server refuses a request whose headers and body disagree); otherwise
 // the buffered body is decoded.
 func (m *metrics) labels(r *http.Request, body []byte, complete bool) (method, tool string) {
-	if hm := r.Header.Get(protocol.HeaderMethod); hm != "" {
-		if hm != protocol.MethodToolsCall {
-			return capture.MethodLabel(hm), ""
-		}
-		if hn := r.Header.Get(protocol.HeaderName); hn != "" {
-			if name, err := protocol.DecodeHeaderValue(hn); err == nil {
-				return hm, m.tools.Label(name)
-			}
-		}
+	if method, tool, ok := capture.RoutingLabels(r.Header, m.tools); ok {
+		return method, tool
 	}
 	switch {
 	case complete && len(body) == 0:
@@ -194,14 +187,7 @@ func (m *metrics) labels(r *http.Request, body []byte, complete bool) (method, t
 		return capture.LabelOther, ""
 	case complete:
 		msg := protocol.Decode(body)
-		if msg.Kind != protocol.KindRequest && msg.Kind != protocol.KindNotification {
-			return capture.LabelNone, ""
-		}
-		method = capture.MethodLabel(msg.Method)
-		if msg.Method == protocol.MethodToolsCall {
-			tool = m.toolFromParams(msg.Params)
-		}
-		return method, tool
+		return capture.MessageLabels(msg.Kind, msg.Method, func() string { return m.toolFromParams(msg.Params) })
 	}
 	// The body did not fit the buffer.
 	if hm := r.Header.Get(protocol.HeaderMethod); hm != "" {
