@@ -17,13 +17,16 @@ func runFixture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(args) == 0 {
 		return usagef("say which: `mcptape fixture server` or `mcptape fixture client --url URL`")
 	}
+	if isHelp(args[0]) {
+		return groupHelp(stderr, "fixture", "server", "client")
+	}
 	switch args[0] {
 	case "server":
 		return runFixtureServer(ctx, args[1:], stdout, stderr)
 	case "client":
 		return runFixtureClient(ctx, args[1:], stdout, stderr)
 	}
-	return usagef("unknown fixture %q: want server or client", args[0])
+	return usagef("unknown fixture %q: want server or client%s", args[0], didYouMean(args[0], "server", "client"))
 }
 
 func runFixtureServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
