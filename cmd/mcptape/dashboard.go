@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,8 +81,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // it must hold the store itself: a running recorder's own dashboard is the
 // way to look while it records.
 func openDashboardStore(ctx context.Context, dir string) (*badgerstore.Store, error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
+	if err := noStore(dir); err != nil {
+		return nil, err
 	}
 	if _, st, err := remotestore.Discover(ctx, dir); err == nil {
 		return nil, recorderHolds(dir, st.PID)
