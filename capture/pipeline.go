@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -74,6 +76,9 @@ type sessState struct {
 	tools       map[string]*toolInfo
 	written     time.Time // when the record was last handed to the writer
 	urgent      bool      // a change readers must see at once (a key bound, a loss)
+
+	// forms are the elicitation forms waiting for their answers.
+	forms map[elicitKey]*jsonschema.Resolved
 }
 
 type xState struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +22,12 @@ type Tree struct {
 	// priming events, comments) are not nodes.
 	Messages int `json:"messages"`
 	Frames   int `json:"frames"`
+	// Findings counts the findings recorded on the session's messages and
+	// exchanges, all of which are on the tree's nodes: the session's own
+	// count when the tree holds the whole session. Unanswered counts those
+	// the tree adds (requests with no response), which no message holds.
+	Findings   int `json:"findings"`
+	Unanswered int `json:"unanswered"`
 }
 
 // NodeKind says what a node stands for.
@@ -191,6 +198,8 @@ type treeBuilder struct {
 	// client's answer POST that overtook the stream event carrying the
 	// server's request), by the request's seq.
 	later map[uint64]*Message
+	// shown holds the exchanges whose findings a node already shows.
+	shown map[uint64]bool
 }
 
 func (b *treeBuilder) add(m *Message) {
@@ -200,9 +209,17 @@ func (b *treeBuilder) add(m *Message) {
 	b.msgs[m.Seq] = m
 	if m.Kind == protocol.KindFrame {
 		b.t.Frames++
+		if len(m.Findings) > 0 {
+			// A frame is a node only when it carries a finding (an SSE
+			// block cut short), so that every finding is on a node.
+			b.t.Findings += len(m.Findings)
+			b.t.Roots = append(b.t.Roots, &Node{Kind: NodeOther, Dir: m.Direction, Request: m.Seq, Start: m.Time,
+				Status: "frame", Summary: clip(string(m.Raw), 80), Findings: m.Findings})
+		}
 		return
 	}
 	b.t.Messages++
+	b.t.Findings += len(m.Findings)
 	switch m.Kind {
 	case protocol.KindRequest:
 		b.request(m)
@@ -229,7 +246,7 @@ func (b *treeBuilder) add(m *Message) {
 
 func (b *treeBuilder) request(m *Message) {
 	n := &Node{Kind: NodeCall, Method: m.Method, Name: m.Name, Dir: m.Direction, Request: m.Seq, ID: m.ID,
-		Start: m.Time, Status: "pending", Findings: m.Findings}
+		Start: m.Time, Status: "pending", Findings: b.findingsOf(m)}
 	// Params are read only where the tree shows them: a server request's
 	// label and an MRTR retry's answers (most calls need neither, and a
 	// session may hold 100k messages).
@@ -253,7 +270,8 @@ func (b *treeBuilder) request(m *Message) {
 		if len(root.Rounds) == 0 {
 			first := *root
 			first.Kind, first.Rounds, first.Children = NodeRound, nil, root.Children
-			root.Children = nil
+			// The rounds hold the findings: each once in the tree.
+			root.Children, root.Findings = nil, nil
 			root.Rounds = []*Node{&first}
 			b.bySeq[first.Request] = &first
 			b.rootOf[first.Request] = root
@@ -277,6 +295,24 @@ func (b *treeBuilder) request(m *Message) {
 		n.Note = "era negotiation"
 	}
 	b.t.Roots = append(b.t.Roots, n)
+}
+
+// findingsOf is a client message's findings, with those of the HTTP
+// exchange that carried it (routing headers that disagree with the body)
+// on the first message of that exchange, so that each finding the session
+// counts is on one node.
+func (b *treeBuilder) findingsOf(m *Message) []Finding {
+	fs := slices.Clip(m.Findings)
+	x := b.xs[m.ExchangeID]
+	if m.Direction != protocol.ClientToServer || x == nil || len(x.FindingList) == 0 || b.shown[x.ID] {
+		return fs
+	}
+	if b.shown == nil {
+		b.shown = map[uint64]bool{}
+	}
+	b.shown[x.ID] = true
+	b.t.Findings += len(x.FindingList)
+	return append(fs, x.FindingList...)
 }
 
 func (b *treeBuilder) response(m *Message) {
@@ -314,7 +350,7 @@ func (b *treeBuilder) response(m *Message) {
 }
 
 func (b *treeBuilder) notification(m *Message) {
-	n := &Node{Kind: NodeNotification, Method: m.Method, Dir: m.Direction, Request: m.Seq, Start: m.Time, Findings: m.Findings}
+	n := &Node{Kind: NodeNotification, Method: m.Method, Dir: m.Direction, Request: m.Seq, Start: m.Time, Findings: b.findingsOf(m)}
 	params := paramsOf(m.Raw)
 	switch m.Method {
 	case protocol.MethodProgress:
@@ -403,6 +439,7 @@ func (b *treeBuilder) finish() {
 				default:
 					n.Findings = append(n.Findings, Finding{FindingUnanswered,
 						fmt.Sprintf("no response %s after the request", b.last.Sub(n.Start).Round(time.Millisecond))})
+					b.t.Unanswered++
 				}
 				if root := b.rootOf[n.Request]; root != nil && root != n {
 					root.Status, root.Note = n.Status, n.Note
