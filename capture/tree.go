@@ -85,6 +85,11 @@ type Node struct {
 	Note string `json:"note,omitempty"`
 	// Findings on the node's messages and those the tree adds (unanswered).
 	Findings []Finding `json:"findings,omitempty"`
+	// In is, on an input request, the input_required result that carries
+	// it (it is no message of its own); Answered the retry whose
+	// inputResponses answer it.
+	In       uint64 `json:"in,omitempty"`
+	Answered uint64 `json:"answered,omitempty"`
 	// Rounds holds an MRTR call's rounds, oldest first; Children what the
 	// call set off.
 	Rounds   []*Node `json:"rounds,omitempty"`
@@ -277,7 +282,7 @@ func (b *treeBuilder) request(m *Message) {
 			b.rootOf[first.Request] = root
 		}
 		n.Kind = NodeRound
-		b.answerInputs(root.Rounds[len(root.Rounds)-1], paramsOf(m.Raw))
+		b.answerInputs(root.Rounds[len(root.Rounds)-1], paramsOf(m.Raw), m.Seq)
 		root.Rounds = append(root.Rounds, n)
 		b.rootOf[m.Seq] = root
 		root.Note = fmt.Sprintf("%d rounds", len(root.Rounds))
@@ -384,7 +389,7 @@ func (b *treeBuilder) notification(m *Message) {
 
 // answerInputs fills a round's input-request nodes with the answers the
 // client sent in the next round's inputResponses.
-func (b *treeBuilder) answerInputs(round *Node, params json.RawMessage) {
+func (b *treeBuilder) answerInputs(round *Node, params json.RawMessage, retry uint64) {
 	var p struct {
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
@@ -395,7 +400,7 @@ func (b *treeBuilder) answerInputs(round *Node, params json.RawMessage) {
 		}
 		if ans, ok := p.InputResponses[c.Key]; ok {
 			res, _ := protocol.ParseResult(ans)
-			c.Status = "success"
+			c.Status, c.Answered = "success", retry
 			c.Summary = resultSummary(c.Method, resultInfo{res, ans})
 		} else {
 			c.Status = "pending"
@@ -501,7 +506,7 @@ func inputNodes(m *Message, res resultInfo, later bool) []*Node {
 	var out []*Node
 	for _, k := range keys {
 		r := reqs[k]
-		n := &Node{Kind: NodeInputRequest, Method: r.Method, Key: k, Dir: protocol.ServerToClient, Start: m.Time, Status: "pending"}
+		n := &Node{Kind: NodeInputRequest, Method: r.Method, Key: k, Dir: protocol.ServerToClient, Start: m.Time, Status: "pending", In: m.Seq}
 		p, _ := protocol.ParseParams(r.Params)
 		n.Label = labelFor(r.Method, &p, later)
 		out = append(out, n)

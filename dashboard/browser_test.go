@@ -280,21 +280,71 @@ func TestBrowser(t *testing.T) {
 		b.t = t
 		b.open(base + "/profiles")
 		b.waitFor("the profiles page", `document.querySelector('input[name=name]') !== null`, 10*time.Second)
-		b.run("name", chromedp.SendKeys(chromedp.CSS("input[name=name]"), "ci"))
-		b.click(`form.row-actions button[type=submit]`)
-		b.waitFor("the new profile", `location.pathname === '/profiles/ci' && document.querySelector('textarea.editor') !== null`, 10*time.Second)
-		// A profile that breaks the format is refused, naming the field.
-		eval[bool](b, `(() => { document.querySelector('textarea.editor').value = '{"sampling": {"provider": "psychic"}}'; return true })()`)
+		// A bad name is refused in the form, without leaving the page.
+		b.run("bad name", chromedp.SendKeys(chromedp.CSS("input[name=name]"), "bad name!"))
+		b.click(`form.new-profile button[type=submit]`)
+		b.waitFor("the name problem", `document.querySelector('#name-problem').textContent.includes('letters, digits')`, 5*time.Second)
+		if p := eval[string](b, `location.pathname`); p != "/profiles" {
+			t.Errorf("a bad name navigated to %s", p)
+		}
+		b.run("name", chromedp.SetValue(chromedp.CSS("input[name=name]"), "ci"))
+		b.click(`form.new-profile button[type=submit]`)
+		b.waitFor("the new profile's form", `location.pathname === '/profiles/ci' && document.querySelector('.profile-form select[name=provider]') !== null`, 10*time.Second)
+		// Not saved yet: it cannot be the default.
+		if !eval[bool](b, `document.querySelector('button.make-default').disabled`) {
+			t.Error("Make default is offered for a profile that is not saved")
+		}
+		b.shots("profile-form-new")
+		// A profile that breaks the format is refused, naming the field:
+		// in the JSON, one click away.
+		b.click(`.tabs button:nth-child(2)`)
+		b.waitFor("the JSON", `!document.querySelector('textarea.profile-json').hidden && document.querySelector('textarea.profile-json').value.includes('"provider": "mock"')`, 5*time.Second)
+		eval[bool](b, `(() => { document.querySelector('textarea.profile-json').value = '{"sampling": {"provider": "psychic"}}'; return true })()`)
+		b.allow(`status of 400 .*?/api/v1/profiles/ci`)
 		b.click(`button.save-profile`)
 		b.waitFor("the refusal", `document.querySelector('.check.bad')?.textContent.includes('sampling.provider')`, 5*time.Second)
-		eval[bool](b, `(() => { document.querySelector('textarea.editor').value = '{"name": "ci", "sampling": {"provider": "mock"}}'; return true })()`)
+		// Back to the form: fill it in, with an ordered override and an
+		// elicitation rule.
+		eval[bool](b, `(() => { document.querySelector('textarea.profile-json').value = '{"name": "ci", "sampling": {"provider": "mock"}, "faults": [{"match": {"method": "tools/call"}, "delay": "5ms"}]}'; return true })()`)
+		b.click(`.tabs button:nth-child(1)`)
+		b.waitFor("the form again", `!document.querySelector('.profile-form').hidden`, 5*time.Second)
+		b.run("template", chromedp.SetValue(chromedp.CSS(`textarea[name=template]`), "ci says: {{prompt}}"))
+		b.run("model", chromedp.SetValue(chromedp.CSS(`input[name=model]`), "ci-model"))
+		b.click(`button.add-override`)
+		b.click(`button.add-override`)
+		eval[bool](b, `(() => { const rows = document.querySelectorAll('ol.override > li'); rows[0].querySelector('input[aria-label="hint pattern"]').value = 'gpt-*'; rows[1].querySelector('input[aria-label="hint pattern"]').value = 'claude-*'; rows[1].querySelector('input[aria-label=model]').value = 'claude-mock'; return true })()`)
+		// Order matters: claude-* goes first.
+		b.click(`ol.override > li:nth-child(2) button.up`)
+		b.click(`button.add-rule`)
+		eval[bool](b, `(() => { const r = document.querySelector('ol.rule > li'); r.querySelector('input[aria-label="message pattern"]').value = '*delete*'; r.querySelector('select').value = 'decline'; return true })()`)
+		b.shots("profile-form-filled")
 		b.click(`button.save-profile`)
-		b.waitFor("saved", `document.querySelector('.check.ok')?.textContent === 'Saved'`, 5*time.Second)
+		b.waitFor("saved", `document.querySelector('.check.ok')?.textContent === 'Saved' && !document.querySelector('button.make-default').disabled`, 5*time.Second)
+		got, err := os.ReadFile(filepath.Join(opts.Profiles, "ci.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var saved struct {
+			Sampling struct {
+				Template, Model string
+				Overrides       []struct{ Hint, Model string }
+			}
+			Elicitation struct{ Rules []struct{ Message, Action string } }
+			Faults      []json.RawMessage
+		}
+		if err := json.Unmarshal(got, &saved); err != nil {
+			t.Fatalf("the saved profile: %v\n%s", err, got)
+		}
+		if saved.Sampling.Template != "ci says: {{prompt}}" || saved.Sampling.Model != "ci-model" || len(saved.Sampling.Overrides) != 2 ||
+			saved.Sampling.Overrides[0].Hint != "claude-*" || saved.Sampling.Overrides[0].Model != "claude-mock" || saved.Sampling.Overrides[1].Hint != "gpt-*" ||
+			len(saved.Elicitation.Rules) != 1 || saved.Elicitation.Rules[0].Action != "decline" || len(saved.Faults) != 1 {
+			t.Errorf("the form saved\n%s", got)
+		}
 		b.click(`a[href="/profiles"]`)
 		b.waitFor("the list", `document.querySelector('tr[data-profile=ci]') !== null`, 5*time.Second)
 		b.click(`tr[data-profile=ci] button.make-default`)
 		b.waitFor("the default", `document.querySelector('tr[data-profile=ci] .chip.ok')?.textContent === 'default'`, 5*time.Second)
-		b.screenshot("profiles")
+		b.shots("profiles")
 		if got, err := os.ReadFile(filepath.Join(opts.Profiles, "default-profile")); err != nil || strings.TrimSpace(string(got)) != "ci" {
 			t.Errorf("default-profile = %q (%v)", got, err)
 		}

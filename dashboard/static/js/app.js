@@ -11,12 +11,16 @@ import { latencyPage } from './pages/latency.js';
 import { profilesPage, profilePage } from './pages/profiles.js';
 import { importPage } from './pages/import.js';
 import { pendingPage } from './pages/pending.js';
+import { inputPage } from './pages/input.js';
+import { exchangePage } from './pages/exchange.js';
 
 const routes = [
   [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
   [/^\/sessions$/, sessionsPage, 'sessions'],
   [/^\/sessions\/([^/]+)$/, sessionPage, 'sessions'],
   [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, messagePage, 'sessions'],
+  [/^\/sessions\/([^/]+)\/messages\/(\d+)\/inputs\/([^/]+)$/, inputPage, 'sessions'],
+  [/^\/sessions\/([^/]+)\/exchanges\/(\d+)$/, exchangePage, 'sessions'],
   [/^\/live$/, livePage, 'live'],
   [/^\/latency$/, latencyPage, 'latency'],
   [/^\/profiles$/, profilesPage, 'profiles'],
@@ -27,10 +31,12 @@ const routes = [
 
 let current = { cleanup: null, abort: null };
 
-export function navigate(url, { replace = false } = {}) {
+// navigate goes to url; notice is a [text, kind] status to show once the
+// page has rendered (render clears the status line first).
+export function navigate(url, { replace = false, notice = null } = {}) {
   if (replace) history.replaceState(null, '', url);
   else history.pushState(null, '', url);
-  render();
+  render(notice);
 }
 
 // status shows a short message in the header.
@@ -40,7 +46,7 @@ export function status(text, kind = '') {
   el.className = 'status ' + kind;
 }
 
-async function render() {
+async function render(notice) {
   if (current.cleanup) {
     try { current.cleanup(); } catch { /* a page's cleanup must not stop the next */ }
   }
@@ -49,7 +55,7 @@ async function render() {
   current = { cleanup: null, abort };
   const main = document.getElementById('main');
   clear(main);
-  status('');
+  status(notice && typeof notice[0] === 'string' ? notice[0] : '', notice ? notice[1] || '' : '');
   const path = location.pathname;
   for (const [re, page, nav] of routes) {
     const m = re.exec(path);
@@ -87,7 +93,7 @@ document.addEventListener('click', (e) => {
   navigate(href);
 });
 
-window.addEventListener('popstate', render);
+window.addEventListener('popstate', () => render());
 
 async function boot() {
   // The page renders at once; the header and footer follow what the
