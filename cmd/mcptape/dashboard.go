@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -225,6 +226,7 @@ func dashboardOptions(data string, replays *replayServers, logger *slog.Logger) 
 			return err
 		},
 		StartReplay: replays.start,
+		StopReplay:  replays.stop,
 	}
 }
 
@@ -281,6 +283,27 @@ func (r *replayServers) start(ctx context.Context, id string) (string, error) {
 		path = tape.Sessions[0].Session.Path
 	}
 	return srv.URL() + path, nil
+}
+
+// stop shuts down the replay server start returned url for.
+func (r *replayServers) stop(ctx context.Context, url string) error {
+	r.mu.Lock()
+	i := slices.IndexFunc(r.servers, func(s *proxy.Server) bool { return url == s.URL() || strings.HasPrefix(url, s.URL()+"/") })
+	if i < 0 {
+		r.mu.Unlock()
+		return fmt.Errorf("no replay server runs at %s", url)
+	}
+	srv, tape := r.servers[i], r.tapes[i]
+	r.servers = slices.Delete(r.servers, i, i+1)
+	r.tapes = slices.Delete(r.tapes, i, i+1)
+	r.mu.Unlock()
+	tape.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
 
 func (r *replayServers) defaultProfile() (*replay.Profile, error) {

@@ -200,6 +200,9 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	if rs.dash != nil {
+		rs.dash.srv.SetProxyURL(rs.srv.URL())
+	}
 	if err := rs.serveAPI(c); err != nil {
 		return nil, err
 	}
