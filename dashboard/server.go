@@ -309,6 +309,7 @@ func (s *Server) routes() *mux.Router {
 	api.HandleFunc("/exchanges/{id:[0-9]+}", s.apiExchange).Methods(get)
 	api.HandleFunc("/tapes", s.apiImportTape).Methods(post)
 	api.HandleFunc("/live", s.live.serve).Methods(get)
+	api.HandleFunc("/live/recent", s.live.serveRecent).Methods(get)
 	api.HandleFunc("/latency", s.apiLatency).Methods(get)
 	api.HandleFunc("/profiles", s.apiProfiles).Methods(get)
 	api.HandleFunc("/profiles/{name}", s.apiProfile).Methods(get)

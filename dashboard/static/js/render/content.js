@@ -69,7 +69,7 @@ export function contentBlock(b, { inner = false } = {}) {
       // A URI is shown as text, never as a link.
       add(head, [' ', typeof b.name === 'string' ? h('strong', {}, clipped(b.name, 200)) : '',
         ' ', h('code', {}, clipped(typeof b.uri === 'string' ? b.uri : '', 300)),
-        typeof b.mimeType === 'string' ? h('span', { class: 'muted' }, ' · ' + clipped(b.mimeType, 80)) : '',
+        typeof b.mimeType === 'string' ? h('span', { class: 'muted' }, ' · ', clipped(b.mimeType, 80)) : '',
         typeof b.size === 'number' ? h('span', { class: 'muted' }, ` · ${fmtCount(b.size)} bytes`) : '']);
       if (typeof b.title === 'string') el.append(h('div', { class: 'title' }, clipped(b.title, 300)));
       if (typeof b.description === 'string') el.append(h('div', { class: 'description' }, clipped(b.description, 2000)));
@@ -78,7 +78,7 @@ export function contentBlock(b, { inner = false } = {}) {
     case 'resource': {
       const r = isObj(b.resource) ? b.resource : {};
       add(head, [' ', h('code', {}, clipped(typeof r.uri === 'string' ? r.uri : '', 300)),
-        typeof r.mimeType === 'string' ? h('span', { class: 'muted' }, ' · ' + clipped(r.mimeType, 80)) : '']);
+        typeof r.mimeType === 'string' ? h('span', { class: 'muted' }, ' · ', clipped(r.mimeType, 80)) : '']);
       if (typeof r.text === 'string') el.append(textView(r.text));
       else if (typeof r.blob === 'string') {
         const kind = String(r.mimeType || '').split('/')[0];
@@ -92,7 +92,7 @@ export function contentBlock(b, { inner = false } = {}) {
     case 'tool_use':
       // One readable line: the call, then its id.
       add(head, [' ', h('code', { class: 'tool-call' }, clipped(toolCallText(b.name, b.input, 2000), 2000)),
-        typeof b.id === 'string' ? h('span', { class: 'muted' }, ' · id ' + clipped(b.id, 80)) : '']);
+        typeof b.id === 'string' ? h('span', { class: 'muted' }, ' · id ', clipped(b.id, 80)) : '']);
       break;
     case 'tool_result':
       add(head, [' for ', h('code', {}, clipped(typeof b.toolUseId === 'string' ? b.toolUseId : '?', 80)),
