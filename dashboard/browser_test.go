@@ -329,8 +329,10 @@ func TestBrowser(t *testing.T) {
 				Template, Model string
 				Overrides       []struct{ Hint, Model string }
 			}
-			Elicitation struct{ Rules []struct{ Message, Action string } }
-			Faults      []json.RawMessage
+			Elicitation struct {
+				Rules []struct{ Message, Action string }
+			}
+			Faults []json.RawMessage
 		}
 		if err := json.Unmarshal(got, &saved); err != nil {
 			t.Fatalf("the saved profile: %v\n%s", err, got)

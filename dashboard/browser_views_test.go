@@ -38,7 +38,9 @@ func TestBrowserViews(t *testing.T) {
 	}
 	b := newBrowser(t)
 	base := r.srv.URL
-	msgURL := func(s *capture.Session, seq uint64) string { return fmt.Sprintf("%s/sessions/%s/messages/%d", base, esc(s.ID), seq) }
+	msgURL := func(s *capture.Session, seq uint64) string {
+		return fmt.Sprintf("%s/sessions/%s/messages/%d", base, esc(s.ID), seq)
+	}
 	// The request of a tools/call by tool name and (optionally) its args.
 	callOf := func(s *capture.Session, tool, args string) uint64 {
 		return r.seqWhere(t, s.ID, func(m *capture.Message) bool {
@@ -161,7 +163,9 @@ func TestBrowserViews(t *testing.T) {
 		b.shots("elicitation-form")
 		// A careless client's answer that breaks the schema: a finding,
 		// recorded with the answer.
-		creq := r.seqWhere(t, careless.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodElicitation && m.Kind == protocol.KindRequest })
+		creq := r.seqWhere(t, careless.ID, func(m *capture.Message) bool {
+			return m.Method == protocol.MethodElicitation && m.Kind == protocol.KindRequest
+		})
 		openMessage(msgURL(careless, answerOf(careless, creq)))
 		if f := eval[string](b, `document.querySelector('ul.findings')?.textContent || ''`); !strings.Contains(f, "elicitation answer does not validate against the form's requestedSchema") {
 			t.Errorf("the careless answer's findings: %q", f)
@@ -302,7 +306,9 @@ func TestBrowserViews(t *testing.T) {
 			t.Errorf("session says %s findings, the tree %q, its chips %d", facts, said, chips)
 		}
 		b.shots("exchange-findings-tree")
-		seq := r.seqWhere(t, raw.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodToolsCall && m.Kind == protocol.KindRequest })
+		seq := r.seqWhere(t, raw.ID, func(m *capture.Message) bool {
+			return m.Method == protocol.MethodToolsCall && m.Kind == protocol.KindRequest
+		})
 		openMessage(msgURL(raw, seq))
 		if f := eval[string](b, `[...document.querySelectorAll('li.exchange-finding')].map(li => li.textContent).join('\n')`); !strings.Contains(f, `Mcp-Name is "add" but the body names "echo" (of the HTTP exchange)`) || !strings.Contains(f, `Mcp-Method is "tools/list" but the body's method is "tools/call" (of the HTTP exchange)`) {
 			t.Errorf("the exchange's finding on the message: %q", f)
