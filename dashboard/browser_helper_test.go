@@ -144,6 +144,19 @@ func eval[T any](b *browser, expr string) T {
 	return v
 }
 
+// evalAsync evaluates a JavaScript expression that gives a promise, and
+// waits for its value.
+func evalAsync[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v%s", expr, err, b.problems())
+	}
+	return v
+}
+
 // waitFor waits until the JavaScript condition holds.
 func (b *browser) waitFor(what, cond string, timeout time.Duration) {
 	b.t.Helper()

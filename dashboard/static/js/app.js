@@ -3,30 +3,23 @@
 
 import { h, clear, add } from './dom.js';
 import { api, info } from './api.js';
-import { sessionsPage } from './pages/sessions.js';
-import { sessionPage } from './pages/session.js';
-import { messagePage } from './pages/message.js';
-import { livePage } from './pages/live.js';
-import { latencyPage } from './pages/latency.js';
-import { profilesPage, profilePage } from './pages/profiles.js';
-import { importPage } from './pages/import.js';
-import { pendingPage } from './pages/pending.js';
-import { inputPage } from './pages/input.js';
-import { exchangePage } from './pages/exchange.js';
+// Each page's module loads the first time it is visited, so a page does
+// not wait for the code of the others.
+const lazy = (path, name) => async (ctx) => (await import(path))[name](ctx);
 
 const routes = [
   [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
-  [/^\/sessions$/, sessionsPage, 'sessions'],
-  [/^\/sessions\/([^/]+)$/, sessionPage, 'sessions'],
-  [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, messagePage, 'sessions'],
-  [/^\/sessions\/([^/]+)\/messages\/(\d+)\/inputs\/([^/]+)$/, inputPage, 'sessions'],
-  [/^\/sessions\/([^/]+)\/exchanges\/(\d+)$/, exchangePage, 'sessions'],
-  [/^\/live$/, livePage, 'live'],
-  [/^\/latency$/, latencyPage, 'latency'],
-  [/^\/profiles$/, profilesPage, 'profiles'],
-  [/^\/profiles\/([^/]+)$/, profilePage, 'profiles'],
-  [/^\/import$/, importPage, 'import'],
-  [/^\/pending$/, pendingPage, 'pending'],
+  [/^\/sessions$/, lazy('./pages/sessions.js', 'sessionsPage'), 'sessions'],
+  [/^\/sessions\/([^/]+)$/, lazy('./pages/session.js', 'sessionPage'), 'sessions'],
+  [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, lazy('./pages/message.js', 'messagePage'), 'sessions'],
+  [/^\/sessions\/([^/]+)\/messages\/(\d+)\/inputs\/([^/]+)$/, lazy('./pages/input.js', 'inputPage'), 'sessions'],
+  [/^\/sessions\/([^/]+)\/exchanges\/(\d+)$/, lazy('./pages/exchange.js', 'exchangePage'), 'sessions'],
+  [/^\/live$/, lazy('./pages/live.js', 'livePage'), 'live'],
+  [/^\/latency$/, lazy('./pages/latency.js', 'latencyPage'), 'latency'],
+  [/^\/profiles$/, lazy('./pages/profiles.js', 'profilesPage'), 'profiles'],
+  [/^\/profiles\/([^/]+)$/, lazy('./pages/profiles.js', 'profilePage'), 'profiles'],
+  [/^\/import$/, lazy('./pages/import.js', 'importPage'), 'import'],
+  [/^\/pending$/, lazy('./pages/pending.js', 'pendingPage'), 'pending'],
 ];
 
 let current = { cleanup: null, abort: null };

@@ -2,11 +2,10 @@
 // 2026-07-28 input_required result (sampling, elicitation, roots), shown
 // as a message of its own, with the answer the client gave in its retry.
 
-import { h, chip, clipped, kv, messagePath, section, sessionPath } from '../dom.js';
+import { h, chip, clipped, inputPath, kv, messagePath, section, sessionPath } from '../dom.js';
 import { api, enc } from '../api.js';
 import { jsonTree } from '../view.js';
 import { requestView } from '../render/body.js';
-import { inputPath } from './message.js';
 
 export async function inputPage({ params, main, signal }) {
   const [sid, seqText, key] = params;

@@ -7,7 +7,7 @@
 // raw text, the exchange's (redacted) headers, its SSE event, its versions,
 // and an editor for a new version.
 
-import { h, chip, clipped, copyButton, dirArrow, fmtBytes, fmtClock, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, section, sessionPath, table } from '../dom.js';
+import { h, chip, clipped, copyButton, dirArrow, exchangePath, inputPath, fmtBytes, fmtClock, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, section, sessionPath, table } from '../dom.js';
 import { api, info, enc } from '../api.js';
 import { navigate } from '../app.js';
 import { jsonTree, parse } from '../view.js';
@@ -15,8 +15,6 @@ import { messageBody } from '../render/body.js';
 
 const RAW_CLIP = 100000;
 
-export function exchangePath(sid, xid) { return sessionPath(sid) + '/exchanges/' + encodeURIComponent(String(xid)); }
-export function inputPath(sid, seq, key) { return messagePath(sid, seq) + '/inputs/' + encodeURIComponent(key); }
 
 export async function messagePage({ params, main, signal }) {
   const [sid, seqText] = params;

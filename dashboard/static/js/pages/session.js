@@ -7,13 +7,11 @@
 // move and open/close, Enter opens the message, Home/End jump; in the
 // page, / filters, e and f go to the next error and finding (E and F back).
 
-import { h, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, nsToMs, section } from '../dom.js';
+import { h, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, inputPath, kv, messagePath, ms, nsToMs, section } from '../dom.js';
 import { api, info, enc } from '../api.js';
 import { navigate, status } from '../app.js';
-import { samplingRequest, samplingResult } from '../render/sampling.js';
-import { elicitationRequest } from '../render/elicitation.js';
 import { parse } from '../view.js';
-import { inputPath } from './message.js';
+
 
 export async function sessionPage({ params, main, signal }) {
   const id = params[0];
@@ -207,6 +205,7 @@ const ORDER = ['round', 'sampling', 'elicitation', 'roots', 'call', 'progress', 
 // kidsLabel says what a node holds, counting inside its rounds too:
 // "2 rounds · 1 sampling · 1 elicitation · 3 progress".
 export function kidsLabel(n) {
+  if (!(n.rounds && n.rounds.length) && !(n.children && n.children.length)) return [];
   const counts = new Map();
   const bump = (k) => counts.set(k, (counts.get(k) || 0) + 1);
   for (const r of n.rounds || []) {
@@ -222,22 +221,32 @@ export function kidsLabel(n) {
   });
 }
 
-// subtree facts of a node, computed once: errors and findings anywhere
-// under it, and its text for the filter.
+// facts are a node's errors and findings anywhere under it, counted
+// once; its text for the filter is gathered only when a filter asks.
 function facts(n) {
   if (n._facts) return n._facts;
-  let errors = 0;
+  let errors = n.status === 'error' || n.status === 'isError' ? 1 : 0;
   let findings = 0;
-  const text = [];
-  const walk = (x) => {
-    if (x.status === 'error' || x.status === 'isError') errors++;
-    findings += (x.findings || []).filter((f) => f.kind !== 'redacted').length;
-    text.push(x.method || '', x.name || '', x.key || '', x.label || '', x.summary || '', x.status || '', x.note || '');
-    for (const k of [...(x.rounds || []), ...(x.children || [])]) walk(k);
-  };
-  walk(n);
-  n._facts = { errors, findings, text: text.join('\n').toLowerCase() };
+  const fs = n.findings;
+  if (fs) for (let i = 0; i < fs.length; i++) if (fs[i].kind !== 'redacted') findings++;
+  for (const list of [n.rounds, n.children]) {
+    if (!list) continue;
+    for (let i = 0; i < list.length; i++) {
+      const f = facts(list[i]);
+      errors += f.errors;
+      findings += f.findings;
+    }
+  }
+  n._facts = { errors, findings };
   return n._facts;
+}
+
+function textOf(n) {
+  if (n._text !== undefined) return n._text;
+  const parts = [n.method || '', n.name || '', n.key || '', n.label || '', n.summary || '', n.status || '', n.note || ''];
+  for (const list of [n.rounds, n.children]) if (list) for (const c of list) parts.push(textOf(c));
+  n._text = parts.join('\n').toLowerCase();
+  return n._text;
 }
 
 function item(n, level, parentStart, root, sid, edited, round) {
@@ -311,7 +320,9 @@ function details(n, sid, href) {
 // node's message, form and answer, fetched when the node first opens.
 function preview(n, sid) {
   const box = h('div', { class: 'preview', 'data-preview': n.method }, h('span', { class: 'muted small' }, 'loading…'));
-  const show = (params, answer) => {
+  const show = async (params, answer) => {
+    // The renderers load with the first preview: the tree does not wait for them.
+    const [{ samplingRequest, samplingResult }, { elicitationRequest }] = await Promise.all([import('../render/sampling.js'), import('../render/elicitation.js')]);
     box.replaceChildren();
     if (n.method === 'sampling/createMessage') {
       box.append(samplingRequest(params, { compact: true }));
@@ -331,7 +342,7 @@ function preview(n, sid) {
     api('/messages/' + n.request).then((d) => {
       const req = parse(d.raw || '').value || {};
       const ans = d.answer ? parse(d.answer).value : null;
-      show(req.params, ans);
+      return show(req.params, ans);
     }).catch(fail);
   } else {
     box.replaceChildren(h('p', { class: 'muted' }, 'Nothing to preview.'));
@@ -372,7 +383,7 @@ function treeTools(tree, roots) {
     let shown = 0;
     for (const li of tree.children) {
       if (li.getAttribute('role') !== 'treeitem') continue;
-      const ok = !q || facts(li._node).text.includes(q);
+      const ok = !q || textOf(li._node).includes(q);
       li.classList.toggle('filtered-out', !ok);
       if (ok) shown++;
     }
