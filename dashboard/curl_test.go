@@ -30,6 +30,7 @@ func TestCopyAsCurlWorksWhenPasted(t *testing.T) {
 		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
 			r.runClient(t, path, fixtures.ToolEcho)
 			s := r.sessionOn(t, path)
+			r.settle(t, s.ID)
 			echo := r.seqWhere(t, s.ID, func(m *capture.Message) bool {
 				return m.Kind == protocol.KindRequest && m.Method == protocol.MethodToolsCall && m.Name == fixtures.ToolEcho
 			})
@@ -80,6 +81,7 @@ func TestCopyAsCurlWithoutRecorder(t *testing.T) {
 	r := newRig(t, nil)
 	r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho)
 	s := r.sessionOn(t, fixtures.PathStateless)
+	r.settle(t, s.ID)
 	echo := r.seqWhere(t, s.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodToolsCall && m.Kind == protocol.KindRequest })
 	var d messageDetail
 	newAPIClient(t, r.srv.URL).get(fmt.Sprintf("/api/v1/messages/%d", echo), &d)
