@@ -326,6 +326,7 @@ func (p *pipeline) begin(ev event) {
 		ID: ev.x, Method: b.method, Start: ev.at,
 		RequestHeader: p.red.header(b.header),
 	}
+	xs.x.RequestHeader, _ = p.capHeader(&xs.x, xs.x.RequestHeader, "request") // limits.go
 	xs.x.URL = p.redactURL(b.url)
 	xs.key = b.header.Get(protocol.HeaderSessionID)
 	xs.reqEnc = strings.ToLower(b.header.Get("Content-Encoding"))
@@ -387,6 +388,7 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
 	st.s.Exchanges++
+	st.s.Findings += len(xs.x.FindingList) // capHeader's, from before the session was known
 	p.touch(st, at)
 	if xs.x.Method == http.MethodDelete && xs.key != "" {
 		st.s.Status = closedUnlessIncomplete(st.s.Status)
@@ -428,6 +430,10 @@ func (p *pipeline) response(xs *xState, ev event) {
 	xs.resp = true
 	xs.x.Status = ev.status
 	xs.x.ResponseHeader = p.red.header(ev.header)
+	if h, cut := p.capHeader(&xs.x, xs.x.ResponseHeader, "response"); cut {
+		xs.x.ResponseHeader = h
+		xs.sess.s.Findings++
+	}
 	xs.x.Synthesized = ev.synth
 	if !ev.synth {
 		xs.x.Forwarded, xs.x.UpstreamHeaders = ev.forwarded, ev.upHeaders

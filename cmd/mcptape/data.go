@@ -47,12 +47,13 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".local", "share", "mcptape")
 }
 
-// openWrite opens the store for recording.
-func openWrite(dir string) (*badgerstore.Store, error) {
+// openWrite opens the store for recording (or importing); opts may be
+// nil.
+func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
 	}
-	st, err := badgerstore.Open(dir, nil)
+	st, err := badgerstore.Open(dir, opts)
 	if err != nil {
 		if errors.Is(err, badgerstore.ErrLocked) {
 			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {

@@ -144,7 +144,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, err := openWrite(*data)
+	store, err := openWrite(*data, nil)
 	if err != nil {
 		return err
 	}
