@@ -77,6 +77,11 @@ type space struct {
 	refused atomic.Int64 // messages refused for space
 	deleted atomic.Int64 // sessions deleted to stay under the bound
 
+	// round is closed, and replaced, when a retention round ends; stuck
+	// says the last round found nothing it may delete.
+	round chan struct{}
+	stuck bool
+
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -106,6 +111,7 @@ func (g *space) start() {
 		return
 	}
 	g.kick = make(chan struct{}, 1)
+	g.round = make(chan struct{})
 	g.stop = make(chan struct{})
 	g.done = make(chan struct{})
 	go g.retain()
@@ -139,8 +145,13 @@ const (
 	admitNone
 )
 
+// retainWait is how long a write over the size bound waits for retention
+// to make room, before it is refused.
+const retainWait = time.Second
+
 // admit decides what a write of about need bytes may store, and returns
-// the error that explains a refusal.
+// the error that explains a refusal. Over the size bound, it waits up to
+// retainWait for retention to delete old sessions.
 func (g *space) admit(need int64) (admission, error) {
 	if g.floor == 0 && g.maxSize == 0 {
 		return admitAll, nil
@@ -148,6 +159,24 @@ func (g *space) admit(need int64) (admission, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.evaluate(need)
+	if g.why == pauseSize && !g.stuck {
+		timeout := time.NewTimer(retainWait)
+		defer timeout.Stop()
+		for g.why == pauseSize && !g.stuck {
+			round := g.round
+			g.mu.Unlock()
+			g.wake()
+			select {
+			case <-round:
+			case <-timeout.C:
+			}
+			g.mu.Lock()
+			if round == g.round { // timed out
+				break
+			}
+			g.evaluate(need)
+		}
+	}
 	switch g.why {
 	case pauseNone:
 		return admitAll, nil
@@ -199,6 +228,11 @@ func (g *space) evaluate(need int64) {
 		g.text = fmt.Sprintf("recording paused: the store in %s has reached its bound of %s (--max-store-size) "+
 			"and holds no finished session old enough to delete; traffic is forwarded but not recorded",
 			g.s.dir, humanBytes(g.maxSize))
+		if !g.stuck {
+			g.text = fmt.Sprintf("recording paused: the store in %s has reached its bound of %s (--max-store-size) "+
+				"faster than its oldest sessions are deleted; traffic is forwarded but not recorded",
+				g.s.dir, humanBytes(g.maxSize))
+		}
 	default:
 		g.text = ""
 	}
@@ -281,37 +315,48 @@ func (g *space) retain() {
 		case <-g.kick:
 		case <-t.C:
 		}
-		if err := g.s.retainOnce(ctx); err != nil && ctx.Err() == nil {
+		stuck, err := g.s.retainOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			g.s.log.Warn("badger store: deleting old sessions to stay under the size bound failed", logKeyErr, err)
 		}
+		g.mu.Lock()
+		g.stuck = stuck
+		close(g.round)
+		g.round = make(chan struct{})
+		g.mu.Unlock()
 	}
 }
 
 // retainOnce deletes the oldest finished sessions while the store is over
-// retainStartPct of its bound, down to retainTargetPct.
-func (s *Store) retainOnce(ctx context.Context) error {
+// retainStartPct of its bound, down to retainTargetPct. stuck reports that
+// it stopped over the bound for want of a session it may delete.
+func (s *Store) retainOnce(ctx context.Context) (stuck bool, err error) {
 	g := s.space
 	if _, err := s.measureSize(true); err != nil {
-		return err
+		return false, err
 	}
 	size := s.effectiveSize()
 	if size <= g.maxSize*retainStartPct/100 {
-		return nil
+		return false, nil
 	}
 	target := g.maxSize * retainTargetPct / 100
 	freed := false
-	for size > target {
+	for size > target && !stuck {
 		ids, err := s.oldestFinished(ctx, 32, time.Now().Add(-retainGrace))
-		if err != nil || len(ids) == 0 {
-			return err
+		if err != nil {
+			return false, err
+		}
+		if len(ids) == 0 {
+			stuck = size > g.maxSize
+			break
 		}
 		for _, id := range ids {
 			n, err := s.sessionBytes(ctx, id)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if err := s.DeleteSession(ctx, id); err != nil && !errors.Is(err, capture.ErrNotFound) {
-				return err
+				return false, err
 			}
 			s.size.deleted(n)
 			g.deleted.Add(1)
@@ -333,7 +378,7 @@ func (s *Store) retainOnce(ctx context.Context) error {
 		for !short && ctx.Err() == nil && s.runValueLogGC() {
 		}
 	}
-	return nil
+	return stuck, nil
 }
 
 func (s *Store) runValueLogGC() bool {

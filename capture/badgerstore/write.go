@@ -43,13 +43,16 @@ func (s *Store) Write(ctx context.Context, b *capture.Batch) error {
 	if err := validate(b); err != nil {
 		return err
 	}
+	// Admission first: over the size bound it waits for retention, which
+	// deletes through DeleteSession and so needs wmu.
+	need := batchBytes(b)
+	adm, why := s.space.admit(need)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	need := batchBytes(b)
-	switch adm, why := s.space.admit(need); adm {
+	switch adm {
 	case admitSessions:
 		refused := &capture.Batch{Exchanges: b.Exchanges, Messages: b.Messages}
 		s.space.refused.Add(int64(len(b.Messages)))

@@ -213,3 +213,55 @@ func TestRecordFullDisk(t *testing.T) {
 	}
 	t.Logf("%d messages sent, %d stored, %d lost; %d sessions incomplete", sent, stored, lostN, incomplete)
 }
+
+// TestRecordMaxRecordBytes: with --max-record-bytes 1MiB, a 3 MiB result
+// reaches the client whole and is stored cut to 1 MiB, with an oversize
+// finding that says so; a result under the limit is stored whole.
+func TestRecordMaxRecordBytes(t *testing.T) {
+	up := httptest.NewServer(bulkServer{size: 3 << 20})
+	t.Cleanup(up.Close)
+	small := httptest.NewServer(bulkServer{size: 512 << 10})
+	t.Cleanup(small.Close)
+	r := startRecord(t, "--upstream", up.URL+"/mcp", "--max-record-bytes", "1MiB")
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	t.Cleanup(hc.CloseIdleConnections)
+	callTagged(t, hc, r.base+"/mcp", "big", 3<<20)
+	_, ms := r.exchanges(t)
+	var cut *capture.Message
+	for _, m := range ms {
+		if m.Direction.String() == "s2c" {
+			cut = m
+		}
+	}
+	if cut == nil {
+		t.Fatal("the result is not stored")
+	}
+	if cut.Size != 1<<20 || len(cut.Raw) != 1<<20 || !strings.Contains(string(cut.Raw), `"text":"big `) {
+		t.Errorf("the 3 MiB result is stored as %d bytes, want the first 1 MiB", len(cut.Raw))
+	}
+	if len(cut.Findings) == 0 || cut.Findings[0].Kind != capture.FindingOversize || !strings.Contains(cut.Findings[0].Message, "1048576") {
+		t.Errorf("findings on the cut result: %+v", cut.Findings)
+	}
+
+	r = startRecord(t, "--upstream", small.URL+"/mcp", "--max-record-bytes", "1MiB")
+	callTagged(t, hc, r.base+"/mcp", "small", 512<<10)
+	_, ms = r.exchanges(t)
+	for _, m := range ms {
+		if m.Direction.String() == "s2c" && (len(m.Findings) > 0 || m.Size < 512<<10) {
+			t.Errorf("a result under the limit is stored as %d bytes with findings %+v", m.Size, m.Findings)
+		}
+	}
+}
+
+// TestRecordStoreFlagErrors: a size the store's flags cannot read is a
+// usage error naming the flag.
+func TestRecordStoreFlagErrors(t *testing.T) {
+	for _, c := range [][]string{
+		{"--min-free", "lots"}, {"--max-store-size", "-1"}, {"--max-record-bytes", "12"}, {"--max-record-bytes", "2GiB"},
+	} {
+		code, _, errOut := mcptape(t, append([]string{"record", "--upstream", "http://127.0.0.1:1/mcp", "--data", t.TempDir(), "--dashboard", "off"}, c...)...)
+		if code != exitUsage || !strings.Contains(errOut, c[0]) {
+			t.Errorf("record %v: exit %d, stderr %q; want a usage error naming %s", c, code, errOut, c[0])
+		}
+	}
+}
