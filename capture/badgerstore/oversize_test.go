@@ -138,4 +138,3 @@ func TestOversizeCostsNoOtherRecord(t *testing.T) {
 		t.Errorf("recorder stats: %d messages, %d stored, %d lost; want exactly one lost", st.Messages, st.Stored, st.Lost)
 	}
 }
-
