@@ -238,6 +238,11 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 			return nil, fmt.Errorf("badgerstore: %s is in use by another mcptape process: stop it, "+
 				"or use the running recorder's API or dashboard instead of opening the store: %w", dir, ErrLocked)
 		}
+		// Badger wraps the cause as text, not with %w.
+		if opts.ReadOnly && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
+			return nil, fmt.Errorf("badgerstore: %s: %w: the process that wrote it was killed before closing it, "+
+				"and reading it needs Badger to replay its log, which writes", dir, ErrUnclean)
+		}
 		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
 	}
 	s = &Store{db: db, dir: dir, log: log, rawLimit: rawLimit, readOnly: opts.ReadOnly}
