@@ -20,7 +20,7 @@ func (d *driver) stream(body string, h map[string]string) *capture.Tap {
 	for k, v := range h {
 		req.Header.Set(k, v)
 	}
-	tap := d.rec.Begin(req, []byte(body), true)
+	tap := d.rec.Begin(capture.RequestFrom(req, []byte(body), true))
 	tap.Response(200, http.Header{"Content-Type": {"text/event-stream"}}, false)
 	return tap
 }
@@ -45,10 +45,11 @@ func hasFinding(m *capture.Message, k capture.FindingKind) bool {
 	return false
 }
 
-// Two calls in flight with the same id in one session (2026-07-28: two
-// clients with the same clientInfo are one session by fingerprint; legacy:
-// a client that reuses an id): each result is on its own call's stream and
-// links to that call, never to the other; the reuse is a finding.
+// Two calls in flight with the same id in one session (legacy: a client
+// that reuses an id): each result is on its own call's stream and links to
+// that call, never to the other; the reuse is a finding. On 2026-07-28 the
+// same id from the same fingerprint is another client (a second run of the
+// same program): two sessions, no finding.
 func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 	for _, era := range []string{"modern", "legacy"} {
 		t.Run(era, func(t *testing.T) {
@@ -73,6 +74,9 @@ func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 			b.End("", false)
 			a.End("", false)
 			ms := d.messages("s01")
+			if era == "modern" {
+				ms = append(ms, d.messages("s02")...)
+			}
 			reqs := map[string]*capture.Message{}
 			for _, m := range ms {
 				if m.Kind == protocol.KindRequest && m.Method == protocol.MethodToolsCall {
@@ -80,10 +84,15 @@ func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 				}
 			}
 			if reqs["a"] == nil || reqs["b"] == nil {
-				t.Fatalf("calls a and b not both recorded in one session: %d messages", len(ms))
+				t.Fatalf("calls a and b not both recorded: %d messages", len(ms))
 			}
-			if !hasFinding(reqs["b"], capture.FindingDuplicateID) {
+			switch {
+			case era == "legacy" && !hasFinding(reqs["b"], capture.FindingDuplicateID):
 				t.Errorf("the second call with id 1 has no duplicate-id finding: %q", findingsOf(reqs["b"]))
+			case era == "modern" && reqs["a"].SessionID == reqs["b"].SessionID:
+				t.Errorf("two 2026-07-28 calls with id 1 from one fingerprint are one session %s; want two", reqs["a"].SessionID)
+			case era == "modern" && hasFinding(reqs["b"], capture.FindingDuplicateID):
+				t.Errorf("a new client's call has a duplicate-id finding: %q", findingsOf(reqs["b"]))
 			}
 			for _, m := range ms {
 				if m.Kind != protocol.KindResult || m.Method != protocol.MethodToolsCall {
@@ -101,6 +110,10 @@ func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 				}
 			}
 			_, text := d.tree("s01")
+			if era == "modern" {
+				_, t2 := d.tree("s02")
+				text += t2
+			}
 			for _, want := range []string{"tools/call a [success]\n    result: \"from a\"", "tools/call b [success]\n    result: \"from b\""} {
 				if !strings.Contains(text, want) {
 					t.Errorf("tree lacks %q:\n%s", want, text)

@@ -354,7 +354,7 @@ func (e *engine) serveRequest(cc *clientConn) bool {
 		return false
 	}
 	if len(req.header.Values("Upgrade")) > 0 {
-		tap := p.rec.Begin(hr, []byte{}, true)
+		tap := p.begin(hr, []byte{}, true, true)
 		writeSimple(cc.c, http.StatusNotImplemented, "mcptape: protocol upgrades are not supported")
 		tap.End("refused an upgrade", false)
 		return false
@@ -366,12 +366,12 @@ func (e *engine) serveRequest(cc *clientConn) bool {
 	}
 	body, complete, err := readBody(cc.br, req, p.maxBuf)
 	if err != nil {
-		tap := p.rec.Begin(hr, body, false)
+		tap := p.begin(hr, body, false, false)
 		tap.End("reading the request body: "+err.Error(), true)
 		return false
 	}
 	x.body = body
-	x.tap = p.rec.Begin(hr, body, complete)
+	x.tap = p.begin(hr, body, complete, false)
 	x.mx.begin(p.m, hr, body, complete, arrived)
 	keep := x.forward(complete)
 	x.finish()
@@ -912,7 +912,7 @@ func (x *fastExchange) upstreamFailed(err error) bool {
 
 func (x *fastExchange) refuse() {
 	p := x.e.p
-	tap := p.rec.Begin(x.hr, []byte{}, true)
+	tap := p.begin(x.hr, []byte{}, true, true)
 	x.mx.begin(p.m, x.hr, []byte{}, true, time.Time{})
 	defer x.mx.end()
 	msg := fmt.Sprintf("mcptape: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)\n", x.hr.Host)

@@ -201,12 +201,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, complete, err := readPrefix(r.Body, r.ContentLength, p.maxBuf)
 	if err != nil {
-		tap := p.rec.Begin(r, body, false)
+		tap := p.begin(r, body, false, false)
 		tap.End("reading the request body: "+err.Error(), true)
 		// The client's own body broke; there is nobody to answer.
 		panic(http.ErrAbortHandler)
 	}
-	tap := p.rec.Begin(r, body, complete)
+	tap := p.begin(r, body, complete, false)
 	x := &exchange{tap: tap, body: body}
 	x.mx.begin(p.m, r, body, complete, arrived)
 	x.w = &teeWriter{ResponseWriter: w, x: x}
@@ -242,6 +242,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	}()
 	p.rp.ServeHTTP(x.w, out)
+}
+
+// begin reports a request to the recorder, if there is one. refused marks
+// a request the proxy answers itself without forwarding it.
+func (p *Proxy) begin(r *http.Request, body []byte, complete, refused bool) *capture.Tap {
+	if p.rec == nil {
+		return nil
+	}
+	req := capture.RequestFrom(r, body, complete)
+	req.Refused = refused
+	return p.rec.Begin(req)
 }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -346,7 +357,7 @@ func cleanErr(err error) error {
 }
 
 func (p *Proxy) refuseHost(w http.ResponseWriter, r *http.Request) {
-	tap := p.rec.Begin(r, nil, true)
+	tap := p.begin(r, []byte{}, true, true)
 	x := &exchange{tap: tap}
 	x.mx.begin(p.m, r, []byte{}, true, time.Time{})
 	defer x.mx.end()

@@ -115,9 +115,9 @@ func announce(store capture.Store, data, dashURL string) (func(), error) {
 	}
 	token := remotestore.NewToken()
 	started := time.Now()
-	api := &http.Server{Handler: remotestore.Handler(store, token, func() remotestore.Status {
+	api := &http.Server{Handler: remotestore.Handler(store, token, &remotestore.HandlerOptions{Status: func() remotestore.Status {
 		return remotestore.Status{PID: os.Getpid(), Started: started}
-	}), ReadHeaderTimeout: 10 * time.Second}
+	}}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = api.Serve(ln) }()
 	remove, err := remotestore.WriteAnnouncement(data, remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token, Dashboard: dashURL})
 	if err != nil {

@@ -64,9 +64,15 @@ func openWrite(dir string) (*badgerstore.Store, error) {
 	return st, nil
 }
 
+// openedStore is a store opened for reading.
+type openedStore interface {
+	capture.Reader
+	Close() error
+}
+
 // openRead opens the store for reading: directly when no process holds it,
 // else through the API of the recorder that does.
-func openRead(ctx context.Context, dir string) (capture.Store, error) {
+func openRead(ctx context.Context, dir string) (openedStore, error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
 	}

@@ -220,8 +220,13 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	token := remotestore.NewToken()
 	started := time.Now()
 	listen := rs.srv.URL()
-	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, func() remotestore.Status {
-		return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, &remotestore.HandlerOptions{
+		Status: func() remotestore.Status {
+			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+		},
+		// A read sees everything forwarded before it: `export` right
+		// after a run must not find a session's record stale.
+		Sync: rs.rec.Sync,
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.api.Serve(ln) }()
 	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
