@@ -255,3 +255,57 @@ func TestLegacyTasksLinkByTaskID(t *testing.T) {
 		t.Errorf("want two roots (initialize and the call), the task's requests nested:\n%s", text)
 	}
 }
+
+// Recording noise a replay would trip on: a plain-text answer on the MCP
+// path (a server's 405 to a GET) is kept as a frame, not flagged as an
+// invalid JSON-RPC message; a request the proxy refused itself is filed
+// with its client's plain HTTP, not in the MCP session of that client; and
+// a server that mints the same Mcp-Session-Id again after DELETE gets a new
+// session, not the closed one.
+func TestRecordingNoise(t *testing.T) {
+	d := newDriver(t, nil)
+	d.exchange(initialize(protocol.V20251125))
+	key := map[string]string{"Mcp-Session-Id": "sess-" + protocol.V20251125, "Accept": "application/json, text/event-stream"}
+	d.exchange(ex{method: "GET", path: "/mcp", reqHeader: key, status: 405,
+		respHeader: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, resp: []string{"Method Not Allowed\n"}})
+	req := httptest.NewRequest("POST", "http://evil.example.com/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	req.RemoteAddr = "127.0.0.1:50000"
+	req.Header.Set("Mcp-Session-Id", "sess-"+protocol.V20251125)
+	r := capture.RequestFrom(req, []byte{}, true)
+	r.Refused = true
+	tap := d.rec.Begin(r)
+	tap.Response(403, http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, true)
+	tap.ResponseBody([]byte("mcptape: refused: Host \"evil.example.com\" is not a loopback name\n"))
+	tap.End("", false)
+	d.exchange(ex{method: "DELETE", path: "/mcp", reqHeader: key, status: 200})
+	d.exchange(initialize(protocol.V20251125)) // the same id again
+	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-" + protocol.V20251125},
+		body: `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, respHeader: map[string]string{"Content-Type": "application/json"},
+		resp: []string{`{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}`}})
+
+	first := d.messages("s01")
+	for _, m := range first {
+		if len(m.Findings) > 0 {
+			t.Errorf("s01 message %d (%s %s) has findings %q", m.Seq, m.Kind, m.Raw, findingsOf(m))
+		}
+		if m.Method == "tools/list" {
+			t.Errorf("s01, closed by DELETE, got a later session's %s", m.Raw)
+		}
+	}
+	var frame *capture.Message
+	for _, m := range first {
+		if m.Kind == protocol.KindFrame {
+			frame = m
+		}
+	}
+	if frame == nil || string(frame.Raw) != "Method Not Allowed\n" {
+		t.Errorf("the 405's text is not kept as a frame in s01: %+v", frame)
+	}
+	if s := d.session("s02"); s.Opening != "http" || s.Messages != 0 {
+		t.Errorf("the refused request's session: opening %q, %d messages; want an http session with none", s.Opening, s.Messages)
+	}
+	third := d.messages("s03")
+	if len(third) != 4 || d.session("s03").Key == "" {
+		t.Errorf("the session minted again holds %d messages (key %q), want 4", len(third), d.session("s03").Key)
+	}
+}

@@ -50,8 +50,11 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	if !t.wroteHeader {
 		t.WriteHeader(http.StatusOK)
 	}
+	// The recorder hears of the bytes before the client can: a reader that
+	// asks the recorder (a Sync) after the client had them finds them.
+	// Should the write fail, the exchange ends aborted with the reason.
+	t.x.tap.ResponseBody(p)
 	n, err := t.ResponseWriter.Write(p)
-	t.x.tap.ResponseBody(p[:n])
 	t.x.mx.wrote(n)
 	if err != nil && t.writeErr == nil {
 		t.writeErr = err
