@@ -35,6 +35,9 @@ type pipeline struct {
 	sessions   map[string]*sessState
 	groups     *grouper
 	xs         map[uint64]*xState
+	// records ingested from another recorder, for the next batch
+	foreignS []*Session
+	foreignX []*Exchange
 	lastPurge  time.Time
 }
 
@@ -275,7 +278,7 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 			p.dirtyS[id] = st
 		}
 	}
-	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 {
+	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 && len(p.foreignS)+len(p.foreignX) == 0 {
 		return
 	}
 	force = force || len(p.syncs) > 0
@@ -294,6 +297,9 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 		x := xs.x
 		b.Exchanges = append(b.Exchanges, &x)
 	}
+	b.Sessions = append(b.Sessions, p.foreignS...)
+	b.Exchanges = append(b.Exchanges, p.foreignX...)
+	p.foreignS, p.foreignX = nil, nil
 	if b.Len() == 0 && len(b.syncs) == 0 {
 		return
 	}
@@ -325,6 +331,9 @@ func (p *pipeline) handle(ev event) {
 		return
 	case evStreamOpen:
 		p.streamOpen(ev)
+		return
+	case evIngest:
+		p.ingest(ev.ingest)
 		return
 	}
 	xs := p.xs[ev.x]

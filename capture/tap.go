@@ -24,6 +24,7 @@ const (
 	evStreamOpen // a stdio stream starts (Stream)
 	evLine       // one line of a stdio stream
 	evStderr     // one line of a stdio server's stderr
+	evIngest     // records of another recorder (Recorder.Ingest)
 )
 
 type event struct {
@@ -34,6 +35,7 @@ type event struct {
 	// stdio streams
 	stream *StreamInfo
 	dir    protocol.Direction
+	ingest *ingestReq
 	// evResp, or a response's headers riding on its first body event or
 	// its end (one channel send fewer per exchange)
 	status int
