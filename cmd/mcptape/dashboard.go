@@ -61,6 +61,19 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	// What `mcptape wrap` records reaches the store through this process
+	// while it holds the store (the live page polls the store).
+	rec, err := capture.NewRecorder(ctx, store, &capture.RecorderOptions{Logger: logger})
+	if err != nil {
+		return errors.Join(err, d.close())
+	}
+	ing := startIngest(*data, rec, store, logger)
+	defer func() {
+		ing.stop()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = rec.Close(cctx)
+		cancel()
+	}()
 	// Like a recorder, announce a read API, so that `ls` and `show` work
 	// while the dashboard holds the store, and point others at it.
 	unannounce, err := announce(store, *data, d.url())

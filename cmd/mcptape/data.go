@@ -81,7 +81,12 @@ func openRead(ctx context.Context, dir string) (openedStore, error) {
 	}
 	st, err := badgerstore.Open(dir, nil)
 	if err == nil {
-		return st, nil
+		s, err := withSpools(ctx, st, dir)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		return s, nil
 	}
 	if errors.Is(err, badgerstore.ErrLocked) {
 		if _, _, derr := remotestore.Discover(ctx, dir); derr != nil && !errors.Is(derr, fs.ErrNotExist) {
@@ -93,7 +98,9 @@ func openRead(ctx context.Context, dir string) (openedStore, error) {
 }
 
 // pseudonymKey is the per-store secret that keys session-id pseudonyms, so
-// they are stable across restarts but not guessable.
+// they are stable across restarts but not guessable. Several processes may
+// ask at once (wraps started together): the first to link its key in place
+// wins, and the others read that one.
 func pseudonymKey(dir string) ([]byte, error) {
 	path := filepath.Join(dir, "pseudonym.key")
 	if b, err := os.ReadFile(path); err == nil && len(b) >= 16 {
@@ -103,7 +110,29 @@ func pseudonymKey(dir string) ([]byte, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".pseudonym-*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, werr)
+	}
+	if err := os.Link(tmp.Name(), path); err == nil {
+		return b, nil
+	}
+	// Someone else's key is in place (or linking is not possible here).
+	if got, err := os.ReadFile(path); err == nil && len(got) >= 16 {
+		return got, nil
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return b, nil

@@ -36,6 +36,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"record", "--upstream URL [--listen ADDR] [--data DIR] [--dashboard ADDR|off]", "put the recording proxy in front of an MCP server", runRecord},
+		{"wrap", wrapUsage, "run a stdio MCP server and record its traffic (what goes in a client's config)", runWrap},
 		{"ls", "[--data DIR] [--json] [--limit N]", "list recorded sessions", runLs},
 		{"dashboard", "[--data DIR] [--listen ADDR]", "browse, search and edit a store in the web dashboard (a running record serves its own)", runDashboard},
 		{"show", "[--data DIR] [--json] [--tree] SESSION", "print a session's messages in order, or its causal tree", runShow},
@@ -71,11 +72,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		var ue *usageError
+		var ec exitCode
 		switch {
 		case err == nil:
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case errors.As(err, &ec):
+			return int(ec)
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "mcptape %s: %s\nusage: mcptape %s %s\n", c.name, ue.msg, c.name, c.args)
 			return exitUsage

@@ -128,6 +128,7 @@ type recording struct {
 	metrics  *metricsServer
 	dash     *runningDashboard
 	replays  *replayServers
+	ingest   *ingesting
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -192,6 +193,8 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	// The wraps' spools: this process owns the store now.
+	rs.ingest = startIngest(c.data, rs.rec, store, logger)
 	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost, Registerer: registerer(reg)})
 	if err != nil {
 		return nil, err
@@ -258,6 +261,7 @@ func (rs *recording) close() (capture.Stats, error) {
 		rs.replays.close()
 	}
 	var stats capture.Stats
+	rs.ingest.stop()
 	if rs.rec != nil {
 		if err := rs.rec.Close(ctx); err != nil {
 			errs = append(errs, err)
