@@ -70,7 +70,7 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		note("not recording this server (%v); it runs as usual", err)
 	} else {
 		stream = rec.OpenStream(&capture.StreamInfo{Name: *name, Command: capture.Command{
-			Args: argv, Env: os.Environ(), Dir: wd,
+			Args: argv, Env: serverEnv(os.Environ()), Dir: wd,
 		}})
 	}
 
@@ -171,3 +171,33 @@ func serverName(argv []string) string {
 	}
 	return base(argv[0])
 }
+
+// ambient are environment variables every process has, which say nothing
+// about how the server was configured: left out of the record.
+var ambient = map[string]bool{
+	"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PWD": true, "OLDPWD": true,
+	"SHLVL": true, "_": true, "TERM": true, "LANG": true, "TMPDIR": true, "TMP": true, "TEMP": true,
+	"HOSTNAME": true, "MAIL": true, "DISPLAY": true, "COLORTERM": true, "TERM_PROGRAM": true,
+	"TERM_PROGRAM_VERSION": true, "LS_COLORS": true, "LSCOLORS": true, "PS1": true, "EDITOR": true, "PAGER": true,
+	"__CF_BUNDLE_IDENTIFIER": true, "__CFBundleIdentifier": true, "XPC_FLAGS": true, "XPC_SERVICE_NAME": true,
+	"COMMAND_MODE": true, "SECURITYSESSIONID": true, "SystemRoot": true, "windir": true, "ComSpec": true,
+	"PATHEXT": true, "APPDATA": true, "LOCALAPPDATA": true, "USERPROFILE": true, "HOMEDRIVE": true, "HOMEPATH": true,
+}
+
+// serverEnv is the environment as recorded for the session: the variables
+// a client's config sets, without those every process inherits.
+func serverEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if ambient[name] || strings.HasPrefix(name, "LC_") || strings.HasPrefix(name, "XDG_") || strings.HasPrefix(name, "SSH_") || name == childEnvName {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// childEnvName is set by mcptape's own tests when they run mcptape as a
+// child process; it says nothing about the server.
+const childEnvName = "MCPTAPE_TEST_AS_MCPTAPE"

@@ -24,7 +24,7 @@ import (
 // childEnv makes this test binary run as mcptape itself (TestMcptapeChild),
 // so that a client can launch `mcptape wrap` as the real child process it
 // is in a client's config.
-const childEnv = "MCPTAPE_TEST_AS_MCPTAPE"
+const childEnv = childEnvName
 
 // TestMcptapeChild is mcptape's main when this test binary runs as a child
 // with childEnv set: the arguments after -- are mcptape's.
