@@ -339,6 +339,10 @@ func Attach(locs []Location, names []string, opts *AttachOptions) ([]*Report, er
 	if opts == nil || opts.Executable == "" {
 		return nil, errors.New("attach needs the path of the mcptape executable")
 	}
+	if !isMcptape(opts.Executable) {
+		// Detach and clients tell an attached entry by its command's name.
+		return nil, fmt.Errorf("the mcptape executable %s must have \"mcptape\" in its file name; rename it", opts.Executable)
+	}
 	return each(locs, names, false, func(loc Location, names []string) (*Report, error) {
 		return attachAt(loc, names, opts)
 	})

@@ -329,11 +329,11 @@ func (c *config) readEntry(m *member, ptr string) *entry {
 	return e
 }
 
-// isMcptape reports whether command names an mcptape executable.
+// isMcptape reports whether command names an mcptape executable: its file
+// name has "mcptape" in it (mcptape, mcptape.exe, mcptape-dev).
 func isMcptape(command string) bool {
 	base := command[strings.LastIndexAny(command, `/\`)+1:]
-	base = strings.ToLower(base)
-	return base == "mcptape" || base == "mcptape.exe"
+	return strings.Contains(strings.ToLower(base), "mcptape")
 }
 
 // parseWrap reads `mcptape wrap [--name N] [--data D] [other flags] --

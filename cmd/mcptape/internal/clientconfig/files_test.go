@@ -172,3 +172,39 @@ func TestDetachByNameWhereAttached(t *testing.T) {
 		}
 	}
 }
+
+func TestByteOrderMarkKept(t *testing.T) {
+	text := "\xef\xbb\xbf" + sample
+	path, locs := writeConfig(t, t.TempDir(), "c.json", text)
+	if _, err := Attach(locs, []string{"a"}, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.HasPrefix(got, []byte("\xef\xbb\xbf{")) {
+		t.Errorf("attach lost the byte order mark:\n%q", got)
+	}
+	if _, err := Detach(locs, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != text {
+		t.Errorf("not restored byte for byte:\n%q", got)
+	}
+}
+
+func TestExecutableNamedOtherwiseRefused(t *testing.T) {
+	path, locs := writeConfig(t, t.TempDir(), "c.json", sample)
+	_, err := Attach(locs, []string{"a"}, &AttachOptions{Executable: "/usr/local/bin/recorder"})
+	if err == nil || !strings.Contains(err.Error(), "rename it") {
+		t.Fatalf("got %v", err)
+	}
+	// A renamed mcptape is still recognised: attaching twice wraps once.
+	dev := &AttachOptions{Executable: "/home/ana/bin/mcptape-dev"}
+	for range 2 {
+		if _, err := Attach(locs, []string{"a"}, dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := os.ReadFile(path)
+	if bytes.Count(got, []byte(`"wrap"`)) != 1 {
+		t.Errorf("wrapped twice:\n%s", got)
+	}
+}
