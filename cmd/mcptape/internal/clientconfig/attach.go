@@ -492,10 +492,13 @@ func change(loc Location, names []string, d decide, opts *AttachOptions) (*Repor
 	out := apply(c.data, edits)
 	after, err := parseConfig(c.path, out, c.mode, c.jsonc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: mcptape made an edit that does not parse (%v); nothing was changed, please report this", c.path, err)
+		if ce, ok := err.(*ConfigError); ok && ce.Syntax != nil {
+			err = ce.Syntax
+		}
+		return nil, fmt.Errorf("%s: mcptape's edit would not be valid JSON (%v), so nothing was changed; this is a bug in mcptape, please report it", c.path, err)
 	}
 	if err := verify(c, after, loc, touched, opts); err != nil {
-		return nil, fmt.Errorf("%s: %v; nothing was changed, please report this", c.path, err)
+		return nil, fmt.Errorf("%s: mcptape's edit failed its own check (%v), so nothing was changed; this is a bug in mcptape, please report it", c.path, err)
 	}
 	// Save the entries' text before the file changes, forget it after.
 	newEntries, _ := after.entries(loc)
