@@ -208,4 +208,3 @@ func (l *randLayout) write(b *strings.Builder, v any, depth int) {
 		b.Write(vb)
 	}
 }
-
