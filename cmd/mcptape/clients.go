@@ -309,7 +309,7 @@ func report(w io.Writer, reps []*clientconfig.Report, named []string) error {
 			case clientconfig.Detached:
 				fmt.Fprintf(w, "  %s: detached; its entry is back as it was\n", name)
 			case clientconfig.DetachedKeptEdits:
-				fmt.Fprintf(w, "  %s: detached; its command and arguments are back as they were, and your edits to the rest of its entry are kept\n", name)
+				fmt.Fprintf(w, "  %s: detached; its entry was edited while attached, so only its command and arguments were unwrapped, and your edits kept\n", name)
 			case clientconfig.DetachedFromArgs:
 				fmt.Fprintf(w, "  %s: detached; no saved copy of its entry was found (%s is gone), so its command and arguments were rebuilt from wrap's arguments\n", name, clean(clientconfig.StatePath(r.Location.Path)))
 			case clientconfig.NotAttached:
