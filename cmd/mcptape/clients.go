@@ -44,8 +44,10 @@ func locations(c clientconfig.Client, config string) ([]clientconfig.Location, e
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(abs); err != nil {
-		return nil, fmt.Errorf("--config %s: %w", config, err)
+	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("--config %s: there is no such file", clean(config))
+	} else if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", clean(config), err)
 	}
 	return clientconfig.LocationsIn(c, abs, nil), nil
 }
@@ -237,6 +239,11 @@ func runAttach(_ context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "The attached servers now run through `mcptape wrap`, which records into %s; see them with `mcptape dashboard`.\n", where)
 		fmt.Fprintf(stdout, "To apply: %s.\n", c.Restart())
 		fmt.Fprintf(stdout, "To undo: mcptape detach %s %s.\n", c, undoArgs(names))
+		for _, r := range reps {
+			if r.Changed() && r.Location.Scope == clientconfig.ScopeProject {
+				fmt.Fprintf(stdout, "Note: %s is a project config, often shared through version control; the attached entry names this machine's mcptape, so detach before you commit it.\n", clean(r.Location.Path))
+			}
+		}
 	} else {
 		fmt.Fprintln(stdout, "Nothing changed.")
 	}

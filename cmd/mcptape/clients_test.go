@@ -184,7 +184,7 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 
 	t.Run("attach --all of a CRLF project config and back", func(t *testing.T) {
 		path := filepath.Join(proj, ".mcp.json")
-		if code, out, errOut := c.run("attach", "claude-code", "--all"); code != 0 || !strings.Contains(out, "db: attached") || !strings.Contains(out, "start `claude` again") {
+		if code, out, errOut := c.run("attach", "claude-code", "--all"); code != 0 || !strings.Contains(out, "db: attached") || !strings.Contains(out, "start `claude` again") || !strings.Contains(out, "detach before you commit it") {
 			t.Fatalf("exit %d: %s%s", code, out, errOut)
 		}
 		got := readFile(t, path)
@@ -218,6 +218,7 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 			{[]string{"attach", "claude-desktop"}, 2, "or give --all"},
 			{[]string{"attach", "claude-desktop", "filesystem", "--all"}, 2, "not both"},
 			{[]string{"detach"}, 2, "name a client"},
+			{[]string{"detach", "vscode", "--all", "--config", "nowhere.json"}, 1, "--config nowhere.json: there is no such file"},
 		} {
 			code, out, errOut := c.run(tc.args...)
 			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
