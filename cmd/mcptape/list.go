@@ -160,7 +160,7 @@ func interleave(args []string) []string {
 
 func takesValue(flag string) bool {
 	switch strings.TrimLeft(flag, "-") {
-	case "data", "o":
+	case "data", "o", "config":
 		return true
 	}
 	return false
