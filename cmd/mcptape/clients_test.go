@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/clientconfig"
 )
 
@@ -250,6 +252,60 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 		}
 		if got := readFile(t, desktop); string(got) != desktopConfig {
 			t.Errorf("the config changed:\n%s", got)
+		}
+	})
+
+	t.Run("an attached server runs through wrap as the client launches it, and is recorded", func(t *testing.T) {
+		cfg := filepath.Join(tmp, "fixture.json")
+		text := `{"mcpServers": {"fixture": {"command": "` + bin + `", "args": ["fixture", "server", "--stdio"]}}}` + "\n"
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		data := filepath.Join(tmp, "recordings")
+		if code, _, errOut := c.run("attach", "claude-desktop", "fixture", "--config", cfg, "--data", data); code != 0 {
+			t.Fatalf("attach: exit %d: %s", code, errOut)
+		}
+		command, args, _ := entry(t, cfg, "fixture")
+		// Launched as the client would: the entry's command and args.
+		cmd := exec.Command(command, args...)
+		cmd.Env = env
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outPipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lc := &lineClient{in: in, out: bufio.NewReader(outPipe)}
+		lc.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-ai","version":"0.1.0"}}`)
+		lc.notify(t, "notifications/initialized")
+		if got := lc.call(t, 2, "tools/call", `{"name":"echo","arguments":{"text":"through the config"}}`); !strings.Contains(got, "through the config") {
+			t.Errorf("echo through the attached entry: %s", got)
+		}
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("the attached server: %v", err)
+		}
+		code, out, errOut := c.run("ls", "--data", data, "--json")
+		if code != 0 {
+			t.Fatalf("ls: exit %d: %s", code, errOut)
+		}
+		var s capture.Session
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &s); err != nil {
+			t.Fatalf("ls --json: %v\n%s", err, out)
+		}
+		if s.Leg != capture.LegStdio || s.Route != "fixture" || s.Client.Name != "claude-ai" || s.Calls != 2 {
+			t.Errorf("recorded session: leg %s route %q client %q calls %d", s.Leg, s.Route, s.Client.Name, s.Calls)
+		}
+		if code, _, errOut := c.run("detach", "claude-desktop", "fixture", "--config", cfg); code != 0 {
+			t.Fatalf("detach: exit %d: %s", code, errOut)
+		}
+		if got := readFile(t, cfg); string(got) != text {
+			t.Errorf("detach did not restore the config:\n%s", got)
 		}
 	})
 }
