@@ -89,4 +89,3 @@ func BenchmarkWrapOverhead(b *testing.B) {
 		b.ReportMetric(float64(wrapCPU.Nanoseconds())/1000, "wrap-CPU-µs/msg")
 	}
 }
-
