@@ -280,7 +280,7 @@ func (r *replayServers) start(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv, err := proxy.Listen("127.0.0.1:0", h, r.logger)
+	srv, err := proxy.Listen("127.0.0.1:0", h, &proxy.ServerOptions{Logger: r.logger})
 	if err != nil {
 		h.Close()
 		return "", err

@@ -199,7 +199,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	rs.srv, err = proxy.Listen(c.listen, p, logger)
+	rs.srv, err = proxy.Listen(c.listen, p, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
