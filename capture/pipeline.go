@@ -406,6 +406,7 @@ func (p *pipeline) begin(ev event) {
 		ID: ev.x, Method: b.Method, Start: ev.at,
 		RequestHeader: p.red.header(b.Header),
 	}
+	xs.x.RequestHeader, _ = p.capHeader(&xs.x, xs.x.RequestHeader, "request") // limits.go
 	xs.x.URL = p.redactURL(b.Target)
 	xs.key = b.Header.Get(protocol.HeaderSessionID)
 	xs.reqEnc = strings.ToLower(b.Header.Get("Content-Encoding"))
@@ -467,6 +468,7 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
 	st.s.Exchanges++
+	st.s.Findings += len(xs.x.FindingList) // capHeader's, from before the session was known
 	p.touch(st, at)
 	if xs.x.Method == http.MethodDelete && xs.key != "" && !xs.refused {
 		st.s.Status = closedUnlessIncomplete(st.s.Status)
@@ -509,6 +511,10 @@ func (p *pipeline) response(xs *xState, ev event) {
 	xs.resp = true
 	xs.x.Status = ev.status
 	xs.x.ResponseHeader = p.red.header(ev.header)
+	if h, cut := p.capHeader(&xs.x, xs.x.ResponseHeader, "response"); cut {
+		xs.x.ResponseHeader = h
+		xs.sess.s.Findings++
+	}
 	xs.x.Synthesized = ev.synth
 	if !ev.synth {
 		xs.x.Forwarded, xs.x.UpstreamHeaders = ev.forwarded, ev.upHeaders

@@ -379,22 +379,11 @@ func (r *Recorder) writeLoop() {
 		b, more = r.gather(b)
 		n := int64(len(b.Messages))
 		if err := r.store.Write(ctx, b); err != nil {
-			r.storeErrors.Add(1)
-			msg := err.Error()
-			r.lastErr.Store(&msg)
-			r.lost.Add(n)
-			if !r.failing.Swap(true) {
-				r.log.Error("store write failed; traffic still flows but is not recorded",
-					LogKeyError, err, LogKeyLost, n)
-			}
-			r.noteLoss(b, err)
-			for _, c := range b.syncs {
-				close(c)
-			}
+			r.writeFailed(b, err) // loss.go
 			continue
 		}
 		r.stored.Add(n)
-		if r.failing.Swap(false) {
+		if n > 0 && r.failing.Swap(false) {
 			r.log.Warn("store writes succeed again", LogKeyLost, r.lost.Load())
 		}
 		if r.opts.OnBatch != nil {
@@ -417,7 +406,7 @@ func (r *Recorder) noteLoss(b *Batch, err error) {
 		}
 		l := r.lossBySession[id]
 		l.n += n
-		l.reason = "store write failed: " + err.Error()
+		l.reason = lossReason(err)
 		r.lossBySession[id] = l
 	}
 	for _, m := range b.Messages {

@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 )
@@ -14,7 +15,32 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed is returned by every method after Close.
 	ErrClosed = errors.New("store closed")
+	// ErrStoreFull is wrapped by a Write error when the store refused
+	// records to keep free space on its disk or to stay within its size
+	// bound. The error's text says which, for users; writes succeed again
+	// once there is room.
+	ErrStoreFull = errors.New("store full")
+	// ErrDamaged is wrapped by a read error when the store holds records
+	// it cannot read (a checksum mismatch, a missing or undecodable
+	// record). Iterators yield every record they can read first and the
+	// damage last, naming it.
+	ErrDamaged = errors.New("store damaged")
 )
+
+// PartialWriteError is returned by [Store.Write] when it stored part of a
+// batch: Refused holds the records it did not store (whole records, never
+// part of one), Err says why. Records of the batch not in Refused are
+// stored.
+type PartialWriteError struct {
+	Refused *Batch
+	Err     error
+}
+
+func (e *PartialWriteError) Error() string {
+	return fmt.Sprintf("%d of the batch's records were not stored: %v", e.Refused.Len(), e.Err)
+}
+
+func (e *PartialWriteError) Unwrap() error { return e.Err }
 
 // Reader reads sessions, exchanges and messages. Implementations are safe
 // for concurrent use; iterators see a consistent snapshot taken when

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net/http"
 	"net/url"
@@ -439,12 +440,27 @@ func NewToken() string {
 func WriteAnnouncement(dir string, a Announcement) (remove func(), err error) {
 	b, _ := json.Marshal(a)
 	path := filepath.Join(dir, AnnouncementFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A new file of our own, whatever was there (os.WriteFile would keep
+	// the mode of a file someone else left): the token stays 0600.
+	tmp, err := os.CreateTemp(dir, "."+AnnouncementFile+".*")
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
 		return nil, err
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return nil, werr
 	}
 	return func() {
 		// Remove only our own announcement.
@@ -467,13 +483,32 @@ func ReadAnnouncement(dir string) (*Announcement, error) {
 	return &a, nil
 }
 
+// RemoveStale removes dir's announcement, if there is one, for a process
+// that holds the store itself (and so knows that no other process serves
+// it): one left by a recorder that was killed. It reports whether there
+// was one.
+func RemoveStale(dir string) (bool, error) {
+	err := os.Remove(filepath.Join(dir, AnnouncementFile))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, err
+}
+
 // Discover returns a client for the recorder announced in dir, after
 // checking that it answers. It returns an error wrapping os.ErrNotExist
-// when nothing is announced.
+// when nothing is announced, or only a process that no longer runs.
 func Discover(ctx context.Context, dir string) (*Client, *Status, error) {
 	a, err := ReadAnnouncement(dir)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !processAlive(a.PID) {
+		return nil, nil, fmt.Errorf("%s names pid %d, which no longer runs (a recorder that was killed): %w",
+			filepath.Join(dir, AnnouncementFile), a.PID, fs.ErrNotExist)
 	}
 	c := NewClient(a.API, a.Token)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)

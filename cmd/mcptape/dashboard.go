@@ -49,7 +49,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	store, err := openDashboardStore(ctx, *data)
+	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -94,21 +94,28 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // openDashboardStore opens a store for `mcptape dashboard`, which edits, so
 // it must hold the store itself: a running recorder's own dashboard is the
 // way to look while it records.
-func openDashboardStore(ctx context.Context, dir string) (*badgerstore.Store, error) {
+func openDashboardStore(ctx context.Context, dir string, opts *badgerstore.Options) (*badgerstore.Store, error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
 	}
 	if _, st, err := remotestore.Discover(ctx, dir); err == nil {
 		return nil, recorderHolds(dir, st.PID)
 	}
-	store, err := badgerstore.Open(dir, nil)
+	store, err := badgerstore.Open(dir, opts)
 	if errors.Is(err, badgerstore.ErrLocked) {
 		if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
 			return nil, recorderHolds(dir, a.PID)
 		}
 		return nil, fmt.Errorf("%s is locked by another process that offers no dashboard (an older mcptape?); stop it, then try again", dir)
 	}
-	return store, err
+	if err != nil {
+		return nil, err
+	}
+	if err := repairStale(dir, store); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return store, nil
 }
 
 func recorderHolds(dir string, pid int) error {

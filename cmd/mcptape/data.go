@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
 )
 
@@ -47,18 +48,23 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".local", "share", "mcptape")
 }
 
-// openWrite opens the store for recording.
-func openWrite(dir string) (*badgerstore.Store, error) {
+// openWrite opens the store for recording (or importing); opts may be
+// nil.
+func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
 	}
-	st, err := badgerstore.Open(dir, nil)
+	st, err := badgerstore.Open(dir, opts)
 	if err != nil {
 		if errors.Is(err, badgerstore.ErrLocked) {
 			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
 				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)
 			}
 		}
+		return nil, err
+	}
+	if err := repairStale(dir, st); err != nil {
+		st.Close()
 		return nil, err
 	}
 	return st, nil
@@ -70,8 +76,22 @@ type openedStore interface {
 	Close() error
 }
 
-// openRead opens the store for reading: directly when no process holds it,
-// else through the API of the recorder that does.
+// repairStale cleans up after a recorder that was killed, in a store this
+// process now holds: sessions it left open are recounted and marked
+// incomplete, and its announcement (which names a process that is gone)
+// is removed.
+func repairStale(dir string, st *badgerstore.Store) error {
+	if _, err := remotestore.RemoveStale(dir); err != nil {
+		return fmt.Errorf("removing the stale %s: %w", remotestore.AnnouncementFile, err)
+	}
+	if _, err := st.RepairOpenSessions(context.Background()); err != nil {
+		return fmt.Errorf("repairing the sessions a killed recorder left open in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// openRead opens the store for reading: directly and read-only when no
+// process holds it, else through the API of the recorder that does.
 func openRead(ctx context.Context, dir string) (openedStore, error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
@@ -79,7 +99,12 @@ func openRead(ctx context.Context, dir string) (openedStore, error) {
 	if c, _, err := remotestore.Discover(ctx, dir); err == nil {
 		return c, nil
 	}
-	st, err := badgerstore.Open(dir, nil)
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); errors.Is(err, fs.ErrNotExist) {
+		// No store yet: what wraps recorded may be waiting in spools.
+		return withSpools(ctx, memstore.New(), dir)
+	}
+	// Read-only: a read command never writes, and so works on a full disk.
+	st, err := badgerstore.Open(dir, &badgerstore.Options{ReadOnly: true})
 	if err == nil {
 		s, err := withSpools(ctx, st, dir)
 		if err != nil {
@@ -87,6 +112,11 @@ func openRead(ctx context.Context, dir string) (openedStore, error) {
 			return nil, err
 		}
 		return s, nil
+	}
+	if errors.Is(err, badgerstore.ErrUnclean) {
+		return nil, fmt.Errorf("%s was not closed cleanly: the mcptape that recorded into it was killed (or the machine went down). "+
+			"Reading it first needs a repair, which writes, and this command only reads: open it once with `mcptape dashboard --data %s` "+
+			"or `mcptape record --data %s …`, which repair it, then try again", dir, dir, dir)
 	}
 	if errors.Is(err, badgerstore.ErrLocked) {
 		if _, _, derr := remotestore.Discover(ctx, dir); derr != nil && !errors.Is(derr, fs.ErrNotExist) {

@@ -34,7 +34,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQuery, asJSON bool, w io.Writer) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := newJSONLines(w)
 		for s, err := range store.Sessions(ctx, q) {
 			if err != nil {
 				return err
@@ -60,7 +60,7 @@ func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQu
 		if s.Lost > 0 {
 			status += fmt.Sprintf(" (%d lost)", s.Lost)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, eraName(s.Era, s.Opening), dash(s.Version),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", clean(s.ID), eraName(s.Era, s.Opening), dash(clean(s.Version)),
 			dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Start.Local().Format("2006-01-02 15:04:05"),
 			s.Calls, s.Errors, status)
 	}
@@ -85,17 +85,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// clean makes recorded text safe for a terminal: recorded content is
-// hostile, so control characters (escape sequences) never reach it.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
 }
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -124,8 +113,8 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
+			enc := newJSONLines(stdout)
+			enc.indent = "  "
 			return enc.Encode(t)
 		}
 		sessionHeader(stdout, s)
@@ -188,7 +177,7 @@ func findSession(ctx context.Context, store capture.Reader, id string) (*capture
 	}
 	ids := make([]string, 0, len(matches))
 	for _, m := range matches {
-		ids = append(ids, m.ID)
+		ids = append(ids, clean(m.ID))
 	}
 	return nil, fmt.Errorf("%q matches %d sessions (%s); give more of the id", id, len(matches), strings.Join(ids, ", "))
 }
@@ -216,7 +205,7 @@ type shownMessage struct {
 
 func showSession(ctx context.Context, store capture.Reader, s *capture.Session, asJSON bool, w io.Writer) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := newJSONLines(w)
 		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
 			if err != nil {
 				return err
@@ -276,6 +265,6 @@ func fmtOffset(d time.Duration) string {
 }
 
 func sessionHeader(w io.Writer, s *capture.Session) {
-	fmt.Fprintf(w, "session %s  %s %s  client %s  server %s  %s\n", s.ID, eraName(s.Era, s.Opening), dash(s.Version),
+	fmt.Fprintf(w, "session %s  %s %s  client %s  server %s  %s\n", clean(s.ID), eraName(s.Era, s.Opening), dash(clean(s.Version)),
 		dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Status)
 }

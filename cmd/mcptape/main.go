@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mcptape/mcptape/capture"
 )
 
 func main() {
@@ -84,10 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.As(err, &ec):
 			return int(ec)
 		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "mcptape %s: %s\nusage: mcptape %s %s\n", c.name, ue.msg, c.name, c.args)
+			fmt.Fprintf(stderr, "mcptape %s: %s\nusage: mcptape %s %s\n", c.name, capture.TerminalLines(ue.msg), c.name, c.args)
 			return exitUsage
 		default:
-			fmt.Fprintf(stderr, "mcptape %s: %v\n", c.name, err)
+			// Errors can quote recorded values (ids, names, versions).
+			fmt.Fprintf(stderr, "mcptape %s: %s\n", c.name, capture.TerminalLines(err.Error()))
 			return exitError
 		}
 	}

@@ -45,7 +45,15 @@ type recordConfig struct {
 	dashboard      string
 	dashboardToken string
 	dashboardFixed bool
+	// Store bounds (sizes as flags give them, e.g. 256MiB).
+	minFree, maxStoreSize, maxRecordBytes string
 }
+
+// Defaults of the store's bounds (documented in the README).
+const (
+	defaultMinFree        = "256MiB"
+	defaultMaxRecordBytes = "64MiB"
+)
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("record", stderr)
@@ -63,6 +71,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
 	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off; an address other than loopback needs a token")
 	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
+	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
+	fs.StringVar(&c.maxStoreSize, "max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
+	fs.StringVar(&c.maxRecordBytes, "max-record-bytes", defaultMaxRecordBytes, "the largest message stored whole; a larger one is forwarded whole and stored cut, with a finding (headers: at most 1MiB)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -161,7 +172,12 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if c.metrics != "" || dashOn {
 		reg = newMetricsRegistry()
 	}
-	store, err := openWrite(c.data)
+	so, maxRecord, err := c.storeOptions()
+	if err != nil {
+		return nil, err
+	}
+	so.Logger, so.Registerer = logger, registerer(reg)
+	store, err := openWrite(c.data, so)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +188,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 	}()
 	ro := &capture.RecorderOptions{
-		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap,
+		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
 		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
 		Registerer: registerer(reg),
 	}
@@ -212,6 +228,34 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 	}
 	return rs, nil
+}
+
+// storeOptions turns the store's flags into options, and returns the
+// largest message recorded whole.
+func (c *recordConfig) storeOptions() (*badgerstore.Options, int, error) {
+	o := &badgerstore.Options{}
+	minFree, err := parseSize(orDefault(c.minFree, defaultMinFree))
+	if err != nil {
+		return nil, 0, usagef("--min-free: %v", err)
+	}
+	if o.MinFree = minFree; minFree == 0 {
+		o.MinFree = -1 // off
+	}
+	if o.MaxSize, err = parseSize(orDefault(c.maxStoreSize, "0")); err != nil {
+		return nil, 0, usagef("--max-store-size: %v", err)
+	}
+	maxRecord, err := parseSize(orDefault(c.maxRecordBytes, defaultMaxRecordBytes))
+	if err != nil || maxRecord < 1<<10 || maxRecord > 1<<30 {
+		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 64MiB", c.maxRecordBytes)
+	}
+	return o, int(maxRecord), nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // serveAPI lets `ls` and `show` read the store while this process holds it.

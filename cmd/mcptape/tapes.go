@@ -144,7 +144,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, err := openWrite(*data)
+	store, err := openWrite(*data, nil)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		err = cerr
 	}
 	for _, id := range ids {
-		fmt.Fprintln(stdout, id)
+		fmt.Fprintln(stdout, clean(id))
 	}
 	if err != nil {
 		if len(ids) > 0 {
@@ -163,7 +163,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for i, ts := range tape.Sessions {
 		if i < len(ids) && ids[i] != ts.Session.ID {
-			fmt.Fprintf(stderr, "mcptape import: %s was renamed %s (the store held that id already)\n", ts.Session.ID, ids[i])
+			fmt.Fprintf(stderr, "mcptape import: %s was renamed %s (the store held that id already)\n", clean(ts.Session.ID), clean(ids[i]))
 		}
 	}
 	fmt.Fprintf(stderr, "mcptape import: %d session(s) into %s\n", len(ids), *data)
