@@ -344,7 +344,7 @@ func (p *pipeline) countActive(now time.Time) {
 	}
 	n := int64(0)
 	for _, st := range p.sessions {
-		if st.httpIP == "" && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
+		if st.httpKey == "" && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
 			n++
 		}
 	}

@@ -42,15 +42,11 @@ func (e *PartialWriteError) Error() string {
 
 func (e *PartialWriteError) Unwrap() error { return e.Err }
 
-// Store keeps sessions, exchanges and messages. Implementations are safe for
-// concurrent use; iterators see a consistent snapshot taken when iteration
-// starts. Every backend passes the storetest suite.
-type Store interface {
-	// Write stores a batch: sessions and exchanges are upserted whole
-	// (the last write of an ID wins), messages are added (a Seq already
-	// present is replaced). A batch is applied atomically where the
-	// backend allows it.
-	Write(ctx context.Context, b *Batch) error
+// Reader reads sessions, exchanges and messages. Implementations are safe
+// for concurrent use; iterators see a consistent snapshot taken when
+// iteration starts. A store held by another process is read through one
+// (remotestore).
+type Reader interface {
 	// Session returns one session, or ErrNotFound.
 	Session(ctx context.Context, id string) (*Session, error)
 	// Sessions yields sessions newest first (by Start, then ID).
@@ -63,12 +59,32 @@ type Store interface {
 	Messages(ctx context.Context, sessionID string, q MessageQuery) iter.Seq2[*Message, error]
 	// Message returns one message with its Raw, or ErrNotFound.
 	Message(ctx context.Context, seq uint64) (*Message, error)
+	// LastIDs returns the highest message Seq and exchange ID stored, so a
+	// recorder reopening a store continues after them (and a live reader
+	// knows where the store is).
+	LastIDs(ctx context.Context) (seq, exchange uint64, err error)
+}
+
+// Writer takes what a [Recorder] produces. Implementations are safe for
+// concurrent use.
+type Writer interface {
+	// Write stores a batch: sessions and exchanges are upserted whole
+	// (the last write of an ID wins), messages are added (a Seq already
+	// present is replaced). A batch is applied atomically where the
+	// backend allows it.
+	Write(ctx context.Context, b *Batch) error
+	// LastIDs is as in [Reader]: where the recorder's numbering continues.
+	LastIDs(ctx context.Context) (seq, exchange uint64, err error)
+}
+
+// Store keeps sessions, exchanges and messages: a [Reader] and a [Writer]
+// that owns its data. Every backend passes the storetest suite.
+type Store interface {
+	Reader
+	Writer
 	// DeleteSession removes a session with its exchanges and messages.
 	// Deleting a missing session returns ErrNotFound.
 	DeleteSession(ctx context.Context, id string) error
-	// LastIDs returns the highest message Seq and exchange ID stored, so a
-	// recorder reopening a store continues after them.
-	LastIDs(ctx context.Context) (seq, exchange uint64, err error)
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
 }

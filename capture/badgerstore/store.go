@@ -24,11 +24,12 @@ var _ capture.Store = (*Store)(nil)
 
 // schemaVersion is the version of the key layout and record encodings this
 // package writes and reads. Version 2 appended the upstream's instants
-// (Exchange.Forwarded, UpstreamHeaders) to exchange records; a version 1
-// store is read as it is (its exchanges lack them) and marked version 2 on
-// open, so that an older mcptape refuses it rather than misreading new
-// records.
-const schemaVersion = 2
+// (Exchange.Forwarded, UpstreamHeaders) to exchange records, version 3 a
+// session's leg, route and command (Session.Leg, Route, Command); an older
+// store is read as it is (its records lack them) and marked with the
+// current version on open, so that an older mcptape refuses it rather than
+// misreading new records.
+const schemaVersion = 3
 
 // Errors callers branch on.
 var (
@@ -357,8 +358,8 @@ func (s *Store) initTxn(txn *badger.Txn) error {
 			return fmt.Errorf("badgerstore: %s: schema version %q is not a number: the store is corrupt: %w", s.dir, v, ErrSchema)
 		case n > schemaVersion:
 			return fmt.Errorf("badgerstore: %s: schema version %d is newer than this mcptape reads (%d): upgrade mcptape: %w", s.dir, n, schemaVersion, ErrSchema)
-		case n == 1:
-			// Additive: version 1 records decode as they are.
+		case n >= 1 && n < schemaVersion:
+			// Additive: older records decode as they are.
 			if s.readOnly {
 				break
 			}

@@ -5,7 +5,7 @@
 // recorder serves [Handler] on a loopback port, guarded by a random token,
 // and announces both in a file in the data directory ([WriteAnnouncement]);
 // the CLI finds it with [Discover] and reads through [Client], which
-// implements the read side of capture.Store.
+// implements capture.Reader.
 //
 // # API
 //
@@ -53,9 +53,6 @@ import (
 	"github.com/mcptape/mcptape/capture"
 )
 
-// ErrReadOnly is returned by the client's write methods.
-var ErrReadOnly = errors.New("remotestore: the running recorder's store is read-only from here")
-
 // Status is what the recording process reports about itself.
 type Status struct {
 	PID      int           `json:"pid"`
@@ -65,9 +62,24 @@ type Status struct {
 	Stats    capture.Stats `json:"stats"`
 }
 
+// HandlerOptions configures Handler. Nil means defaults.
+type HandlerOptions struct {
+	// Status, if not nil, answers /v1/status.
+	Status func() Status
+	// Sync, if not nil, is called before every read, so that a read sees
+	// everything the recording process forwarded before it (the recorder
+	// writes in batches and rewrites busy sessions' records at intervals;
+	// capture.Recorder.Sync flushes both). Its error is the read's.
+	Sync func(ctx context.Context) error
+}
+
 // Handler serves store read-only at /v1/… for clients holding token.
-// status, if not nil, answers /v1/status.
-func Handler(store capture.Store, token string, status func() Status) http.Handler {
+func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Handler {
+	var o HandlerOptions
+	if opts != nil {
+		o = *opts
+	}
+	status := o.Status
 	mux := http.NewServeMux()
 	h := &handler{store: store}
 	mux.HandleFunc("GET /v1/sessions", h.sessions)
@@ -91,11 +103,17 @@ func Handler(store capture.Store, token string, status func() Status) http.Handl
 			writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong token"))
 			return
 		}
+		if o.Sync != nil && r.URL.Path != "/v1/status" {
+			if err := o.Sync(r.Context()); err != nil {
+				writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("waiting for the recorder to write what it has: %w", err))
+				return
+			}
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
 
-type handler struct{ store capture.Store }
+type handler struct{ store capture.Reader }
 
 const contentType = "application/x-gob"
 
@@ -252,15 +270,14 @@ func (h *handler) lastIDs(w http.ResponseWriter, r *http.Request) {
 	writeOne(w, lastIDs{Seq: seq, Exchange: x})
 }
 
-// Client reads a remote store. It implements capture.Store; writes return
-// ErrReadOnly.
+// Client reads a remote store. It implements capture.Reader.
 type Client struct {
 	base  string
 	token string
 	hc    *http.Client
 }
 
-var _ capture.Store = (*Client)(nil)
+var _ capture.Reader = (*Client)(nil)
 
 // NewClient reads the store served at base (e.g. "http://127.0.0.1:41234").
 func NewClient(base, token string) *Client {
@@ -351,18 +368,12 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return getOne[Status](c, ctx, "/v1/status")
 }
 
-// Write implements capture.Store; it always fails.
-func (c *Client) Write(context.Context, *capture.Batch) error { return ErrReadOnly }
-
-// DeleteSession implements capture.Store; it always fails.
-func (c *Client) DeleteSession(context.Context, string) error { return ErrReadOnly }
-
-// Session implements capture.Store.
+// Session implements capture.Reader.
 func (c *Client) Session(ctx context.Context, id string) (*capture.Session, error) {
 	return getOne[capture.Session](c, ctx, "/v1/session?id="+url.QueryEscape(id))
 }
 
-// Sessions implements capture.Store.
+// Sessions implements capture.Reader.
 func (c *Client) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[*capture.Session, error] {
 	v := url.Values{}
 	if q.Limit > 0 {
@@ -377,17 +388,17 @@ func (c *Client) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2
 	return getStream[capture.Session](c, ctx, "/v1/sessions?"+v.Encode())
 }
 
-// Exchanges implements capture.Store.
+// Exchanges implements capture.Reader.
 func (c *Client) Exchanges(ctx context.Context, sessionID string) iter.Seq2[*capture.Exchange, error] {
 	return getStream[capture.Exchange](c, ctx, "/v1/exchanges?session="+url.QueryEscape(sessionID))
 }
 
-// Exchange implements capture.Store.
+// Exchange implements capture.Reader.
 func (c *Client) Exchange(ctx context.Context, id uint64) (*capture.Exchange, error) {
 	return getOne[capture.Exchange](c, ctx, "/v1/exchange?id="+strconv.FormatUint(id, 10))
 }
 
-// Messages implements capture.Store.
+// Messages implements capture.Reader.
 func (c *Client) Messages(ctx context.Context, sessionID string, q capture.MessageQuery) iter.Seq2[*capture.Message, error] {
 	v := url.Values{"session": {sessionID}}
 	if q.After > 0 {
@@ -402,12 +413,12 @@ func (c *Client) Messages(ctx context.Context, sessionID string, q capture.Messa
 	return getStream[capture.Message](c, ctx, "/v1/messages?"+v.Encode())
 }
 
-// Message implements capture.Store.
+// Message implements capture.Reader.
 func (c *Client) Message(ctx context.Context, seq uint64) (*capture.Message, error) {
 	return getOne[capture.Message](c, ctx, "/v1/message?seq="+strconv.FormatUint(seq, 10))
 }
 
-// LastIDs implements capture.Store.
+// LastIDs implements capture.Reader.
 func (c *Client) LastIDs(ctx context.Context) (uint64, uint64, error) {
 	v, err := getOne[lastIDs](c, ctx, "/v1/lastids")
 	if err != nil {
@@ -424,7 +435,7 @@ func (c *Client) Verify(ctx context.Context) (*capture.VerifyReport, error) {
 
 var _ capture.Verifier = (*Client)(nil)
 
-// Close implements capture.Store.
+// Close releases the client's idle connections.
 func (c *Client) Close() error { c.hc.CloseIdleConnections(); return nil }
 
 // AnnouncementFile is the file, in the data directory, through which a

@@ -48,9 +48,9 @@ func TestConformanceThroughTheAPI(t *testing.T) {
 func TestTokenAndDiscover(t *testing.T) {
 	mem := memstore.New()
 	defer mem.Close()
-	srv := httptest.NewServer(remotestore.Handler(mem, "right", func() remotestore.Status {
+	srv := httptest.NewServer(remotestore.Handler(mem, "right", &remotestore.HandlerOptions{Status: func() remotestore.Status {
 		return remotestore.Status{PID: os.Getpid(), Stats: capture.Stats{Stored: 7}}
-	}))
+	}}))
 	defer srv.Close()
 	if _, err := remotestore.NewClient(srv.URL, "wrong").Session(context.Background(), "x"); err == nil || errors.Is(err, capture.ErrNotFound) {
 		t.Errorf("wrong token: %v, want refused", err)

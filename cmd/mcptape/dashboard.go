@@ -61,6 +61,19 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	// What `mcptape wrap` records reaches the store through this process
+	// while it holds the store (the live page polls the store).
+	rec, err := capture.NewRecorder(ctx, store, &capture.RecorderOptions{Logger: logger})
+	if err != nil {
+		return errors.Join(err, d.close())
+	}
+	ing := startIngest(*data, rec, store, logger)
+	defer func() {
+		ing.stop()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = rec.Close(cctx)
+		cancel()
+	}()
 	// Like a recorder, announce a read API, so that `ls` and `show` work
 	// while the dashboard holds the store, and point others at it.
 	unannounce, err := announce(store, *data, d.url())
@@ -122,9 +135,9 @@ func announce(store capture.Store, data, dashURL string) (func(), error) {
 	}
 	token := remotestore.NewToken()
 	started := time.Now()
-	api := &http.Server{Handler: remotestore.Handler(store, token, func() remotestore.Status {
+	api := &http.Server{Handler: remotestore.Handler(store, token, &remotestore.HandlerOptions{Status: func() remotestore.Status {
 		return remotestore.Status{PID: os.Getpid(), Started: started}
-	}), ReadHeaderTimeout: 10 * time.Second}
+	}}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = api.Serve(ln) }()
 	remove, err := remotestore.WriteAnnouncement(data, remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token, Dashboard: dashURL})
 	if err != nil {
@@ -274,7 +287,7 @@ func (r *replayServers) start(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv, err := proxy.Listen("127.0.0.1:0", h, r.logger)
+	srv, err := proxy.Listen("127.0.0.1:0", h, &proxy.ServerOptions{Logger: r.logger})
 	if err != nil {
 		h.Close()
 		return "", err

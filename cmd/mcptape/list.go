@@ -32,7 +32,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout)
 }
 
-func listSessions(ctx context.Context, store capture.Store, q capture.SessionQuery, asJSON bool, w io.Writer) error {
+func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQuery, asJSON bool, w io.Writer) error {
 	if asJSON {
 		enc := newJSONLines(w)
 		for s, err := range store.Sessions(ctx, q) {
@@ -156,13 +156,13 @@ func interleave(args []string) []string {
 
 func takesValue(flag string) bool {
 	switch strings.TrimLeft(flag, "-") {
-	case "data", "o":
+	case "data", "o", "config":
 		return true
 	}
 	return false
 }
 
-func findSession(ctx context.Context, store capture.Store, id string) (*capture.Session, error) {
+func findSession(ctx context.Context, store capture.Reader, id string) (*capture.Session, error) {
 	s, err := store.Session(ctx, id)
 	if err == nil {
 		return s, nil
@@ -210,7 +210,7 @@ type shownMessage struct {
 	RawText string          `json:"rawText,omitempty"`
 }
 
-func showSession(ctx context.Context, store capture.Store, s *capture.Session, asJSON bool, w io.Writer) error {
+func showSession(ctx context.Context, store capture.Reader, s *capture.Session, asJSON bool, w io.Writer) error {
 	if asJSON {
 		enc := newJSONLines(w)
 		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {

@@ -139,6 +139,7 @@ type recording struct {
 	metrics  *metricsServer
 	dash     *runningDashboard
 	replays  *replayServers
+	ingest   *ingesting
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -208,11 +209,13 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	// The wraps' spools: this process owns the store now.
+	rs.ingest = startIngest(c.data, rs.rec, store, logger)
 	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost, Registerer: registerer(reg)})
 	if err != nil {
 		return nil, err
 	}
-	rs.srv, err = proxy.Listen(c.listen, p, logger)
+	rs.srv, err = proxy.Listen(c.listen, p, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -264,8 +267,13 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	token := remotestore.NewToken()
 	started := time.Now()
 	listen := rs.srv.URL()
-	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, func() remotestore.Status {
-		return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, &remotestore.HandlerOptions{
+		Status: func() remotestore.Status {
+			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+		},
+		// A read sees everything forwarded before it: `export` right
+		// after a run must not find a session's record stale.
+		Sync: rs.rec.Sync,
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.api.Serve(ln) }()
 	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
@@ -297,6 +305,7 @@ func (rs *recording) close() (capture.Stats, error) {
 		rs.replays.close()
 	}
 	var stats capture.Stats
+	rs.ingest.stop()
 	if rs.rec != nil {
 		if err := rs.rec.Close(ctx); err != nil {
 			errs = append(errs, err)

@@ -61,7 +61,7 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return fmt.Errorf("%s: %w", *tapePath, err)
 	}
-	srv, err := proxy.Listen(*listen, s, logger)
+	srv, err := proxy.Listen(*listen, s, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return err
 	}

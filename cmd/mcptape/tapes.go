@@ -114,7 +114,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func countSessions(ctx context.Context, store capture.Store) int {
+func countSessions(ctx context.Context, store capture.Reader) int {
 	n := 0
 	for _, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 		if err == nil {

@@ -85,7 +85,7 @@ func verifyStore(ctx context.Context, dir string) (*capture.VerifyReport, error)
 // table block that fails its checksum without a word). err then names it
 // all, so the command exits 1 having given what could be read.
 type tolerantStore struct {
-	capture.Store
+	openedStore
 	dir string // the store's directory, when read directly: damaged tables are named
 
 	mu     sync.Mutex
@@ -122,11 +122,11 @@ func tolerate[T any](t *tolerantStore, seq iter.Seq2[T, error], count func(n int
 }
 
 func (t *tolerantStore) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[*capture.Session, error] {
-	return tolerate(t, t.Store.Sessions(ctx, q), nil)
+	return tolerate(t, t.openedStore.Sessions(ctx, q), nil)
 }
 
 func (t *tolerantStore) Exchanges(ctx context.Context, id string) iter.Seq2[*capture.Exchange, error] {
-	return tolerate(t, t.Store.Exchanges(ctx, id), nil)
+	return tolerate(t, t.openedStore.Exchanges(ctx, id), nil)
 }
 
 func (t *tolerantStore) Messages(ctx context.Context, id string, q capture.MessageQuery) iter.Seq2[*capture.Message, error] {
@@ -138,7 +138,7 @@ func (t *tolerantStore) Messages(ctx context.Context, id string, q capture.Messa
 			t.mu.Unlock()
 			// A finished session's record counts every message decoded,
 			// Lost those that were never stored.
-			s, err := t.Store.Session(ctx, id)
+			s, err := t.openedStore.Session(ctx, id)
 			if err != nil || s.Status == capture.StatusOpen {
 				return
 			}
@@ -147,7 +147,7 @@ func (t *tolerantStore) Messages(ctx context.Context, id string, q capture.Messa
 			}
 		}
 	}
-	return tolerate(t, t.Store.Messages(ctx, id, q), count)
+	return tolerate(t, t.openedStore.Messages(ctx, id, q), count)
 }
 
 // err names the damage met, or is nil.
@@ -176,9 +176,9 @@ func openTolerant(ctx context.Context, dir string) (*tolerantStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tolerantStore{Store: st}
-	if _, ok := st.(*badgerstore.Store); ok {
-		t.dir = dir
+	t := &tolerantStore{openedStore: st}
+	if _, remote := st.(*remotestore.Client); !remote {
+		t.dir = dir // read directly: damaged table files can be named
 	}
 	return t, nil
 }
