@@ -23,7 +23,7 @@ func tapCall(rec *capture.Recorder, remote, body string, header http.Header, cty
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	tap := rec.Begin(req, []byte(body), true)
+	tap := rec.Begin(capture.RequestFrom(req, []byte(body), true))
 	if ctype == "" {
 		ctype = "application/json"
 	}

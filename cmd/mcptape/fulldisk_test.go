@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,17 +33,24 @@ func (b bulkServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tag != nil {
 		name = string(tag[1])
 	}
+	id := "1"
+	if m := regexp.MustCompile(`"id":(\d+)`).FindSubmatch(body); m != nil {
+		id = string(m[1])
+	}
 	pad := make([]byte, b.size*3/4)
 	_, _ = rand.Read(pad)
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"%s %s"}]}}`, name, base64.StdEncoding.EncodeToString(pad))
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s %s"}]}}`, id, name, base64.StdEncoding.EncodeToString(pad))
 }
+
+var callIDs atomic.Int64
 
 // callTagged makes one tools/call through the proxy and checks that the
 // client got the whole result for it.
 func callTagged(t *testing.T, hc *http.Client, u, tag string, size int) {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bulk","arguments":{"text":"` + tag + `"}}}`
+	// Each call its own id, as one client's calls have.
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bulk","arguments":{"text":"%s"}}}`, callIDs.Add(1), tag)
 	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")

@@ -21,15 +21,15 @@ import (
 	"github.com/mcptape/mcptape/protocol"
 )
 
-// childEnv makes this test binary run as mcptape itself (TestMcptapeChild),
+// asMcptapeEnv makes this test binary run as mcptape itself (TestMcptapeChild),
 // so that a client can launch `mcptape wrap` as the real child process it
 // is in a client's config.
-const childEnv = childEnvName
+const asMcptapeEnv = childEnvName
 
 // TestMcptapeChild is mcptape's main when this test binary runs as a child
-// with childEnv set: the arguments after -- are mcptape's.
+// with asMcptapeEnv set: the arguments after -- are mcptape's.
 func TestMcptapeChild(t *testing.T) {
-	if os.Getenv(childEnv) != "1" {
+	if os.Getenv(asMcptapeEnv) != "1" {
 		t.Skip("runs only as a child process: mcptape itself")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -53,7 +53,7 @@ func mcptapeArgv(t testing.TB, args ...string) []string {
 func mcptapeCmd(t testing.TB, args ...string) *exec.Cmd {
 	argv := mcptapeArgv(t, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), asMcptapeEnv+"=1")
 	return cmd
 }
 
@@ -167,7 +167,7 @@ func TestWrapTypeScriptStdioClient(t *testing.T) {
 	rep, err := interop.RunClient(ctx, "", &interop.ClientOptions{
 		Transport: interop.TransportStdio,
 		Command:   mcptapeArgv(t, append([]string{"wrap", "--data", data, "--name", "everything", "--"}, ev...)...),
-		Env:       []string{childEnv + "=1"},
+		Env:       []string{asMcptapeEnv + "=1"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestWrapMCPRemote(t *testing.T) {
 		Transport: interop.TransportStdio,
 		Command:   mcptapeArgv(t, append([]string{"wrap", "--data", data, "--name", "remote", "--"}, remote...)...),
 		// mcp-remote keeps its state under HOME.
-		Env: []string{childEnv + "=1", "HOME=" + t.TempDir()},
+		Env: []string{asMcptapeEnv + "=1", "HOME=" + t.TempDir()},
 	})
 	if err != nil {
 		t.Fatal(err)
