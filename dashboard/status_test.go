@@ -19,7 +19,7 @@ type switchable struct {
 }
 
 func (s *switchable) set(st dashboard.RecordingStatus) { s.mu.Lock(); s.st = st; s.mu.Unlock() }
-func (s *switchable) get() dashboard.RecordingStatus  { s.mu.Lock(); defer s.mu.Unlock(); return s.st }
+func (s *switchable) get() dashboard.RecordingStatus   { s.mu.Lock(); defer s.mu.Unlock(); return s.st }
 
 // TestStatusAPI: /api/v1/status reports what Options.Status says, and
 // that nothing records without it.
