@@ -345,8 +345,6 @@ func (rs *recording) close() (capture.Stats, error) {
 	return stats, errors.Join(errs...)
 }
 
-func trimURL(u string) string { return strings.TrimRight(u, "/") }
-
 // defaultMemoryLimit keeps a recorder's RSS near 100 MB even while several
 // 10 MiB results stream through it: without a limit the Go heap may grow to
 // twice its live size before collecting.
