@@ -123,7 +123,7 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
 	}
 	if len(st.pending) < maxPending && len(st.pending[k]) < maxSameID {
-		pd := pending{seq: m.Seq, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
+		pd := pending{seq: m.Seq, at: m.Time, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
 		if params.Modern {
 			pd.caps = params.ClientCapabilities
 		}
@@ -395,6 +395,9 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		return
 	}
 	st.donePending(k, i)
+	if reqDir == protocol.ClientToServer {
+		p.r.met.call(pd.method, pd.name, st.s.Leg, m.Time.Sub(pd.at))
+	}
 	if carrier != 0 && pd.x != carrier {
 		m.Findings = append(m.Findings, Finding{FindingWrongStream,
 			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id, xs.reqID)})
