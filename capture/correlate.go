@@ -91,7 +91,7 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		// A server→client request belongs to the client call whose stream
 		// carried it; on the standalone GET stream it belongs to the session.
 		parent := xs.reqSeq
-		if xs.stream {
+		if xs.stream || st.legacySSE && xs.reqSeq == 0 {
 			parent = st.callInFlight()
 		}
 		m.Links.Parent = parent
@@ -123,7 +123,7 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
 	}
 	if len(st.pending) < maxPending && len(st.pending[k]) < maxSameID {
-		pd := pending{seq: m.Seq, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
+		pd := pending{seq: m.Seq, at: m.Time, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
 		if params.Modern {
 			pd.caps = params.ClientCapabilities
 		}
@@ -333,9 +333,10 @@ func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol
 			m.Findings = append(m.Findings, Finding{FindingOrphanResponse,
 				fmt.Sprintf("elicitation/complete for elicitationId %q, which no recorded elicitation/create carried", params.ElicitationID)})
 		}
-	case dir == protocol.ServerToClient && xs.stream:
-		// stdio has no stream per call: a log message belongs to the call
-		// in flight, when that is clear.
+	case dir == protocol.ServerToClient && (xs.stream || st.legacySSE && xs.reqSeq == 0):
+		// stdio, and the 2024-11-05 HTTP+SSE transport's one stream, have
+		// no stream per call: a log message belongs to the call in flight,
+		// when that is clear.
 		m.Links.Request = st.callInFlight()
 	case dir == protocol.ServerToClient:
 		// Log messages and other notifications belong to the request whose
@@ -394,6 +395,9 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		return
 	}
 	st.donePending(k, i)
+	if reqDir == protocol.ClientToServer {
+		p.r.met.call(pd.method, pd.name, st.s.Leg, m.Time.Sub(pd.at))
+	}
 	if carrier != 0 && pd.x != carrier {
 		m.Findings = append(m.Findings, Finding{FindingWrongStream,
 			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id, xs.reqID)})
@@ -401,7 +405,7 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	m.Links.Request = pd.seq
 	m.Method = pd.method
 	m.Name = pd.name
-	if dir == protocol.ServerToClient && xs.x.Method == "GET" && xs.headers.Get(protocol.HeaderLastEventID) == "" {
+	if dir == protocol.ServerToClient && xs.x.Method == "GET" && xs.headers.Get(protocol.HeaderLastEventID) == "" && !st.legacySSE {
 		m.Findings = append(m.Findings, Finding{FindingWrongStream,
 			"a response on the standalone GET stream, where the spec allows none (outside resumption)"})
 	}

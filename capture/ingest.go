@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
+
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // Remap carries the numbering of one foreign source (a stdio wrap's spool)
@@ -14,11 +17,15 @@ import (
 type Remap struct {
 	Seq      map[uint64]uint64
 	Exchange map[uint64]uint64
+	// asked holds the times of the source's client requests not answered
+	// yet, for the call-duration metric.
+	asked map[uint64]time.Time
+	leg   Leg
 }
 
 // NewRemap returns an empty Remap.
 func NewRemap() *Remap {
-	return &Remap{Seq: map[uint64]uint64{}, Exchange: map[uint64]uint64{}}
+	return &Remap{Seq: map[uint64]uint64{}, Exchange: map[uint64]uint64{}, asked: map[uint64]time.Time{}}
 }
 
 // ErrIngest is returned by Ingest when the store refused the write: the
@@ -94,7 +101,11 @@ func (p *pipeline) ingest(q *ingestReq) {
 		}
 		return 0
 	})
+	for _, s := range q.b.Sessions {
+		m.leg = s.Leg
+	}
 	for _, old := range msgs {
+		p.ingestMetrics(m, old)
 		nm := *old
 		nm.Seq = seq(old.Seq)
 		nm.ExchangeID = xid(old.ExchangeID)
@@ -111,7 +122,12 @@ func (p *pipeline) ingest(q *ingestReq) {
 		p.msgs = append(p.msgs, &nm)
 		p.batchBytes += len(nm.Raw)
 		p.r.messages.Add(1)
-		p.r.met.message(&nm, nil)
+		var pm *protocol.Message
+		if nm.Kind == protocol.KindError {
+			d := protocol.Decode(nm.Raw)
+			pm = &d
+		}
+		p.r.met.message(&nm, pm)
 	}
 	for _, old := range q.b.Exchanges {
 		nx := *old
@@ -123,4 +139,36 @@ func (p *pipeline) ingest(q *ingestReq) {
 		p.foreignS = append(p.foreignS, &ns)
 	}
 	p.syncs = append(p.syncs, q.done)
+}
+
+// maxAsked bounds the requests a Remap remembers for the call metric.
+const maxAsked = 10000
+
+// ingestMetrics feeds the metrics a recorder derives while linking (call
+// durations, tool errors), which a foreign recorder computed without them.
+func (p *pipeline) ingestMetrics(m *Remap, msg *Message) {
+	if p.r.met == nil {
+		return
+	}
+	if m.asked == nil {
+		m.asked = map[uint64]time.Time{}
+	}
+	switch {
+	case msg.Direction == protocol.ClientToServer && msg.Kind == protocol.KindRequest:
+		if _, seen := m.Seq[msg.Seq]; !seen && len(m.asked) < maxAsked {
+			m.asked[msg.Seq] = msg.Time
+		}
+	case msg.Direction == protocol.ServerToClient && msg.Kind.IsResponse() && msg.Links.Request != 0:
+		at, ok := m.asked[msg.Links.Request]
+		if !ok {
+			return
+		}
+		delete(m.asked, msg.Links.Request)
+		p.r.met.call(msg.Method, msg.Name, m.leg, msg.Time.Sub(at))
+		if msg.Kind == protocol.KindResult && msg.Method == protocol.MethodToolsCall {
+			if res, _ := protocol.ParseResult(protocol.Decode(msg.Raw).Result); res.IsError {
+				p.r.met.toolError(msg.Method, msg.Name)
+			}
+		}
+	}
 }

@@ -48,6 +48,7 @@ type pendKey struct {
 
 type pending struct {
 	seq    uint64
+	at     time.Time // when the request crossed
 	x      uint64 // the exchange whose body carried the request
 	method string
 	name   string
@@ -62,6 +63,7 @@ type sessState struct {
 	last        time.Time
 	keyed       bool // has an Mcp-Session-Id
 	deleted     bool // the client ended it with DELETE
+	legacySSE   bool // the 2024-11-05 HTTP+SSE transport: answers come on the GET stream
 	fp, probeFP string
 	httpKey     string
 	initialized bool // initialize seen
@@ -110,23 +112,26 @@ type xState struct {
 	upstream string
 	refused  bool // the leg answered it itself (Request.Refused)
 	stream   bool // a stdio stream: one exchange for the process's life
-	reqBuf   []byte
-	reqDone  bool
-	reqOver  bool
-	reqEnc   string
-	deferred []event // response events that arrived before the request was complete
-	resp     bool
-	respEnc  string
-	respLen  int64 // the response's Content-Length, -1 when none
-	respDone bool  // the JSON body was decoded as soon as it was complete
-	respBuf  []byte
-	respOver bool
-	sse      *protocol.SSEParser
-	reqSeq   uint64 // the exchange's first client request: parent of what its stream carries
-	reqID    json.RawMessage
-	reqMeth  string
-	headers  http.Header
-	ip       string
+	// legacyStream is the GET stream of a 2024-11-05 HTTP+SSE session:
+	// when it ends, so does the session.
+	legacyStream bool
+	reqBuf       []byte
+	reqDone      bool
+	reqOver      bool
+	reqEnc       string
+	deferred     []event // response events that arrived before the request was complete
+	resp         bool
+	respEnc      string
+	respLen      int64 // the response's Content-Length, -1 when none
+	respDone     bool  // the JSON body was decoded as soon as it was complete
+	respBuf      []byte
+	respOver     bool
+	sse          *protocol.SSEParser
+	reqSeq       uint64 // the exchange's first client request: parent of what its stream carries
+	reqID        json.RawMessage
+	reqMeth      string
+	headers      http.Header
+	ip           string
 }
 
 func newPipeline(r *Recorder, seq uint64) *pipeline {
@@ -409,6 +414,9 @@ func (p *pipeline) begin(ev event) {
 	xs.x.RequestHeader, _ = p.capHeader(&xs.x, xs.x.RequestHeader, "request") // limits.go
 	xs.x.URL = p.redactURL(b.Target)
 	xs.key = b.Header.Get(protocol.HeaderSessionID)
+	if xs.key == "" {
+		xs.key = legacyKey(b.query)
+	}
 	xs.reqEnc = strings.ToLower(b.Header.Get("Content-Encoding"))
 	xs.x.RequestBody = bodyKind(b.Header.Get("Content-Type"), 0)
 	p.xs[ev.x] = xs
@@ -416,6 +424,47 @@ func (p *pipeline) begin(ev event) {
 		p.reqBody(xs, b.Body)
 	}
 	xs.ip = remoteIP(b.Remote)
+}
+
+// legacyKey is the key of a 2024-11-05 HTTP+SSE session named in a
+// request's query (the message endpoint's sessionId, as the endpoint event
+// gave it), "" when there is none.
+func legacyKey(query string) string {
+	if query == "" || !strings.Contains(query, "ession") {
+		return ""
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return ""
+	}
+	for _, k := range []string{"sessionId", "session_id"} {
+		if v := q.Get(k); v != "" {
+			return "sse:" + v
+		}
+	}
+	return ""
+}
+
+// legacyEndpoint handles the endpoint event that opens a 2024-11-05
+// HTTP+SSE session on its GET stream: the message URL it names carries the
+// session's id, by which the client's POSTs join this session.
+func (p *pipeline) legacyEndpoint(xs *xState, data []byte) {
+	u, err := url.Parse(strings.TrimSpace(string(data)))
+	if err != nil {
+		return
+	}
+	key := legacyKey(u.RawQuery)
+	st := xs.sess
+	if key == "" || st == nil {
+		return
+	}
+	if p.groups.bindKey(key, st) {
+		xs.legacyStream = true
+		st.legacySSE = true
+		st.s.Opening = "sse"
+		st.s.Era = protocol.EraLegacy
+		st.urgent = true
+	}
 }
 
 func remoteIP(addr string) string {
@@ -608,7 +657,7 @@ func (p *pipeline) end(xs *xState, ev event) {
 			parser.Feed(body, emit)
 			parser.Close(emit)
 		case xs.respDone:
-		case len(xs.respBuf) > 0 && xs.x.ResponseBody == BodyOther:
+		case len(xs.respBuf) > 0 && (xs.x.ResponseBody == BodyOther || xs.x.Status == http.StatusAccepted):
 			// A plain-text or HTML answer (a 405 to a GET, a proxy's
 			// refusal) is no JSON-RPC message: kept raw, as a frame.
 			p.add(xs, p.rawFrame(xs, protocol.ServerToClient, xs.respBuf, ev.at), nil)
@@ -617,6 +666,10 @@ func (p *pipeline) end(xs *xState, ev event) {
 		}
 	}
 	xs.respBuf = nil
+	if xs.legacyStream {
+		st.s.Status = closedUnlessIncomplete(st.s.Status)
+		st.urgent = true
+	}
 	p.dirtyX[xs.x.ID] = xs
 	p.touch(st, ev.at)
 }
@@ -664,6 +717,9 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 	info := SSEInfo{ID: e.ID, Type: e.Type}
 	if e.Unterminated {
 		xs.x.Truncated = true
+	}
+	if e.Type == "endpoint" && xs.x.Method == http.MethodGet {
+		p.legacyEndpoint(xs, e.Data)
 	}
 	if !e.HasData || len(e.Data) == 0 || (e.Type != "" && e.Type != "message") {
 		fi := info

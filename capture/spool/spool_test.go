@@ -11,6 +11,7 @@ import (
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/spool"
 	"github.com/mcptape/mcptape/protocol"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // wrapSide records n tool calls of a stdio server into a spool in dir, as
@@ -254,5 +255,74 @@ func TestNewSpoolIsLocked(t *testing.T) {
 	}
 	if spool.Running(w.Path()) {
 		t.Error("a closed spool is still Running")
+	}
+}
+
+// What a wrap records reaches the owner's metrics as HTTP traffic does: each
+// answered call's duration under its method, tool and the stdio leg, and
+// the tool errors.
+func TestIngestFeedsMetrics(t *testing.T) {
+	dir := t.TempDir()
+	w, err := spool.Create(dir, "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrec, err := capture.NewRecorder(context.Background(), w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := wrec.OpenStream(&capture.StreamInfo{Name: "m", Command: capture.Command{Args: []string{"m"}}})
+	for i := 1; i <= 5; i++ {
+		s.Line(protocol.ClientToServer, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"weather"}}`, i))
+		isErr := i == 5
+		s.Line(protocol.ServerToClient, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{"content":[],"isError":%v}}`, i, isErr))
+	}
+	s.Close("")
+	if err := wrec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := badgerstore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	rec, err := capture.NewRecorder(context.Background(), st, &capture.RecorderOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	if _, err := spool.NewIngester(dir, rec, st, nil).Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls uint64
+	var toolErrors float64
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch f.GetName() {
+			case "mcptape_capture_call_duration_seconds":
+				if labels["leg"] == "stdio" && labels["tool"] == "weather" && labels["method"] == "tools/call" {
+					calls += m.GetHistogram().GetSampleCount()
+				}
+			case "mcptape_capture_tool_errors_total":
+				if labels["tool"] == "weather" {
+					toolErrors += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if calls != 5 || toolErrors != 1 {
+		t.Errorf("metrics after ingesting 5 stdio calls, one an isError: %d call durations, %v tool errors", calls, toolErrors)
 	}
 }
