@@ -18,10 +18,12 @@ import (
 type Tree struct {
 	Session *Session `json:"session"`
 	Roots   []*Node  `json:"roots"`
-	// Messages and Frames count what the tree was built from; frames (SSE
-	// priming events, comments) are not nodes.
+	// Messages, Frames and Stderr count what the tree was built from;
+	// frames (SSE priming events, comments) and a stdio server's stderr
+	// lines are not nodes.
 	Messages int `json:"messages"`
 	Frames   int `json:"frames"`
+	Stderr   int `json:"stderr,omitempty"`
 	// Findings counts the findings recorded on the session's messages and
 	// exchanges, all of which are on the tree's nodes: the session's own
 	// count when the tree holds the whole session. Unanswered counts those
@@ -97,7 +99,7 @@ type Node struct {
 }
 
 // SessionTree reads a session and builds its tree.
-func SessionTree(ctx context.Context, store Store, id string) (*Tree, error) {
+func SessionTree(ctx context.Context, store Reader, id string) (*Tree, error) {
 	s, err := store.Session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -120,7 +122,7 @@ func SessionTree(ctx context.Context, store Store, id string) (*Tree, error) {
 }
 
 // CallTree returns the node of the call that message seq belongs to.
-func CallTree(ctx context.Context, store Store, seq uint64) (*Node, error) {
+func CallTree(ctx context.Context, store Reader, seq uint64) (*Node, error) {
 	m, err := store.Message(ctx, seq)
 	if err != nil {
 		return nil, err
@@ -212,7 +214,8 @@ func (b *treeBuilder) add(m *Message) {
 		b.last = m.Time
 	}
 	b.msgs[m.Seq] = m
-	if m.Kind == protocol.KindFrame {
+	switch m.Kind {
+	case protocol.KindFrame:
 		b.t.Frames++
 		if len(m.Findings) > 0 {
 			// A frame is a node only when it carries a finding (an SSE
@@ -221,6 +224,9 @@ func (b *treeBuilder) add(m *Message) {
 			b.t.Roots = append(b.t.Roots, &Node{Kind: NodeOther, Dir: m.Direction, Request: m.Seq, Start: m.Time,
 				Status: "frame", Summary: clip(string(m.Raw), 80), Findings: m.Findings})
 		}
+		return
+	case protocol.KindStderr:
+		b.t.Stderr++
 		return
 	}
 	b.t.Messages++

@@ -128,12 +128,22 @@ func TestVersionFromBuildInfo(t *testing.T) {
 }
 
 // TestReadCommandsCreateNoStore: ls, show, export and dashboard on a
-// directory that holds no store say so and leave it as it was.
+// directory that holds no store say so and leave it as it was. (The
+// dashboard owns an empty directory, for wraps to record into: see
+// TestFiveWrapsOneStore.)
 func TestReadCommandsCreateNoStore(t *testing.T) {
 	for _, args := range [][]string{{"ls"}, {"show", "SOME-SESSION"}, {"export"}, {"dashboard", "--listen", "127.0.0.1:0"}} {
 		missing := filepath.Join(t.TempDir(), "no-such-dir")
 		empty := t.TempDir()
-		for _, dir := range []string{missing, empty} {
+		other := t.TempDir()
+		if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("not a store"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dirs := []string{missing, empty, other}
+		if args[0] == "dashboard" {
+			dirs = []string{missing, other}
+		}
+		for _, dir := range dirs {
 			code, out, errOut := mcptape(t, append(args, "--data", dir)...)
 			if code != exitError || !strings.Contains(errOut, "no store at "+dir) || strings.Contains(out, "dashboard of") {
 				t.Errorf("%s --data %s: exit %d, stdout %q, stderr %q; want 1 and no store at the path", args[0], dir, code, out, errOut)
@@ -142,8 +152,11 @@ func TestReadCommandsCreateNoStore(t *testing.T) {
 		if _, err := os.Stat(missing); !os.IsNotExist(err) {
 			t.Errorf("%s created %s", args[0], missing)
 		}
-		if ents, _ := os.ReadDir(empty); len(ents) > 0 {
+		if ents, _ := os.ReadDir(empty); len(ents) > 0 && args[0] != "dashboard" {
 			t.Errorf("%s wrote %d files into an empty directory", args[0], len(ents))
+		}
+		if ents, _ := os.ReadDir(other); len(ents) != 1 {
+			t.Errorf("%s wrote into a directory that is not a store: %d files now", args[0], len(ents))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -135,7 +136,9 @@ func demoNextSteps(t *testing.T, out string) {
 		switch args[0] {
 		case "dashboard":
 			dashURL, _, stop := startCmd(t, "at ", append(args, "--listen", "127.0.0.1:0")...)
-			res, err := http.Get(strings.TrimSpace(dashURL))
+			// As a browser opens the printed URL: its token becomes a cookie.
+			jar, _ := cookiejar.New(nil)
+			res, err := (&http.Client{Jar: jar}).Get(strings.TrimSpace(dashURL))
 			if err != nil || res.StatusCode != http.StatusOK {
 				t.Errorf("%s: GET %s: %v %v", line, dashURL, res, err)
 			}

@@ -23,7 +23,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, interleave(args)); err != nil {
 		return err
 	}
-	store, err := openRead(ctx, *data)
+	// Past damage: the tape holds what can be read, and the damage is
+	// named after it is written.
+	store, err := openTolerant(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -104,12 +106,15 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if dest == "-" {
 			dest = "stdout"
 		}
-		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, messages, byteSize(cw.n.Load()), dest)
+		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, store.read, byteSize(cw.n.Load()), dest)
+	}
+	if err := store.err(); err != nil {
+		return fmt.Errorf("%w; the tape holds the %d message(s) that could be read", err, store.read)
 	}
 	return nil
 }
 
-func countSessions(ctx context.Context, store capture.Store) int {
+func countSessions(ctx context.Context, store capture.Reader) int {
 	n := 0
 	for _, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 		if err == nil {
@@ -144,7 +149,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, err := openWrite(*data)
+	store, err := openWrite(*data, nil)
 	if err != nil {
 		return err
 	}
@@ -153,7 +158,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		err = cerr
 	}
 	for _, id := range ids {
-		fmt.Fprintln(stdout, id)
+		fmt.Fprintln(stdout, clean(id))
 	}
 	if err != nil {
 		if len(ids) > 0 {
@@ -163,7 +168,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for i, ts := range tape.Sessions {
 		if i < len(ids) && ids[i] != ts.Session.ID {
-			fmt.Fprintf(stderr, "mcptape import: %s was renamed %s (the store held that id already)\n", ts.Session.ID, ids[i])
+			fmt.Fprintf(stderr, "mcptape import: %s was renamed %s (the store held that id already)\n", clean(ts.Session.ID), clean(ids[i]))
 		}
 	}
 	fmt.Fprintf(stderr, "mcptape import: %d session(s) into %s\n", len(ids), *data)

@@ -3,6 +3,8 @@
 
 import { h, clear, add } from './dom.js';
 import { api, info } from './api.js';
+import { watchStatus } from './banner.js';
+
 // Each page's module loads the first time it is visited, so a page does
 // not wait for the code of the others.
 const lazy = (path, name) => async (ctx) => (await import(path))[name](ctx);
@@ -92,6 +94,7 @@ async function boot() {
   // The page renders at once; the header and footer follow what the
   // server says it can do.
   render();
+  watchStatus();
   try {
     const i = await info();
     for (const a of document.querySelectorAll('#nav a[data-feature]')) a.hidden = !i.features[a.dataset.feature];
