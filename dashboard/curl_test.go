@@ -82,7 +82,9 @@ func TestCopyAsCurlWithoutRecorder(t *testing.T) {
 	r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho)
 	s := r.sessionOn(t, fixtures.PathStateless)
 	r.settle(t, s.ID)
-	echo := r.seqWhere(t, s.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodToolsCall && m.Kind == protocol.KindRequest })
+	echo := r.seqWhere(t, s.ID, func(m *capture.Message) bool {
+		return m.Method == protocol.MethodToolsCall && m.Kind == protocol.KindRequest
+	})
 	var d messageDetail
 	newAPIClient(t, r.srv.URL).get(fmt.Sprintf("/api/v1/messages/%d", echo), &d)
 	// The rig's recorder was not told the upstream's address.
