@@ -302,6 +302,9 @@ func (b *browser) shots(name string) {
 		b.resize(w)
 		// Let layout settle after the resize.
 		b.settle()
+		if eval[bool](b, `document.body.innerText.includes('[object ')`) {
+			b.t.Errorf("%s at %d px: the page shows [object …] where text should be", name, w)
+		}
 		if over := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
 			b.screenshot(fmt.Sprintf("%s-%d-too-wide", name, w))
 			b.t.Errorf("%s at %d px: the page is %d px wider than the window", name, w, over)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,8 +35,12 @@ const treeReady = `document.querySelector('[role=tree][data-ready]') !== null`
 // TestBrowser drives the dashboard in headless Chromium over real sessions
 // recorded through the proxy, on both eras.
 func TestBrowser(t *testing.T) {
-	var started []string
+	var started, stopped []string
 	opts := tapeOptions(&started)
+	opts.StopReplay = func(_ context.Context, url string) error {
+		stopped = append(stopped, url)
+		return nil
+	}
 	opts.Profiles = t.TempDir()
 	opts.ValidateProfile = func(b []byte) error {
 		_, err := replay.ReadProfile(bytes.NewReader(b))
@@ -67,6 +72,21 @@ func TestBrowser(t *testing.T) {
 		eval[bool](b, `(() => { const f = document.querySelector('form.filters'); f.elements.tool.value = ''; f.elements.era.value = ''; f.elements.q.value = 'no-such-text'; return true })()`)
 		b.click("form.filters button[type=submit]")
 		b.waitFor("the empty result", `location.search === '?q=no-such-text' && document.querySelector('p.empty') !== null`, 10*time.Second)
+		// A method's start finds it; requests inside 2026-07-28 rounds are
+		// found by their method; a time filter keeps its seconds.
+		b.open(base + "/sessions?method=sampling")
+		b.waitFor("the sampling sessions", `document.querySelectorAll('table.sessions[data-ready] tbody tr').length === 2`, 10*time.Second)
+		since := legacy.Start.Add(-time.Second).Truncate(time.Second)
+		b.open(base + "/sessions?since=" + url.QueryEscape(since.UTC().Format(time.RFC3339)))
+		b.waitFor("the time filter", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		b.click("form.filters button[type=submit]")
+		b.waitFor("the time filter again", `location.search.startsWith('?since=')`, 10*time.Second)
+		if got := eval[string](b, `new URLSearchParams(location.search).get('since')`); got != since.UTC().Format("2006-01-02T15:04:05.000Z") {
+			t.Errorf("the time filter came back as %q, want %s to the second", got, since.UTC().Format(time.RFC3339))
+		}
+		b.open(base + "/sessions")
+		b.waitFor("the sessions table", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		b.shots("sessions")
 		b.checkClean()
 	})
 
@@ -175,6 +195,11 @@ func TestBrowser(t *testing.T) {
 		b.run("note", chromedp.SendKeys(chromedp.CSS("input.note-input"), "from the browser test"))
 		b.click(`button.save-edit`)
 		b.waitFor("the edited badge", `document.querySelector('h1 .chip.edited') !== null`, 10*time.Second)
+		// The notice outlives the page's re-render.
+		b.settle()
+		if st := eval[string](b, `document.getElementById('status').textContent`); st != "Saved version 1" {
+			t.Errorf("the status line says %q after saving", st)
+		}
 		b.run("reload", chromedp.Reload())
 		b.waitFor("the edited badge after a reload", `document.querySelector('h1 .chip.edited') !== null && document.querySelector('section.panel .block-text') !== null`, 10*time.Second)
 		if txt := eval[string](b, `document.querySelector('section.panel .block-text').textContent`); !strings.Contains(txt, "edited in the browser") {
@@ -211,6 +236,15 @@ func TestBrowser(t *testing.T) {
 		}
 		b.click(`button.start-replay`)
 		b.waitFor("the replay URL", `document.querySelector('.replay-url code')?.textContent === 'http://127.0.0.1:1/mcp'`, 5*time.Second)
+		// It is still listed after a reload, with Stop, which stops it.
+		b.run("reload", chromedp.Reload())
+		b.waitFor("the running replay server", `document.querySelector('.replay-url button.stop-replay') !== null`, 10*time.Second)
+		b.shots("replay-running")
+		b.click(`.replay-url button.stop-replay`)
+		b.waitFor("stopped", `document.querySelector('.replay-url') === null && document.getElementById('status').textContent === 'Replay server stopped'`, 5*time.Second)
+		if strings.Join(stopped, ",") != "http://127.0.0.1:1/mcp" {
+			t.Errorf("stopped %q", stopped)
+		}
 		x, err := r.store.Session(context.Background(), legacy.ID)
 		if err != nil || strings.Join(x.Labels, ",") != "bug-42,repro" {
 			t.Errorf("labels in the store: %q (%v)", x.Labels, err)
@@ -223,9 +257,27 @@ func TestBrowser(t *testing.T) {
 		b.t = t
 		b.open(base + "/live")
 		b.waitFor("the live feed", `document.querySelector('.live-state.ok') !== null`, 10*time.Second)
+		// What was recorded before the page opened is there at once,
+		// errors marked.
+		if n := eval[int](b, `document.querySelectorAll('table.live tbody tr').length`); n < 20 {
+			t.Errorf("%d messages shown on open, want the recent ones", n)
+		}
+		if n := eval[int](b, `document.querySelectorAll('table.live tbody tr.is-error').length`); n < 2 {
+			t.Errorf("%d errors marked (the fixtures' JSON-RPC error and isError result on each era)", n)
+		}
+		if !eval[bool](b, `document.querySelector('.live-empty').hidden`) {
+			t.Error("the empty state shows beside messages")
+		}
 		r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho)
 		b.waitFor("the new call", `[...document.querySelectorAll('table.live tbody tr')].some(tr => tr.querySelector('.method').textContent === 'tools/call' && tr.cells[5].textContent === 'echo')`, 10*time.Second)
-		b.screenshot("live")
+		// The kind filter: errors only.
+		eval[bool](b, `(() => { const k = document.querySelector('select.kind-filter'); k.value = 'errors'; k.dispatchEvent(new Event('change')); return true })()`)
+		if got := eval[[]string](b, `[...new Set([...document.querySelectorAll('table.live tbody tr:not([hidden])')].map(tr => tr.classList.contains('is-error') ? 'error' : 'other'))]`); strings.Join(got, ",") != "error" {
+			t.Errorf("with errors only, rows shown are %q", got)
+		}
+		b.shots("live-errors")
+		eval[bool](b, `(() => { const k = document.querySelector('select.kind-filter'); k.value = ''; k.dispatchEvent(new Event('change')); return true })()`)
+		b.shots("live")
 		// A row links to its message.
 		b.click(`table.live tbody tr:first-child td:last-child a`)
 		b.waitFor("the message page", `document.querySelector('details.raw-json') !== null`, 10*time.Second)
@@ -245,6 +297,20 @@ func TestBrowser(t *testing.T) {
 		}
 		b.open(base + "/import")
 		b.waitFor("the import page", `document.querySelector('input[type=file]') !== null`, 10*time.Second)
+		// A HAR file is named for what it is.
+		har := filepath.Join(t.TempDir(), "session.har")
+		code, harBody, _ := newAPIClient(t, base).do(http.MethodGet, "/api/v1/sessions/"+esc(legacy.ID)+"/har", nil, nil)
+		if code != http.StatusOK || os.WriteFile(har, harBody, 0o600) != nil {
+			t.Fatalf("HAR export: %d", code)
+		}
+		b.allow(`status of 400 .*?/api/v1/tapes`)
+		b.run("choose the HAR file", chromedp.SetUploadFiles(chromedp.CSS("input[type=file]"), []string{har}))
+		b.click(`main button.primary`)
+		b.waitFor("the refusal", `document.querySelector('.import-result .bad')?.textContent.includes('this is a HAR file')`, 10*time.Second)
+		if txt := eval[string](b, `document.querySelector('.import-result').textContent`); strings.Contains(txt, "format field") {
+			t.Errorf("the HAR refusal: %q", txt)
+		}
+		b.shots("import-har")
 		b.run("choose the tape", chromedp.SetUploadFiles(chromedp.CSS("input[type=file]"), []string{file}))
 		b.click(`main button.primary`)
 		b.waitFor("the imported session", `document.querySelector('.import-result a') !== null`, 10*time.Second)
@@ -269,10 +335,41 @@ func TestBrowser(t *testing.T) {
 		b.t = t
 		b.open(base + "/latency")
 		b.waitFor("the chart", `document.querySelectorAll('svg.chart polyline').length > 0`, 10*time.Second)
-		if n := eval[int](b, `[...document.querySelectorAll('table.grid tbody tr')].filter(tr => tr.cells[0].textContent.includes('tools/call')).length`); n != 1 {
+		if n := eval[int](b, `[...document.querySelectorAll('table.grid tbody tr')].filter(tr => tr.cells[0].textContent.trim().startsWith('tools/call')).length`); n != 1 {
 			t.Errorf("%d tools/call rows in the latency table", n)
 		}
-		b.screenshot("latency")
+		// By default the range fits the data: the points span the chart.
+		span := eval[float64](b, `(() => { const xs = [...document.querySelectorAll('svg.chart circle')].map(c => +c.getAttribute('cx')); return (Math.max(...xs) - Math.min(...xs)) / (900 - 64 - 14) })()`)
+		if span < 0.5 {
+			t.Errorf("the points cover %.0f%% of the chart's width, want the range to fit the data", span*100)
+		}
+		for _, axis := range []string{"x-tick", "y-tick"} {
+			labels := eval[[]string](b, `[...document.querySelectorAll('svg.chart text.`+axis+`')].map(e => e.textContent)`)
+			seen := map[string]bool{}
+			for _, l := range labels {
+				if seen[l] {
+					t.Errorf("%s labels repeat: %q", axis, labels)
+					break
+				}
+				seen[l] = true
+			}
+		}
+		// Each method its own colour, and the legend names "none".
+		colours := eval[[]string](b, `[...document.querySelectorAll('svg.chart polyline:not(.dashed)')].map(p => p.getAttribute('stroke'))`)
+		if len(colours) < 8 {
+			t.Errorf("%d series, want the fixtures' many methods", len(colours))
+		}
+		seen := map[string]bool{}
+		for _, c := range colours {
+			if seen[c] {
+				t.Errorf("the colour %s is used twice: %q", c, colours)
+			}
+			seen[c] = true
+		}
+		if l := eval[string](b, `document.querySelector('ul.legend li[data-method=none]')?.textContent || ''`); !strings.Contains(l, "exchanges that carried no JSON-RPC message") {
+			t.Errorf("the legend's none: %q", l)
+		}
+		b.shots("latency")
 		b.checkClean()
 	})
 

@@ -70,6 +70,9 @@ func showcaseForms(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult
 	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace", "age": 36, "subscribe": true}}, nil
 }
 
+// longQuestion is a sampling message longer than a table cell shows.
+var longQuestion = "What do the picture and the sound show? " + strings.Repeat("Describe each colour of the picture and each tone of the sound in detail. ", 5) + "Then check the weather in Paris."
+
 // runShowcase runs the go-sdk client through the rig's proxy on path,
 // calling the showcase tools and the fixture's client-feature tools.
 func (r *rig) runShowcase(t testing.TB, path string) {
@@ -106,7 +109,7 @@ func (r *rig) runShowcase(t testing.TB, path string) {
 		call(fixtures.ToolShapes, map[string]any{"shape": shape})
 	}
 	call(fixtures.ToolForecast, map[string]any{"city": "Paris", "days": 3})
-	call(fixtures.ToolSampleMedia, map[string]any{})
+	call(fixtures.ToolSampleMedia, map[string]any{"question": longQuestion})
 	call(fixtures.ToolElicitChoices, map[string]any{})
 	call(fixtures.ToolElicitForm, map[string]any{})
 	call(fixtures.ToolElicitURL, map[string]any{})

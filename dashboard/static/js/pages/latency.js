@@ -37,7 +37,7 @@ export async function latencyPage({ main, query, signal, navigate }) {
     h('p', { class: 'muted measure-definition' }, MEASURES[measure].definition));
   const ans = await api('/latency?' + q, { signal });
   main.append(h('p', { class: 'muted' }, `${fmtTime(ans.from)} to ${fmtTime(ans.to)}`,
-    query.get('since') || query.get('until') || query.get('session') ? '' : ' (by default, the last 24 hours of recording)'));
+    query.get('since') || query.get('until') || query.get('session') ? '' : ' (by default, from the first to the last sample of the last day of recording)'));
   if (ans.methods.length === 0) {
     main.append(h('p', { class: 'empty' }, MEASURES[measure].empty));
     return;

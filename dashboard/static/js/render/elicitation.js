@@ -94,7 +94,7 @@ export function elicitationForm(schema, { values = null, editable = false } = {}
       f.title ? h('span', { class: 'muted small' }, ' ', clipped(f.name, 80)) : '');
     const input = control(f, id, shown, editable);
     const hint = [];
-    if (f.description) hint.push(clipped(f.description, 1000));
+    if (f.description) hint.push(f.description.length > 1000 ? f.description.slice(0, 999) + '…' : f.description);
     if (f.format) hint.push(`format ${f.format}`);
     hint.push(...f.bounds);
     if (f.hasDefault) hint.push(`default ${compact(f.default, 100)}`);
@@ -133,7 +133,7 @@ function control(f, id, shown, editable) {
     const box = h('div', { id, class: 'choices', role: 'group' });
     const inputs = f.choices.map((c) => {
       const cb = h('input', { type: 'checkbox', checked: set.has(c.value), disabled: ro });
-      box.append(h('label', { class: 'choice' }, cb, ' ', clipped(c.title || String(c.value), 200)));
+      box.append(h('label', { class: 'choice' }, cb, ' ', c.title ? clipped(c.title, 200) : choiceText(c.value, 200)));
       return [cb, c.value];
     });
     return { el: box, get: () => inputs.filter(([cb]) => cb.checked).map(([, v]) => v) };
@@ -142,7 +142,7 @@ function control(f, id, shown, editable) {
     const sel = h('select', { id, disabled: ro },
       h('option', { value: '' }, '—'),
       f.choices.map((c, i) => h('option', { value: String(i), selected: shown !== undefined && c.value === shown },
-        c.title ? `${c.title} (${compact(c.value, 60)})` : compact(c.value, 100))));
+        c.title ? `${c.title} (${choiceText(c.value, 60)})` : choiceText(c.value, 100))));
     if (shown !== undefined && !f.choices.some((c) => c.value === shown)) {
       sel.append(h('option', { value: 'x', selected: true }, `${compact(shown, 100)} (not a choice)`));
     }
@@ -163,6 +163,13 @@ function control(f, id, shown, editable) {
     if (t === 'number' || t === 'integer') { const n = Number(el.value); return Number.isNaN(n) ? el.value : n; }
     return el.value;
   } };
+}
+
+// choiceText is a choice's value as a person reads it: strings as they
+// are, anything else as JSON.
+function choiceText(v, max) {
+  const t = typeof v === 'string' ? v : compact(v, max);
+  return t.length > max ? t.slice(0, max - 1) + '…' : t;
 }
 
 // elicitationAnswer draws an ElicitResult against the request's params.
