@@ -500,6 +500,26 @@ func TestBrowserHostile(t *testing.T) {
 	deepObj := add(protocol.ClientToServer, protocol.KindNotification, "notifications/deep", "",
 		[]byte(`{"jsonrpc":"2.0","method":"notifications/deep","params":`+strings.Repeat(`{"a":`, 10000)+`1`+strings.Repeat("}", 10000)+`}`))
 	frame := add(protocol.ServerToClient, protocol.KindFrame, "", "", []byte(pwn))
+	// Hostile sampling and elicitation requests, drawn by their own views.
+	sampling := add(protocol.ServerToClient, protocol.KindRequest, "sampling/createMessage", "",
+		j(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": map[string]any{
+			"systemPrompt": pwn, "maxTokens": pwn,
+			"messages": []any{
+				map[string]any{"role": pwn, "content": []any{map[string]any{"type": "text", "text": pwn},
+					map[string]any{"type": "image", "mimeType": "image/png", "data": png},
+					map[string]any{"type": "tool_use", "id": pwn, "name": "javascript:window.__pwned=1", "input": map[string]any{"x": pwn}}}},
+				map[string]any{"role": "user", "content": map[string]any{"type": "tool_result", "toolUseId": pwn, "content": []any{map[string]any{"type": "text", "text": pwn}}}}},
+			"modelPreferences": map[string]any{"hints": []any{map[string]any{"name": pwn}}, "costPriority": pwn},
+			"tools": []any{map[string]any{"name": pwn, "description": pwn, "inputSchema": map[string]any{"type": "object", "properties": map[string]any{pwn: map[string]any{"type": pwn, "description": pwn}}}}},
+		}}))
+	elicitURL := add(protocol.ServerToClient, protocol.KindRequest, "elicitation/create", "",
+		j(map[string]any{"jsonrpc": "2.0", "id": 8, "method": "elicitation/create", "params": map[string]any{
+			"mode": "url", "message": pwn, "url": "javascript:window.__pwned=1", "elicitationId": pwn}}))
+	elicitForm := add(protocol.ServerToClient, protocol.KindRequest, "elicitation/create", "",
+		j(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "elicitation/create", "params": map[string]any{
+			"mode": "form", "message": pwn, "requestedSchema": map[string]any{"type": "object", "required": []any{pwn},
+				"properties": map[string]any{pwn: map[string]any{"type": "string", "title": pwn, "description": pwn, "default": pwn,
+					"oneOf": []any{map[string]any{"const": pwn, "title": pwn}}}, "nested": map[string]any{"type": "object"}}}}}))
 	notUTF8 := add(protocol.ServerToClient, protocol.KindInvalid, "", "", []byte("\xff\xfe<script>window.__pwned=1</script>"))
 	err := store.Write(context.Background(), &capture.Batch{
 		Sessions: []*capture.Session{{ID: sid, Start: now, End: now.Add(time.Second), Messages: len(msgs), Calls: 1, Findings: len(msgs),
@@ -551,7 +571,7 @@ func TestBrowserHostile(t *testing.T) {
 	safe("session")
 	b.screenshot("session")
 
-	for _, seq := range []uint64{call, result, textarea, big, deep, deepObj, frame, notUTF8} {
+	for _, seq := range []uint64{call, result, textarea, big, deep, deepObj, frame, notUTF8, sampling, elicitURL, elicitForm} {
 		start := time.Now()
 		b.open(msgURL(seq))
 		b.waitFor(fmt.Sprintf("message %d", seq), `document.querySelector('section.panel h2') !== null && document.querySelector('details.raw-json') !== null`, 15*time.Second)
