@@ -510,7 +510,7 @@ func TestBrowserHostile(t *testing.T) {
 					map[string]any{"type": "tool_use", "id": pwn, "name": "javascript:window.__pwned=1", "input": map[string]any{"x": pwn}}}},
 				map[string]any{"role": "user", "content": map[string]any{"type": "tool_result", "toolUseId": pwn, "content": []any{map[string]any{"type": "text", "text": pwn}}}}},
 			"modelPreferences": map[string]any{"hints": []any{map[string]any{"name": pwn}}, "costPriority": pwn},
-			"tools": []any{map[string]any{"name": pwn, "description": pwn, "inputSchema": map[string]any{"type": "object", "properties": map[string]any{pwn: map[string]any{"type": pwn, "description": pwn}}}}},
+			"tools":            []any{map[string]any{"name": pwn, "description": pwn, "inputSchema": map[string]any{"type": "object", "properties": map[string]any{pwn: map[string]any{"type": pwn, "description": pwn}}}}},
 		}}))
 	elicitURL := add(protocol.ServerToClient, protocol.KindRequest, "elicitation/create", "",
 		j(map[string]any{"jsonrpc": "2.0", "id": 8, "method": "elicitation/create", "params": map[string]any{
