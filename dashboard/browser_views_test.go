@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -362,12 +361,4 @@ func TestBrowserViews(t *testing.T) {
 		}
 		b.checkClean()
 	})
-}
-
-// waitText is a helper for debugging a failed wait: the page's text.
-func (b *browser) pageText() string {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
-	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-	return s
 }

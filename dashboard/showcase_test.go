@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 the showcase client answers sampling and elicitation and offers roots, which the 2026-07-28 revision deprecates but mcptape still records
 package dashboard_test
 
 import (
