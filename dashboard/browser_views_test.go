@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 )
@@ -320,6 +321,32 @@ func TestBrowserViews(t *testing.T) {
 		b.checkClean()
 	})
 
+	t.Run("EditableForm", func(t *testing.T) {
+		b.t = t
+		// The form renderer is a module other pages reuse; built editable,
+		// it takes input and gives back the content a client would send.
+		b.open(base + "/sessions")
+		b.waitFor("the app", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		got := evalAsync[string](b, `import('/static/js/render/elicitation.js').then((m) => {
+			const schema = {type: 'object', required: ['name'], properties: {
+				name: {type: 'string', title: 'Name'}, age: {type: 'integer', minimum: 0},
+				size: {type: 'string', oneOf: [{const: 's', title: 'Small'}, {const: 'l', title: 'Large'}]},
+				tags: {type: 'array', items: {type: 'string', enum: ['a', 'b', 'c']}}, ok: {type: 'boolean', default: true}}};
+			const f = m.elicitationForm(schema, {editable: true});
+			document.querySelector('main').append(f.el);
+			const q = (k) => f.el.querySelector('[data-field=' + k + ']');
+			q('name').querySelector('input').value = 'Ada';
+			q('age').querySelector('input').value = '36';
+			q('size').querySelector('select').value = '1';
+			q('tags').querySelectorAll('input')[2].checked = true;
+			return JSON.stringify(f.values());
+		})`)
+		if got != `{"name":"Ada","age":36,"size":"l","tags":["c"],"ok":true}` {
+			t.Errorf("the editable form gave %s", got)
+		}
+		b.checkClean()
+	})
+
 	t.Run("TreeLabelsFilterAndKeys", func(t *testing.T) {
 		b.t = t
 		b.open(base + "/sessions/" + esc(legacy.ID))
@@ -361,4 +388,32 @@ func TestBrowserViews(t *testing.T) {
 		}
 		b.checkClean()
 	})
+}
+
+// TestBrowserLiveEmpty: a Live page with nothing recorded says where to
+// point a client: at the recording proxy when the dashboard serves one,
+// else how to start recording.
+func TestBrowserLiveEmpty(t *testing.T) {
+	b := newBrowser(t)
+	for _, proxy := range []string{"http://127.0.0.1:7411", ""} {
+		store := memstore.New()
+		t.Cleanup(func() { store.Close() })
+		d, base := newDash(t, store, nil)
+		if proxy != "" {
+			d.SetProxyURL(proxy)
+		}
+		b.open(base + "/live")
+		b.waitFor("the empty state", `document.querySelector('.live-empty')?.hidden === false`, 10*time.Second)
+		text := eval[string](b, `document.querySelector('.live-empty').textContent`)
+		if proxy != "" && !strings.Contains(text, "Point an MCP client at the recording proxy: "+proxy+"/…") {
+			t.Errorf("with a proxy: %q", text)
+		}
+		if proxy == "" && !strings.Contains(text, "mcptape record --upstream SERVER_URL") {
+			t.Errorf("without a proxy: %q", text)
+		}
+		if proxy != "" {
+			b.shots("live-empty")
+		}
+		b.checkClean()
+	}
 }

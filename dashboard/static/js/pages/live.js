@@ -37,7 +37,7 @@ export async function livePage({ main, query, signal }) {
   const sessions = new Map();
   const sessionList = h('ul', { class: 'live-sessions' });
   const counter = h('span', { class: 'muted' }, '0 messages');
-  const empty = h('div', { class: 'empty live-empty' });
+  const empty = h('div', { class: 'empty live-empty', hidden: true });
   let count = 0;
   let last = 0; // the newest seq shown, so the feed does not repeat the backlog
   const rows = [];
