@@ -731,3 +731,42 @@ func serve(t testing.TB, d *dashboard.Server) string {
 	knowToken(t, srv.URL, d.Token())
 	return srv.URL
 }
+
+// TestAPIRelated: the endpoints behind the message page's links answer
+// what does not exist with a 404 that says what is missing.
+func TestAPIRelated(t *testing.T) {
+	r := newRig(t, nil)
+	r.runClient(t, fixtures.PathStateless, fixtures.ToolSample)
+	s := r.sessionOn(t, fixtures.PathStateless)
+	r.settle(t, s.ID)
+	c := newAPIClient(t, r.srv.URL)
+	var round uint64
+	for m, err := range r.store.Messages(context.Background(), s.ID, capture.MessageQuery{}) {
+		if err == nil && m.Kind == protocol.KindResult && strings.Contains(string(m.Raw), `"input_required"`) {
+			round = m.Seq
+		}
+	}
+	if round == 0 {
+		t.Fatal("no input_required result recorded")
+	}
+	var in struct {
+		Key    string          `json:"key"`
+		Method string          `json:"method"`
+		Retry  uint64          `json:"retry"`
+		Answer json.RawMessage `json:"answer"`
+	}
+	c.get(fmt.Sprintf("/api/v1/messages/%d/inputs/sample", round), &in)
+	if in.Method != protocol.MethodSampling || in.Retry == 0 || !strings.Contains(string(in.Answer), `"model"`) {
+		t.Errorf("the input request: %+v", in)
+	}
+	for path, says := range map[string]string{
+		fmt.Sprintf("/api/v1/messages/%d/inputs/nope", round): `asks for no input named \"nope\"`,
+		fmt.Sprintf("/api/v1/messages/%d/inputs/x", round-1):  "is not an input_required result",
+		"/api/v1/exchanges/999999":                            "not found",
+	} {
+		code, body, _ := c.do(http.MethodGet, path, nil, nil)
+		if code != http.StatusNotFound || !contains(body, says) {
+			t.Errorf("GET %s: %d %s, want 404 saying %q", path, code, body, says)
+		}
+	}
+}

@@ -31,7 +31,7 @@
 //	                                          "reason", "since", "stored", "lost", "free", "minFree", "size",
 //	                                          "maxSize"}; the page polls it and shows a banner when recording is
 //	                                          paused or messages were lost
-//	GET    /sessions                          sessions newest first: ?method= &tool= &status=open|closed|incomplete|errors|ok
+//	GET    /sessions                          sessions newest first: ?method= (or its start) &tool= &status=open|closed|incomplete|errors|ok
 //	                                          &era=legacy|modern|http &findings=1|0 &label= &since= &until= (RFC 3339)
 //	                                          &q= (text in params and results) &limit= (≤500) &offset=
 //	GET    /sessions/{id}                     one session, its methods and tools, how to replay it
