@@ -38,9 +38,9 @@ type pipeline struct {
 	groups     *grouper
 	xs         map[uint64]*xState
 	// records ingested from another recorder, for the next batch
-	foreignS  []*Session
-	foreignX  []*Exchange
-	lastPurge time.Time
+	foreignS []*Session
+	foreignX []*Exchange
+	foreignM map[*Message]struct{}
 }
 
 type pendKey struct {
@@ -309,7 +309,8 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 	}
 	b.Sessions = append(b.Sessions, p.foreignS...)
 	b.Exchanges = append(b.Exchanges, p.foreignX...)
-	p.foreignS, p.foreignX = nil, nil
+	b.foreign = p.foreignM
+	p.foreignS, p.foreignX, p.foreignM = nil, nil, nil
 	if b.Len() == 0 && len(b.syncs) == 0 {
 		return
 	}

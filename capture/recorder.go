@@ -101,16 +101,15 @@ type Recorder struct {
 
 	nextExchange atomic.Uint64
 
-	messages, stored, lost   atomic.Int64
-	exchanges, inflight      atomic.Int64
-	dropped, storeErrors     atomic.Int64
-	lastErr                  atomic.Pointer[string]
-	failing                  atomic.Bool
-	lossMu                   sync.Mutex
-	lossBySession            map[string]lossNote
-	pipe                     *pipeline
-	met                      *recorderMetrics // nil without a Registerer
-	storeLogOnce, recoverLog sync.Once
+	messages, stored, lost atomic.Int64
+	exchanges, inflight    atomic.Int64
+	dropped, storeErrors   atomic.Int64
+	lastErr                atomic.Pointer[string]
+	failing                atomic.Bool
+	lossMu                 sync.Mutex
+	lossBySession          map[string]lossNote
+	pipe                   *pipeline
+	met                    *recorderMetrics // nil without a Registerer
 }
 
 type lossNote struct {
@@ -361,6 +360,14 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 		b.Exchanges = append(b.Exchanges, nb.Exchanges...)
 		b.Messages = append(b.Messages, nb.Messages...)
 		b.syncs = append(b.syncs, nb.syncs...)
+		if len(nb.foreign) > 0 {
+			if b.foreign == nil {
+				b.foreign = map[*Message]struct{}{}
+			}
+			for m := range nb.foreign {
+				b.foreign[m] = struct{}{}
+			}
+		}
 		if len(nb.syncs) > 0 {
 			return b, true
 		}

@@ -82,6 +82,10 @@ func TestRecordMetrics(t *testing.T) {
 			t.Fatalf("the scrape never showed 10 stored messages: %v", fams["mcptape_capture_messages_stored_total"])
 		}
 	}
+	// A scrape reads each family in turn, not all at one instant: the one
+	// that saw the last message stored may have read other families before
+	// it was decoded. The next scrape sees everything.
+	fams = scrapeText(t, hc, metricsURL)
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "mcptape_build_info",
 		"mcptape_proxy_upstream_latency_seconds", "mcptape_capture_store_size_bytes"} {
 		if fams[name] == nil {
