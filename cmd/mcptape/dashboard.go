@@ -57,7 +57,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, logger)
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -185,9 +185,19 @@ func (d *runningDashboard) metricsNote() string {
 // a free loopback port is used instead.
 // status, if set, is what the dashboard's banner reports about recording.
 func startDashboard(store capture.Store, data, addr, token string, fixed bool, feed dashboard.Feed, metrics http.Handler,
-	replays *replayServers, status func() dashboard.RecordingStatus, logger *slog.Logger) (*runningDashboard, error) {
+	replays *replayServers, status func() dashboard.RecordingStatus, sync func(context.Context) error, logger *slog.Logger) (*runningDashboard, error) {
 	opts := dashboardOptions(data, replays, logger)
 	opts.Token, opts.Feed, opts.Metrics, opts.Status = token, feed, metrics, status
+	if sync != nil {
+		// An export right after a run holds all of it: the recorder
+		// writes what it has before the tape is read.
+		opts.Export = func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
+			if err := sync(ctx); err != nil {
+				return err
+			}
+			return exportTape(ctx, store, ids, w)
+		}
+	}
 	return serveDashboard(store, opts, addr, fixed)
 }
 
