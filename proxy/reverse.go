@@ -240,6 +240,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.m != nil {
 		arrived = time.Now()
 	}
+	if r.RequestURI == "*" {
+		// An asterisk-form target (OPTIONS *, or an HTTP/2 preface) asks
+		// about this server, not a resource upstream.
+		p.refuse(w, r, nil, false, http.StatusBadRequest, "mcptape: asterisk-form targets (*) are not forwarded")
+		return
+	}
 	if p.checkHost && !hostAllowed(r) {
 		p.refuseHost(w, r)
 		return
@@ -319,10 +325,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = p.up.Scheme
 	pr.Out.URL.Host = p.up.Host
 	pr.Out.Host = p.up.Host
-	// Keep the path exactly as the client sent it (RawPath included).
+	// Keep the path exactly as the client sent it (RawPath included). The
+	// query is as ReverseProxy left it: unchanged, unless some of its
+	// parameters do not parse (a ';', a bad escape), which it drops.
 	pr.Out.URL.Path = pr.In.URL.Path
 	pr.Out.URL.RawPath = pr.In.URL.RawPath
-	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 	// The proxy has read (or is streaming) the body itself: the client got
 	// its 100 Continue, and the upstream need not be asked.
 	pr.Out.Header.Del("Expect")
