@@ -412,8 +412,8 @@ func opensCall(r *http.Request, body []byte, complete bool) bool {
 	return false
 }
 
-// inFlight is the number of exchanges in flight.
-func (p *Proxy) inFlight() int {
+// InFlight is the number of exchanges in flight (open streams included).
+func (p *Proxy) InFlight() int {
 	p.liveMu.Lock()
 	defer p.liveMu.Unlock()
 	return len(p.live)

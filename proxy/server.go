@@ -121,7 +121,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if p, ok := s.h.(*Proxy); ok {
 		p.cut(false)
 		tick := time.NewTicker(10 * time.Millisecond)
-		for p.inFlight() > 0 && ctx.Err() == nil {
+		for p.InFlight() > 0 && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
 			case <-tick.C:
@@ -133,7 +133,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			p.cut(true)
 			// Give the cut exchanges a moment to record why they ended.
 			deadline := time.Now().Add(2 * time.Second)
-			for p.inFlight() > 0 && time.Now().Before(deadline) {
+			for p.InFlight() > 0 && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			var cancel context.CancelFunc

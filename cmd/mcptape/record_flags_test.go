@@ -318,3 +318,35 @@ func TestDemoKeepRunning(t *testing.T) {
 		t.Errorf("ls after demo --keep-running and a call of our own: %d\n%s%s", code, o, e)
 	}
 }
+
+// TestRecordBoundFlags: --upstream-timeout and --max-request-body reach
+// the proxy, and bad values are usage errors.
+func TestRecordBoundFlags(t *testing.T) {
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer ts.Close()
+	defer close(release)
+	r := startRecord(t, "--upstream", ts.URL+"/mcp", "--upstream-timeout", "300ms", "--max-request-body", "1KiB")
+	code, body := post(t, r.base+"/mcp", nil)
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, "did not answer within 300ms") {
+		t.Errorf("a silent upstream: %d %s", code, body)
+	}
+	code, body = postBody(t, r.base+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":"`+strings.Repeat("a", 2000)+`"}}}`, nil)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "--max-request-body") {
+		t.Errorf("a 2 KB body with --max-request-body 1KiB: %d %s", code, body)
+	}
+	for _, args := range [][]string{
+		{"--upstream-timeout", "-1s"}, {"--shutdown-timeout", "-1s"}, {"--max-request-body", "lots"},
+	} {
+		code, _, errOut := mcptape(t, append([]string{"record", "--upstream", ts.URL}, args...)...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; %s", args, code, exitUsage, errOut)
+		}
+	}
+}
