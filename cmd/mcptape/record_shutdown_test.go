@@ -26,7 +26,7 @@ import (
 // childRecord starts `mcptape record` as a child process (this test
 // binary, running TestBenchChild), and returns it with its proxy's base
 // URL once it listens.
-func childRecord(t *testing.T, data string, args ...string) (*exec.Cmd, string, *syncBuffer) {
+func childRecord(t testing.TB, data string, args ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
