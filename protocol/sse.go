@@ -267,6 +267,16 @@ func (p *SSEParser) dispatchOver(emit func(*Event)) {
 	p.reset()
 }
 
+// Reset readies the parser for a new stream, keeping its buffer's memory
+// (a load generator reading stream after stream need not grow it again).
+func (p *SSEParser) Reset() {
+	buf := p.buf[:0]
+	if cap(buf) > 4*p.max() {
+		buf = nil
+	}
+	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0]}
+}
+
 // Close ends the stream: a block in progress is emitted with Unterminated
 // set (its partial last line included in Raw).
 func (p *SSEParser) Close(emit func(*Event)) {
