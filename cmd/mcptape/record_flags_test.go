@@ -299,7 +299,9 @@ func TestDemoKeepRunning(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	call := string(toolCall("1", "echo", `{"text":"hi from the user"}`, "", modernMeta("{}", "")))
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi from the user"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"keep-running-user","version":"1"}}}}`
 	code, body := postBody(t, modern, call, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
 	if code != 200 || !strings.Contains(body, "hi from the user") {
 		t.Errorf("a call through the kept demo proxy: %d %s", code, body)
@@ -314,7 +316,7 @@ func TestDemoKeepRunning(t *testing.T) {
 		t.Fatal("demo --keep-running did not stop when interrupted")
 	}
 	// The user's call was recorded beside the demo's own sessions.
-	if code, o, e := mcptape(t, "ls", "--data", data); code != 0 || strings.Count(o, "\n") != 4 || !strings.Contains(o, benchClientName) {
+	if code, o, e := mcptape(t, "ls", "--data", data); code != 0 || strings.Count(o, "\n") != 4 || !strings.Contains(o, "keep-running-user") {
 		t.Errorf("ls after demo --keep-running and a call of our own: %d\n%s%s", code, o, e)
 	}
 }

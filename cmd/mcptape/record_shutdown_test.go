@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,9 @@ import (
 	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/proxy"
 )
+
+// urlRE finds the URL a command prints where it listens.
+var urlRE = regexp.MustCompile(`https?://[^\s/,]+`)
 
 // childRecord starts `mcptape record` as a child process (this test
 // binary, running TestBenchChild), and returns it with its proxy's base
