@@ -45,7 +45,7 @@ var soak = flag.Bool("soak", false, "TestSoak: the full soak, 200 sessions × at
 // -soak runs the full soak: no pauses, until every session made 500 calls
 // and 2 minutes passed:
 //
-//	go test -run TestSoak -soak -timeout 30m ./proxy/
+//	go test -run TestSoak -timeout 30m -v ./proxy/ -soak
 func TestSoak(t *testing.T) {
 	sessions, minCalls, minTime, pace := 200, 0, 20*time.Second, time.Second
 	if *soak {
