@@ -85,6 +85,7 @@ type xState struct {
 	reqBuf   []byte
 	reqDone  bool
 	reqOver  bool
+	reqCut   bool // the exchange was aborted before its request body ended
 	reqEnc   string
 	deferred []event // response events that arrived before the request was complete
 	resp     bool
@@ -306,6 +307,7 @@ func (p *pipeline) handle(ev event) {
 		releaseChunk(ev.data, ev.pooled)
 	case evEnd:
 		if !xs.reqDone {
+			xs.reqCut = ev.aborted
 			p.reqEnd(xs, ev.at)
 			for _, d := range xs.deferred {
 				p.handle(d)
@@ -402,6 +404,18 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 	}
 	if encProblem != "" {
 		p.add(xs, p.invalidMsg(xs, protocol.ClientToServer, xs.reqBuf, at, FindingEncoding, encProblem), nil)
+		return
+	}
+	if xs.reqCut {
+		// The client stopped sending (or the exchange was cut) before the
+		// body's end: what arrived is kept as it is, marked as cut rather
+		// than taken for malformed JSON.
+		xs.x.Truncated = true
+		if len(xs.reqBuf) > 0 {
+			p.add(xs, p.invalid(xs, protocol.ClientToServer, xs.reqBuf, true, at, FindingTruncated,
+				fmt.Sprintf("the request body was cut after %d bytes (see the exchange's error)", xs.x.RequestBytes)), nil)
+		}
+		xs.reqBuf = nil
 		return
 	}
 	if xs.reqOver {
