@@ -51,10 +51,11 @@
 //
 // # Stopping
 //
-// [Server.Shutdown] drains a proxy: GET streams are cut at once, new calls
-// are answered 503, the calls in flight (and the client's answers they wait
-// for) go on until the context ends; what is then cut is recorded with
-// [ErrShutdown] as its error.
+// [Server.Shutdown] drains a proxy: the streams that carry no call (GET,
+// subscriptions/listen) are cut at once, new calls are answered 503, the
+// calls in flight (and the client's answers they wait for) go on until the
+// context ends; what is then cut is recorded with [ErrShutdown] as its
+// error.
 //
 // # Metrics
 //

@@ -207,7 +207,7 @@ type exchange struct {
 	w        *teeWriter
 	body     []byte          // the buffered request body
 	complete bool            // body is the whole request body
-	stream   bool            // a GET: a stream the server opens at will, cut first at shutdown
+	stream   bool            // a stream the server keeps open at will (GET, subscriptions/listen), cut first at shutdown
 	ctx      context.Context // the exchange's own: the client's, plus the proxy's cancellation
 	client   context.Context // the client's request context
 	cancel   context.CancelCauseFunc
@@ -270,7 +270,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tap := p.rec.Begin(r, body, complete)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	x := &exchange{tap: tap, body: body, complete: complete, stream: r.Method == http.MethodGet, ctx: ctx, client: r.Context(), cancel: cancel, in: in}
+	// The standalone GET stream and a 2026-07-28 subscriptions/listen
+	// stream (which always carries its Mcp-Method header) stay open at the
+	// server's will and carry no call: a shutdown cuts them first.
+	stream := r.Method == http.MethodGet || r.Header.Get(protocol.HeaderMethod) == protocol.MethodSubscriptionsListen
+	x := &exchange{tap: tap, body: body, complete: complete, stream: stream, ctx: ctx, client: r.Context(), cancel: cancel, in: in}
 	if !p.track(x) && x.stream {
 		cancel(ErrShutdown) // it arrived as the drain began
 	}
@@ -372,8 +376,9 @@ func (p *Proxy) untrack(x *exchange) {
 }
 
 // cut cancels the exchanges in flight with ErrShutdown as their cause:
-// only the GET streams (which a server keeps open at will and which carry
-// no call) when all is false, every exchange when it is true. Exchanges
+// only the streams a server keeps open at will and which carry no call
+// (GET, subscriptions/listen) when all is false, every exchange when it is
+// true. Exchanges
 // that arrive afterwards are cut at once.
 func (p *Proxy) cut(all bool) {
 	p.liveMu.Lock()

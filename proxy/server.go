@@ -105,8 +105,9 @@ func (s *Server) Serve() error {
 
 // Shutdown stops the server gracefully within ctx.
 //
-// Serving a *Proxy, it first drains: GET streams (which a server keeps
-// open at will, and which carry no call) are cut at once; new calls (POSTs
+// Serving a *Proxy, it first drains: the streams a server keeps open at
+// will and which carry no call (the standalone GET stream, a 2026-07-28
+// subscriptions/listen) are cut at once; new calls (POSTs
 // carrying a JSON-RPC request) are answered 503; everything else — a
 // client's answers to the sampling, elicitation and roots requests of the
 // calls in flight, notifications, cancellations — still goes through, so

@@ -42,7 +42,7 @@ func (u *shutdownUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"done"}]}}`)
-	case strings.Contains(string(body), `"stream"`):
+	case strings.Contains(string(body), `"stream"`), strings.Contains(string(body), `subscriptions/listen`):
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":2,\"progress\":1}}\n\n")
 		w.(http.Flusher).Flush()
@@ -61,7 +61,8 @@ func post(t *testing.T, c *http.Client, u, body string) (*http.Response, error) 
 	return c.Do(req)
 }
 
-// A draining proxy cuts the GET stream at once, lets a call in flight
+// A draining proxy cuts the GET and subscriptions/listen streams at once,
+// lets a call in flight
 // finish, answers a new call 503, still forwards a client's answer, and
 // cuts a stream still open when the bound comes; every cut exchange is
 // recorded as cut by shutdown.
@@ -87,6 +88,15 @@ func TestShutdownDrains(t *testing.T) {
 	if _, err := bufio.NewReader(streamRes.Body).ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
+	listenReq, _ := http.NewRequest("POST", r.px.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{}}`))
+	listenReq.Header.Set("Content-Type", "application/json")
+	listenReq.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	listenReq.Header.Set("Mcp-Method", "subscriptions/listen")
+	listenRes, err := c.Do(listenReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listenRes.Body.Close()
 	slow := make(chan error, 1)
 	go func() {
 		res, err := post(t, c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
@@ -107,12 +117,15 @@ func TestShutdownDrains(t *testing.T) {
 	defer scancel()
 	go func() { shut <- r.px.srv.Shutdown(sctx) }()
 
-	// The GET stream ends at once.
+	// The GET stream and the listen stream end at once.
 	if _, err := io.Copy(io.Discard, getRes.Body); err == nil {
 		t.Error("the GET stream ended cleanly; want it cut")
 	}
+	if _, err := io.Copy(io.Discard, listenRes.Body); err == nil {
+		t.Error("the subscriptions/listen stream ended cleanly; want it cut")
+	}
 	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Errorf("the GET stream was cut after %v; want at once", d)
+		t.Errorf("the GET and listen streams were cut after %v; want at once", d)
 	}
 	// A new call is refused; a client's answer goes through.
 	res, err := post(t, c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}`)
@@ -146,7 +159,7 @@ func TestShutdownDrains(t *testing.T) {
 		t.Errorf("Shutdown returned %v after %v; want the deadline near 1.5s", err, took)
 	}
 
-	xs := r.ended(t, 5)
+	xs := r.ended(t, 6)
 	for _, x := range xs {
 		switch {
 		case x.Method == "GET", x.Method == "POST" && x.Events > 0:

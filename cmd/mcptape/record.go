@@ -128,7 +128,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	select {
 	case <-ctx.Done():
 		if rs.proxy.InFlight() > 0 {
-			fmt.Fprintf(stdout, "mcptape: stopping: calls in flight have up to %v to finish (--shutdown-timeout); GET streams are cut now, new calls refused\n", rs.shutdown)
+			fmt.Fprintf(stdout, "mcptape: stopping: calls in flight have up to %v to finish (--shutdown-timeout); streams without a call are cut now, new calls refused\n", rs.shutdown)
 		}
 	case err = <-errc:
 	}
