@@ -141,7 +141,7 @@ func writeError(w http.ResponseWriter, status int, id json.RawMessage, msg strin
 
 // refuse answers a request the proxy does not forward, and records it.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, body []byte, complete bool, status int, msg string) {
-	tap := p.rec.Begin(r, body, complete)
+	tap := p.begin(r, body, complete)
 	x := &exchange{tap: tap}
 	x.mx.begin(p.m, r, orEmpty(body), complete, time.Time{})
 	defer x.mx.end()
@@ -179,7 +179,7 @@ func (p *Proxy) bodyFailed(w http.ResponseWriter, r *http.Request, body []byte, 
 	case errors.As(err, &bad):
 		p.answerCut(w, r, body, http.StatusBadRequest, "mcptape: "+bad.Error()+"; the request was not forwarded")
 	default:
-		tap := p.rec.Begin(r, body, false)
+		tap := p.begin(r, body, false)
 		tap.End("reading the request body: "+err.Error(), true)
 		// The client's own body broke; there is nobody to answer.
 		panic(http.ErrAbortHandler)
@@ -189,7 +189,7 @@ func (p *Proxy) bodyFailed(w http.ResponseWriter, r *http.Request, body []byte, 
 // answerCut answers a request whose body was cut, with the part that
 // arrived recorded as such.
 func (p *Proxy) answerCut(w http.ResponseWriter, r *http.Request, body []byte, status int, msg string) {
-	tap := p.rec.Begin(r, body, false)
+	tap := p.begin(r, body, false)
 	x := &exchange{tap: tap}
 	x.mx.begin(p.m, r, body, false, time.Time{})
 	defer x.mx.end()
@@ -199,7 +199,7 @@ func (p *Proxy) answerCut(w http.ResponseWriter, r *http.Request, body []byte, s
 }
 
 func (p *Proxy) refuseHost(w http.ResponseWriter, r *http.Request) {
-	tap := p.rec.Begin(r, nil, true)
+	tap := p.begin(r, nil, true)
 	x := &exchange{tap: tap}
 	x.mx.begin(p.m, r, []byte{}, true, time.Time{})
 	defer x.mx.end()

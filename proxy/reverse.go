@@ -267,7 +267,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"mcptape: the recorder is shutting down; send this request again once it runs")
 		return
 	}
-	tap := p.rec.Begin(r, body, complete)
+	tap := p.begin(r, body, complete)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	// The standalone GET stream and a 2026-07-28 subscriptions/listen
@@ -308,6 +308,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	}()
 	p.rp.ServeHTTP(x.w, out)
+}
+
+// begin reports a request to the recorder: every exchange of the proxy,
+// forwarded or answered by the proxy itself, starts here.
+func (p *Proxy) begin(r *http.Request, body []byte, complete bool) *capture.Tap {
+	return p.rec.Begin(r, body, complete)
 }
 
 // abortReason says why a response that had begun was cut.
