@@ -87,13 +87,6 @@ type sample struct {
 	first time.Duration // request sent → first progress event
 }
 
-// sseEvent is one SSE message event; data is valid only during the
-// callback.
-type sseEvent struct {
-	typ  string
-	data []byte
-}
-
 // exchange sends one HTTP request and reads the whole response, calling
 // onMessage for each JSON-RPC message in it (a JSON body or an SSE message
 // event). A non-nil error from onMessage fails the call, but the response is
