@@ -359,4 +359,5 @@ const (
 	FindingProxy          FindingKind = "proxy"           // the proxy produced this message
 	FindingVersion        FindingKind = "version"         // protocol version disagreements
 	FindingRedacted       FindingKind = "redacted"        // part of the message was redacted
+	FindingIntercepted    FindingKind = "intercepted"     // held in flight or changed by mcptape; see Intercepted
 )

@@ -41,6 +41,8 @@ type pipeline struct {
 	foreignS []*Session
 	foreignX []*Exchange
 	foreignM map[*Message]struct{}
+	// versions of messages to store once written (intercept_record.go)
+	edits []pendingEdit
 }
 
 type pendKey struct {
@@ -138,6 +140,8 @@ type xState struct {
 	reqMeth      string
 	headers      http.Header
 	ip           string
+	// held are what became of messages not decoded yet (Tap.Intercepted)
+	held []heldNote
 }
 
 func newPipeline(r *Recorder, seq uint64) *pipeline {
@@ -289,12 +293,12 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 			p.dirtyS[id] = st
 		}
 	}
-	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 && len(p.foreignS)+len(p.foreignX) == 0 {
+	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 && len(p.foreignS)+len(p.foreignX) == 0 && len(p.edits) == 0 {
 		return
 	}
 	force = force || len(p.syncs) > 0
 	now := time.Now()
-	b := &Batch{Messages: p.msgs, syncs: p.syncs, lingered: lingered}
+	b := &Batch{Messages: p.msgs, syncs: p.syncs, lingered: lingered, edits: p.edits}
 	for id, st := range p.dirtyS {
 		if !force && !st.urgent && now.Sub(st.written) < sessionWriteInterval {
 			continue
@@ -312,10 +316,10 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 	b.Exchanges = append(b.Exchanges, p.foreignX...)
 	b.foreign = p.foreignM
 	p.foreignS, p.foreignX, p.foreignM = nil, nil, nil
-	if b.Len() == 0 && len(b.syncs) == 0 {
+	if b.Len() == 0 && len(b.syncs) == 0 && len(b.edits) == 0 {
 		return
 	}
-	p.msgs, p.syncs, p.batchBytes = nil, nil, 0
+	p.msgs, p.syncs, p.batchBytes, p.edits = nil, nil, 0, nil
 	clear(p.dirtyX)
 	p.r.batches <- b
 }
@@ -364,7 +368,8 @@ func (p *pipeline) handle(ev event) {
 		}
 		return
 	}
-	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody || ev.resp != nil && ev.kind != evEnd) {
+	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody || ev.resp != nil && ev.kind != evEnd ||
+		ev.kind == evIntercept && ev.dir == protocol.ServerToClient) {
 		// Keep response events until the request is decoded, so that the
 		// request's messages come first and the session is known.
 		if !ev.pooled {
@@ -379,6 +384,8 @@ func (p *pipeline) handle(ev event) {
 		return
 	}
 	switch ev.kind {
+	case evIntercept:
+		p.noteHeld(xs, ev.dir, ev.held)
 	case evReqBody:
 		p.reqBody(xs, ev.data)
 		releaseChunk(ev.data, ev.pooled)
@@ -428,6 +435,7 @@ func (p *pipeline) begin(ev event) {
 	xs.reqEnc = strings.ToLower(b.Header.Get("Content-Encoding"))
 	xs.x.RequestBody = bodyKind(b.Header.Get("Content-Type"), 0)
 	p.xs[ev.x] = xs
+	p.noteHeld(xs, protocol.ClientToServer, b.Intercepted)
 	if b.Body != nil {
 		p.reqBody(xs, b.Body)
 	}
@@ -850,8 +858,20 @@ func (p *pipeline) invalid(xs *xState, dir protocol.Direction, raw []byte, owned
 	return m
 }
 
-// add appends a finished message to the batch and the session's counts.
+// add appends a finished message to the batch and the session's counts,
+// with what became of it if it was intercepted.
 func (p *pipeline) add(xs *xState, m *Message, pm *protocol.Message) {
+	var sent *Message
+	if len(xs.held) > 0 {
+		sent = p.attachHeld(xs, m)
+	}
+	p.addOne(xs, m, pm)
+	if sent != nil {
+		p.addOne(xs, sent, nil)
+	}
+}
+
+func (p *pipeline) addOne(xs *xState, m *Message, pm *protocol.Message) {
 	st := xs.sess
 	p.r.met.message(m, pm)
 	st.s.Messages++

@@ -360,6 +360,7 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 		b.Exchanges = append(b.Exchanges, nb.Exchanges...)
 		b.Messages = append(b.Messages, nb.Messages...)
 		b.syncs = append(b.syncs, nb.syncs...)
+		b.edits = append(b.edits, nb.edits...)
 		if len(nb.foreign) > 0 {
 			if b.foreign == nil {
 				b.foreign = map[*Message]struct{}{}
@@ -390,6 +391,7 @@ func (r *Recorder) writeLoop() {
 			continue
 		}
 		r.stored.Add(n)
+		r.applyEdits(b)
 		if n > 0 && r.failing.Swap(false) {
 			r.log.Warn("store writes succeed again", LogKeyLost, r.lost.Load())
 		}

@@ -101,6 +101,9 @@ type Batch struct {
 	// (Recorder.Ingest): should the store refuse them, they are not lost,
 	// since the spool keeps them and its ingester tries again.
 	foreign map[*Message]struct{}
+	// edits are versions of its messages to store once it is written
+	// (intercepted messages; see Intercepted)
+	edits []pendingEdit
 }
 
 // rawBytes is the raw bytes the batch's messages hold.

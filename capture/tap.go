@@ -25,6 +25,7 @@ const (
 	evLine       // one line of a stdio stream
 	evStderr     // one line of a stdio server's stderr
 	evIngest     // records of another recorder (Recorder.Ingest)
+	evIntercept  // what became of the exchange's next message (Tap.Intercepted)
 )
 
 type event struct {
@@ -36,6 +37,8 @@ type event struct {
 	stream *StreamInfo
 	dir    protocol.Direction
 	ingest *ingestReq
+	// evIntercept
+	held *Intercepted
 	// evResp, or a response's headers riding on its first body event or
 	// its end (one channel send fewer per exchange)
 	status int
@@ -91,6 +94,10 @@ type Request struct {
 	// with its client's plain-HTTP traffic, never in an MCP session, and
 	// its answer is not read as MCP messages.
 	Refused bool
+	// Intercepted, when set, says what became of the request's message:
+	// it was held in flight, or changed on its way (see [Intercepted]).
+	// Body is then the message as received.
+	Intercepted *Intercepted
 }
 
 // RequestFrom describes an *http.Request as a leg that read body before
