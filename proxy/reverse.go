@@ -78,6 +78,13 @@ type Options struct {
 	// documentation). Nil means no metrics, at no cost. One proxy per
 	// Registerer.
 	Registerer prometheus.Registerer
+	// Intercept holds the messages its rules match until a person decides
+	// what goes on (see intercept.go). Nil holds nothing, at no cost.
+	Intercept *capture.Interceptor
+	// Answer has the proxy answer the server's sampling, elicitation and
+	// roots requests in the client's place (see ClientAnswers). Nil leaves
+	// them to the client.
+	Answer *ClientAnswers
 }
 
 // Defaults of the Options fields whose zero value means one.
@@ -104,6 +111,8 @@ type Proxy struct {
 	upTimeout time.Duration
 	checkHost bool
 	m         *metrics // nil without a Registerer
+	icpt      *capture.Interceptor
+	ans       *ClientAnswers
 
 	// live holds the exchanges in flight, so that a shutdown can cut them
 	// with ErrShutdown as their cause.
@@ -149,7 +158,7 @@ func New(opts *Options) (*Proxy, error) {
 	p := &Proxy{up: up, rec: opts.Recorder, log: opts.Logger, checkHost: !opts.AllowAnyHost,
 		maxBuf: orDefault(opts.MaxBufferedBody, DefaultMaxBufferedBody), maxReq: orDefault(opts.MaxRequestBody, DefaultMaxRequestBody),
 		bodyIdle: orDefault(opts.BodyIdleTimeout, DefaultBodyIdleTimeout), upTimeout: orDefault(opts.UpstreamTimeout, DefaultUpstreamTimeout),
-		live: map[*exchange]struct{}{}}
+		live: map[*exchange]struct{}{}, icpt: opts.Intercept, ans: opts.Answer}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -215,6 +224,7 @@ type exchange struct {
 	mu       sync.Mutex
 	upErr    error // a non-EOF error reading the upstream body
 	mx       exchangeMetrics
+	inbound  // the request as received, for the hold points (intercept.go)
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -267,14 +277,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"mcptape: the recorder is shutting down; send this request again once it runs")
 		return
 	}
-	tap := p.begin(r, body, complete, false)
+	recv := body
+	var tap *capture.Tap
+	if complete && p.holdsRequests() {
+		held := p.holdRequest(w, r, body)
+		if held.done {
+			return
+		}
+		body = held.fwd
+		tap = p.beginAs(r, recv, held.note, held.header)
+	} else {
+		tap = p.begin(r, body, complete, false)
+	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	// The standalone GET stream and a 2026-07-28 subscriptions/listen
 	// stream (which always carries its Mcp-Method header) stay open at the
 	// server's will and carry no call: a shutdown cuts them first.
 	stream := r.Method == http.MethodGet || r.Header.Get(protocol.HeaderMethod) == protocol.MethodSubscriptionsListen
-	x := &exchange{tap: tap, body: body, complete: complete, stream: stream, ctx: ctx, client: r.Context(), cancel: cancel, in: in}
+	x := &exchange{tap: tap, body: body, complete: complete, stream: stream, ctx: ctx, client: r.Context(), cancel: cancel, in: in,
+		inbound: inbound{target: r.URL.RequestURI(), remote: r.RemoteAddr, recv: recv}}
 	if !p.track(x) && x.stream {
 		cancel(ErrShutdown) // it arrived as the drain began
 	}
@@ -368,6 +390,9 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	x, _ := res.Request.Context().Value(ctxKey{}).(*exchange)
 	if x != nil && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
+		if p.examines() {
+			return p.interceptResponse(res, x)
+		}
 	}
 	return nil
 }

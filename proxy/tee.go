@@ -20,6 +20,9 @@ type teeWriter struct {
 	aborted     bool
 	abortText   string
 	upstreamErr string
+	// bodyTapped: the response body reports itself to the Tap (a body the
+	// hold points took over, intercept.go), so Write does not.
+	bodyTapped bool
 }
 
 func (t *teeWriter) WriteHeader(code int) {
@@ -60,7 +63,9 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	// The recorder hears of the bytes before the client can: a reader that
 	// asks the recorder (a Sync) after the client had them finds them.
 	// Should the write fail, the exchange ends aborted with the reason.
-	t.x.tap.ResponseBody(p)
+	if !t.bodyTapped {
+		t.x.tap.ResponseBody(p)
+	}
 	n, err := t.ResponseWriter.Write(p)
 	t.written += int64(n)
 	t.x.mx.wrote(n)

@@ -1,0 +1,415 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/protocol"
+	"github.com/mcptape/mcptape/proxy"
+)
+
+// interceptRig is the fixture server behind a recording proxy on a Badger
+// store on disk, with intercept rules and, optionally, --answer.
+func interceptRig(t *testing.T, h http.Handler, rules []string, ans *proxy.ClientAnswers) (*rig, *capture.Interceptor) {
+	t.Helper()
+	var rs []capture.InterceptRule
+	for _, s := range rules {
+		r, err := capture.ParseInterceptRule(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	icpt, err := capture.NewInterceptor(rs, &capture.InterceptorOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := badgerstore.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if h == nil {
+		h = fixtures.Handler(nil)
+	}
+	r := newRig(t, h, &rigOptions{store: store, proxy: &proxy.Options{Intercept: icpt, Answer: ans}})
+	t.Cleanup(func() { icpt.Close(); r.px.CloseClientConnections(); r.up.CloseClientConnections() })
+	return r, icpt
+}
+
+// connect opens a go-sdk client session through the proxy. The client
+// declares no sampling, elicitation or roots capability: it has no
+// handlers. version pins the protocol ("" lets go-sdk negotiate).
+func connect(t *testing.T, url, version string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "bare-client", Version: "v1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var opts *mcp.ClientSessionOptions
+	if version != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, DisableStandaloneSSE: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// nextHeld waits for a held message.
+func nextHeld(t *testing.T, icpt *capture.Interceptor) capture.HeldMessage {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if h := icpt.Held(); len(h) > 0 {
+			return h[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("nothing was held")
+	return capture.HeldMessage{}
+}
+
+type callResult struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+func callAsync(cs *mcp.ClientSession, name string, args map[string]any) <-chan callResult {
+	ch := make(chan callResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		ch <- callResult{res, err}
+	}()
+	return ch
+}
+
+func resultText(r callResult) string {
+	if r.err != nil {
+		return "error: " + r.err.Error()
+	}
+	var parts []string
+	for _, c := range r.res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestInterceptEditRequest: a tools/call held by its rule, edited by a
+// person, reaches the server edited (echo returns what it got) and the
+// client gets the answer to the edit; other calls pass; the record keeps
+// the call as the client sent it and as the server got it.
+func TestInterceptEditRequest(t *testing.T) {
+	for _, era := range []struct{ name, path, version string }{
+		{"legacy", fixtures.PathStateful, protocol.V20251125},
+		{"modern", fixtures.PathStateless, ""},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			r, icpt := interceptRig(t, nil, []string{"tools/call:ech*"}, nil)
+			cs := connect(t, r.px.URL+era.path, era.version)
+			if res := resultText(<-callAsync(cs, "add", map[string]any{"a": 1, "b": 2})); res != "1 + 2 = 3" {
+				t.Fatalf("add, which no rule holds: %q", res)
+			}
+			got := callAsync(cs, "echo", map[string]any{"text": "from the client"})
+			h := nextHeld(t, icpt)
+			if h.What != capture.HeldRequest || h.Method != "tools/call" || h.Name != "echo" || h.Rule != "tools/call:ech*" ||
+				!strings.Contains(string(h.Raw), "from the client") {
+				t.Fatalf("held: %+v raw %s", h, h.Raw)
+			}
+			select {
+			case r := <-got:
+				t.Fatalf("the call returned while held: %q", resultText(r))
+			case <-time.After(100 * time.Millisecond):
+			}
+			edited := strings.Replace(string(h.Raw), "from the client", "edited by a person", 1)
+			if err := icpt.Decide(h.ID, capture.Verdict{Action: capture.ActionEdit, Raw: edited}); err != nil {
+				t.Fatal(err)
+			}
+			if res := resultText(<-got); res != "edited by a person" {
+				t.Fatalf("the client got %q, want the server's answer to the edit", res)
+			}
+			r.sync(t)
+			var call *capture.Message
+			for _, m := range r.all(t) {
+				if m.Kind == protocol.KindRequest && m.Method == "tools/call" && m.Name == "echo" {
+					call = m
+				}
+			}
+			if call == nil || call.Edited != 1 || !strings.Contains(string(call.Raw), "edited by a person") || !heldFinding(call, "edited by a person and forwarded") {
+				t.Fatalf("the recorded call: %+v", call)
+			}
+			versions, err := r.store.(capture.Editor).MessageEdits(context.Background(), call.Seq)
+			if err != nil || len(versions) != 2 || !strings.Contains(string(versions[0].Raw), "from the client") {
+				t.Fatalf("versions: %+v, %v", versions, err)
+			}
+		})
+	}
+}
+
+func heldFinding(m *capture.Message, text string) bool {
+	for _, f := range m.Findings {
+		if f.Kind == capture.FindingIntercepted && strings.Contains(f.Message, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestInterceptAnswerAndFail: a held request answered in place of the
+// server never reaches it; a held response replaced by a JSON-RPC error
+// reaches the client as that error.
+func TestInterceptAnswerAndFail(t *testing.T) {
+	r, icpt := interceptRig(t, nil, []string{"tools/call:echo", "response:tools/call:add"}, nil)
+	cs := connect(t, r.px.URL+fixtures.PathStateful, protocol.V20251125)
+
+	got := callAsync(cs, "echo", map[string]any{"text": "never sent"})
+	h := nextHeld(t, icpt)
+	if err := icpt.Decide(h.ID, capture.Verdict{Action: capture.ActionAnswer, Result: json.RawMessage(`{"content":[{"type":"text","text":"answered by hand"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res := resultText(<-got); res != "answered by hand" {
+		t.Fatalf("answered in place: the client got %q", res)
+	}
+
+	got = callAsync(cs, "add", map[string]any{"a": 2, "b": 3})
+	h = nextHeld(t, icpt)
+	if h.What != capture.HeldResponse || !strings.Contains(string(h.Raw), "2 + 3 = 5") || !strings.Contains(string(h.Request), `"add"`) {
+		t.Fatalf("held response: %+v raw %s", h, h.Raw)
+	}
+	if err := icpt.Decide(h.ID, capture.Verdict{Action: capture.ActionFail, Error: &protocol.ErrorInfo{Code: -32001, Message: "failed by hand"}}); err != nil {
+		t.Fatal(err)
+	}
+	if res := resultText(<-got); !strings.Contains(res, "failed by hand") {
+		t.Fatalf("failed response: the client got %q", res)
+	}
+	r.sync(t)
+	var echoCalls, answered, replaced int
+	for _, m := range r.all(t) {
+		if m.Kind == protocol.KindRequest && m.Method == "tools/call" && m.Name == "echo" {
+			echoCalls++
+			if !heldFinding(m, "answered by a person in place of the server") {
+				t.Errorf("the echo call's findings: %+v", m.Findings)
+			}
+		}
+		if m.Kind == protocol.KindResult && heldFinding(m, "in place of the server") {
+			answered++
+		}
+		if m.Direction == protocol.ServerToClient && m.Name == "add" && heldFinding(m, "replaced by a person with JSON-RPC error -32001: failed by hand") {
+			replaced++
+			// As received (version 0) a result; as the client got it an error.
+			if m.Kind != protocol.KindResult || m.Edited != 1 || !strings.Contains(string(m.Raw), "failed by hand") {
+				t.Errorf("the replaced response: %+v raw %s", m, m.Raw)
+			}
+		}
+	}
+	if echoCalls != 1 || answered != 1 || replaced != 1 {
+		t.Errorf("%d echo calls, %d answers marked as a person's, %d responses replaced", echoCalls, answered, replaced)
+	}
+}
+
+// TestInterceptServerRequest: a sampling request the server sends on the
+// call's SSE stream is held; answered by a person, the answer goes to the
+// server (the tool returns it) and never to the client, which has no
+// sampling handler at all.
+func TestInterceptServerRequest(t *testing.T) {
+	r, icpt := interceptRig(t, nil, []string{"sampling/createMessage"}, nil)
+	cs := connect(t, r.px.URL+fixtures.PathStateful, protocol.V20251125)
+	got := callAsync(cs, "sample", map[string]any{"prompt": "what is 2+2?"})
+	h := nextHeld(t, icpt)
+	if h.What != capture.HeldServerRequest || h.Method != protocol.MethodSampling || !strings.Contains(string(h.Raw), "what is 2+2?") {
+		t.Fatalf("held: %+v", h)
+	}
+	if err := icpt.Decide(h.ID, capture.Verdict{Action: capture.ActionAnswer,
+		Result: json.RawMessage(`{"role":"assistant","content":{"type":"text","text":"four, by hand"},"model":"a-person"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res := resultText(<-got); res != "four, by hand" {
+		t.Fatalf("the tool returned %q, want the person's answer", res)
+	}
+	r.sync(t)
+	var req, answer *capture.Message
+	for _, m := range r.all(t) {
+		switch {
+		case m.Kind == protocol.KindRequest && m.Method == protocol.MethodSampling:
+			req = m
+		case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindResult:
+			answer = m
+		}
+	}
+	if req == nil || !heldFinding(req, "answered by a person in place of the client") {
+		t.Fatalf("the sampling request: %+v", req)
+	}
+	if answer == nil || answer.Links.Request != req.Seq || !heldFinding(answer, "sent by mcptape, not by the client") {
+		for _, m := range r.all(t) {
+			t.Logf("%d %s %v %v %s %s %+v", m.Seq, m.SessionID, m.Direction, m.Kind, m.Method, m.Raw, m.Findings)
+		}
+		t.Fatalf("the answer: %+v", answer)
+	}
+}
+
+// profileAnswers answers sampling as a testing profile would: a fixed
+// text, the model picked by the request's first model hint.
+func profileAnswers() *proxy.ClientAnswers {
+	return &proxy.ClientAnswers{
+		Methods: map[string]string{protocol.MethodSampling: "--answer sampling=profile:test"},
+		Answer: func(ctx context.Context, q proxy.AnswerQuestion) (proxy.AnswerReply, error) {
+			var p struct {
+				Messages []struct {
+					Content json.RawMessage `json:"content"`
+				} `json:"messages"`
+				Tools []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+			}
+			_ = json.Unmarshal(q.Params, &p)
+			if len(p.Tools) > 0 && len(p.Messages) == 1 {
+				return proxy.AnswerReply{Result: json.RawMessage(`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"get_weather","input":{"city":"Paris"}}],"model":"mock","stopReason":"toolUse"}`)}, nil
+			}
+			return proxy.AnswerReply{Result: json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":{"type":"text","text":"mock answer (%s)"},"model":"mock","stopReason":"endTurn"}`, q.Key))}, nil
+		},
+	}
+}
+
+// TestAnswerSampling: with --answer sampling, a client that declares no
+// sampling capability completes the fixture's sample and sample_tools on
+// both eras: a legacy server→client request answered by a POST of the
+// proxy's own, a 2026-07-28 round answered by retrying the call.
+func TestAnswerSampling(t *testing.T) {
+	for _, era := range []struct{ name, path, version, key string }{
+		{"legacy", fixtures.PathStateful, protocol.V20251125, ""},
+		{"modern", fixtures.PathStateless, "", "sample"},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			r, _ := interceptRig(t, nil, nil, profileAnswers())
+			cs := connect(t, r.px.URL+era.path, era.version)
+			if res := resultText(<-callAsync(cs, "sample", map[string]any{"prompt": "hi"})); res != "mock answer ("+era.key+")" {
+				t.Errorf("sample: %q", res)
+			}
+			if res := resultText(<-callAsync(cs, "sample_tools", map[string]any{"question": "weather in Paris?"})); !strings.HasPrefix(res, "mock answer") {
+				t.Errorf("sample_tools: %q", res)
+			}
+			r.sync(t)
+			var added, answered, sent int
+			for _, m := range r.all(t) {
+				switch {
+				case heldFinding(m, "--answer added the sampling capability"):
+					added++
+				case heldFinding(m, "answered by mcptape for the client"), heldFinding(m, "input_required answered by mcptape"):
+					answered++
+				case heldFinding(m, "sent by mcptape, not by the client"):
+					sent++
+				}
+			}
+			// sample: one round answered; sample_tools: two (one
+			// input_required result answered with two retries on
+			// 2026-07-28, two server→client requests on the legacy era).
+			if added == 0 || answered < 2 || sent < 3 {
+				t.Errorf("marked in the record: %d capability additions, %d answered, %d sent by mcptape", added, answered, sent)
+			}
+		})
+	}
+}
+
+// TestInterceptStreamNotBuffered: a server sends 20 SSE events 40 ms
+// apart; a rule holds the 5th. The other 19 reach the client as the server
+// sends them, while the 5th waits until the test releases it after the
+// 20th has arrived.
+func TestInterceptStreamNotBuffered(t *testing.T) {
+	const n, gap = 20, 40 * time.Millisecond
+	var mu sync.Mutex
+	sent := make([]time.Time, n+1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", protocol.ContentTypeSSE)
+		w.WriteHeader(http.StatusOK)
+		fl := w.(http.Flusher)
+		for i := 1; i <= n; i++ {
+			method := "notifications/message"
+			if i == 5 {
+				method = "notifications/held"
+			}
+			mu.Lock()
+			sent[i] = time.Now()
+			mu.Unlock()
+			fmt.Fprintf(w, "id: %d\ndata: {\"jsonrpc\":\"2.0\",\"method\":%q,\"params\":{\"i\":%d}}\n\n", i, method, i)
+			fl.Flush()
+			time.Sleep(gap)
+		}
+		fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")
+	})
+	r, icpt := interceptRig(t, h, []string{"notification:notifications/held"}, nil)
+	req, _ := http.NewRequest(http.MethodPost, r.px.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stream"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	arrived := map[int]time.Time{}
+	order := []int{}
+	sc := bufio.NewScanner(res.Body)
+	released := false
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") || !strings.Contains(line, `"i":`) {
+			continue
+		}
+		var m struct {
+			Params struct{ I int } `json:"params"`
+		}
+		_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m)
+		arrived[m.Params.I] = time.Now()
+		order = append(order, m.Params.I)
+		if m.Params.I == n && !released {
+			released = true
+			held := icpt.Held()
+			if len(held) != 1 || !strings.Contains(string(held[0].Raw), "notifications/held") {
+				t.Fatalf("held when the 20th event arrived: %+v", held)
+			}
+			if err := icpt.Decide(held[0].ID, capture.Verdict{Action: capture.ActionForward}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(order) != n || order[n-1] != 5 {
+		t.Fatalf("events arrived in the order %v; want 1-4, 6-20, then 5", order)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var worst time.Duration
+	for i := 1; i <= n; i++ {
+		if i == 5 {
+			continue
+		}
+		d := arrived[i].Sub(sent[i])
+		worst = max(worst, d)
+		t.Logf("event %2d: sent %s, arrived %s later", i, sent[i].Format("15:04:05.000"), d.Round(time.Microsecond))
+		// Each event arrives long before the server sends the next: it
+		// was not held back with the held one, nor batched.
+		if d > gap {
+			t.Errorf("event %d arrived %v after it was sent (the server sends one every %v)", i, d, gap)
+		}
+	}
+	t.Logf("event  5: sent %s, held until the 20th arrived (%s later)", sent[5].Format("15:04:05.000"), arrived[5].Sub(sent[5]).Round(time.Millisecond))
+	if !arrived[5].After(arrived[n]) {
+		t.Error("the held event arrived before the 20th")
+	}
+	t.Logf("worst delay of an event that was not held: %v", worst)
+}
