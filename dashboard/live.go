@@ -24,6 +24,8 @@ import (
 //	event: lagged    the tail fell behind and skipped records: reload
 //	event: pending   the requests waiting for a person changed: {"count": N}
 //	                 (with Options.Pending; GET /api/v1/pending lists them)
+//	event: intercept the held messages or the rules changed: {"count": N}
+//	                 (with Options.Intercept; GET /api/v1/intercept lists them)
 //
 // Event ids are sequence numbers of the stream, and a reconnecting browser
 // (Last-Event-ID) gets the events it missed from the last 2048.
@@ -47,6 +49,8 @@ type liveItem struct {
 	msg     *liveMessage
 	session *sessionRow
 	pending *livePending
+	// intercept: the number of held messages (intercept.go)
+	intercept *livePending
 }
 
 type liveTail struct {
@@ -230,6 +234,8 @@ func (lt *liveTail) run() {
 				lt.send("message", it.msg)
 			case it.pending != nil:
 				lt.send("pending", it.pending)
+			case it.intercept != nil:
+				lt.send("intercept", it.intercept)
 			default:
 				lt.send("session", it.session)
 			}

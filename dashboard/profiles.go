@@ -266,11 +266,12 @@ type features struct {
 	StartReplay bool `json:"startReplay"`
 	Metrics     bool `json:"metrics"`
 	Pending     bool `json:"pending"`
+	Intercept   bool `json:"intercept"`
 }
 
 func (s *Server) apiInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, info{Version: s.opts.Version, DataDir: s.opts.DataDir, Live: s.opts.Feed.String(),
 		Features: features{Edit: s.editor != nil, Export: s.opts.Export != nil, Import: s.opts.Import != nil,
 			Profiles: s.opts.Profiles != "", StartReplay: s.opts.StartReplay != nil, Metrics: s.opts.Metrics != nil,
-			Pending: s.opts.Pending != nil}})
+			Pending: s.opts.Pending != nil, Intercept: s.opts.Intercept != nil}})
 }

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -110,6 +111,15 @@ type Options struct {
 	// means no replay client waits here: the page says how to start one.
 	// The server does not close it.
 	Pending *Pending
+	// Intercept is a running recorder's queue of held messages: the
+	// /intercept page lists them, takes what a person decides, and sets
+	// the rules. Nil means nothing records here: the page says how to
+	// start a recorder. The server does not close it.
+	Intercept *capture.Interceptor
+	// AnswerFromProfile answers a held request from a testing profile
+	// (by name; "" is the default profile) for the Intercept page's
+	// Auto-respond (cmd wires replay's profiles). Nil hides it.
+	AnswerFromProfile func(ctx context.Context, profile, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
 // Server is the dashboard: an http.Handler serving the single-page app, its
@@ -186,6 +196,9 @@ func New(store capture.Store, opts *Options) (*Server, error) {
 	s.wg.Go(func() { s.index.warm(s.ctx) })
 	if s.opts.Pending != nil {
 		s.wg.Go(s.watchPending)
+	}
+	if s.opts.Intercept != nil {
+		s.wg.Go(s.watchIntercept)
 	}
 	return s, nil
 }
@@ -333,6 +346,10 @@ func (s *Server) routes() *mux.Router {
 	api.HandleFunc("/default-profile", s.apiSetDefaultProfile).Methods(put)
 	api.HandleFunc("/pending", s.apiPending).Methods(get)
 	api.HandleFunc("/pending/{id}", s.apiAnswerPending).Methods(post)
+	api.HandleFunc("/intercept", s.apiIntercept).Methods(get)
+	api.HandleFunc("/intercept/rules", s.apiSetRules).Methods(put)
+	api.HandleFunc("/intercept/{id:[0-9]+}", s.apiDecide).Methods(post)
+	api.HandleFunc("/intercept/{id:[0-9]+}/suggest", s.apiSuggest).Methods(get)
 	api.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: see the dashboard package documentation", "not_found")
 	})
@@ -347,7 +364,7 @@ func (s *Server) routes() *mux.Router {
 	// The app's pages: every one is a deep link that opens directly.
 	for _, p := range []string{"/", "/sessions", "/sessions/{id}", "/sessions/{id}/messages/{seq:[0-9]+}",
 		"/sessions/{id}/messages/{seq:[0-9]+}/inputs/{key}", "/sessions/{id}/exchanges/{xid:[0-9]+}",
-		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending"} {
+		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending", "/intercept"} {
 		r.HandleFunc(p, s.page).Methods(get)
 	}
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

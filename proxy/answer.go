@@ -58,7 +58,7 @@ type AnswerQuestion struct {
 }
 
 // AnswerReply is an answer: a Result or an Error. Forward gives the
-// request to the client instead.
+// request to the client instead (By then says why).
 type AnswerReply struct {
 	Result  json.RawMessage
 	Error   *protocol.ErrorInfo
@@ -212,7 +212,7 @@ func (c *callInfo) answerForClient(ctx context.Context, m *protocol.Message) ([]
 		return nil, &capture.Intercepted{Note: "to be answered by mcptape for the client (" + by + "), not delivered to the client; no answer came: " + err.Error()}, nil, true
 	}
 	if reply.Forward {
-		return nil, nil, nil, false
+		return nil, &capture.Intercepted{Note: by + ": " + cmpOr(reply.By, "left to the client") + "; passed on to the client"}, nil, false
 	}
 	if reply.By != "" {
 		by = reply.By
@@ -280,7 +280,7 @@ func (c *callInfo) answerRounds(ctx context.Context, first *protocol.Message) ([
 				}
 				return fail(err.Error())
 			case reply.Forward:
-				return first.Raw, &capture.Intercepted{Note: "--answer left input request " + key + " to the client, so the client got the input_required result"}
+				return first.Raw, &capture.Intercepted{Note: by + ": " + cmpOr(reply.By, "left to the client") + "; the client got the input_required result (input request " + key + ")"}
 			case reply.Error != nil:
 				// Rejected: the call fails with that error.
 				out := responseBody(c.id, capture.Verdict{Action: capture.ActionFail, Error: reply.Error})

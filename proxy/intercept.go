@@ -490,14 +490,17 @@ func (c *callInfo) settle(ctx context.Context, m *protocol.Message) (out []byte,
 	p := c.p
 	switch m.Kind {
 	case protocol.KindRequest:
+		var left *capture.Intercepted
 		if p.ans.handles(m.Method) {
-			if out, note, after, ok := c.answerForClient(ctx, m); ok {
+			out, note, after, ok := c.answerForClient(ctx, m)
+			if ok {
 				return out, note, after
 			}
+			left = note
 		}
 		rule, ok := p.icpt.Match(capture.InterceptRequest, m.Method, "")
 		if !ok {
-			return m.Raw, &capture.Intercepted{Note: "--answer left it to the client"}, nil
+			return m.Raw, left, nil
 		}
 		return c.holdServerRequest(ctx, m, rule.String())
 	case protocol.KindNotification:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,7 +58,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, nil, logger)
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, nil, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -185,9 +186,20 @@ func (d *runningDashboard) metricsNote() string {
 // a free loopback port is used instead.
 // status, if set, is what the dashboard's banner reports about recording.
 func startDashboard(store capture.Store, data, addr, token string, fixed bool, feed dashboard.Feed, metrics http.Handler,
-	replays *replayServers, status func() dashboard.RecordingStatus, sync func(context.Context) error, logger *slog.Logger) (*runningDashboard, error) {
+	replays *replayServers, status func() dashboard.RecordingStatus, sync func(context.Context) error, logger *slog.Logger,
+	icpt *capture.Interceptor) (*runningDashboard, error) {
 	opts := dashboardOptions(data, replays, logger)
 	opts.Token, opts.Feed, opts.Metrics, opts.Status = token, feed, metrics, status
+	if icpt != nil {
+		opts.Intercept = icpt
+		opts.AnswerFromProfile = func(ctx context.Context, profile, method string, params json.RawMessage) (json.RawMessage, error) {
+			p, _, err := loadNamedProfile(data, profile)
+			if err != nil {
+				return nil, err
+			}
+			return answerFromProfile(p, method, params)
+		}
+	}
 	if sync != nil {
 		// An export right after a run holds all of it: the recorder
 		// writes what it has before the tape is read.

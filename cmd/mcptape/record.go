@@ -52,6 +52,10 @@ type recordConfig struct {
 	upstreamTimeout time.Duration
 	maxRequestBody  int64
 	shutdownTimeout time.Duration
+	// Intercepting and answering for the client (intercept.go).
+	intercept        []string
+	interceptTimeout time.Duration
+	answers          []string
 }
 
 // Defaults of the store's bounds (documented in the README).
@@ -87,6 +91,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "how long to wait for the upstream's response head before answering 504 (a stream, once begun, may stay idle); 0 waits forever")
 	maxBody := fs.String("max-request-body", "64MiB", "the largest request body forwarded (larger: 413); 0 means no limit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long calls in flight may take to finish before they are cut")
+	fs.Var((*stringList)(&c.intercept), "intercept", "hold messages that match `RULE` in flight until you forward, edit, answer or fail them on the dashboard's Intercept page: METHOD[:NAME] for requests, e.g. 'tools/call:delete_*' or elicitation/create; response:METHOD[:NAME] for the server's answers; notification:METHOD (repeatable; globs; rules can also be set on the page)")
+	fs.DurationVar(&c.interceptTimeout, "intercept-timeout", capture.DefaultInterceptTimeout, "how long a held message waits for you before it goes on unchanged (the record says so); 0 waits forever")
+	fs.Var((*stringList)(&c.answers), "answer", "answer the server's KIND requests in place of the client: KIND=profile[:NAME] from a testing profile (the default one without NAME), or KIND=person on the dashboard's Intercept page; KIND is sampling, elicitation or roots; adds the capability when the client does not declare it (repeatable)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -102,6 +109,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if c.upstreamTimeout == 0 {
 		c.upstreamTimeout = -1 // the proxy's "no limit"
+	}
+	if c.interceptTimeout < 0 {
+		return usagef("--intercept-timeout takes a duration like 30s or 5m (0 waits forever)")
 	}
 	c.dashboardFixed = flagSet(fs, "dashboard")
 	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit")); err != nil {
@@ -174,6 +184,8 @@ type recording struct {
 	live     atomic.Pointer[capture.Recorder]
 	proxy    *proxy.Proxy
 	shutdown time.Duration // how long close waits for calls in flight
+	// icpt holds intercepted messages (nil without rules and dashboard).
+	icpt *capture.Interceptor
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -234,10 +246,37 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 			return nil, err
 		}
 	}
+	rules, err := parseRules(c.intercept)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := parseAnswers(c.answers)
+	if err != nil {
+		return nil, err
+	}
+	if len(rules) > 0 && !dashOn {
+		return nil, usagef("--intercept holds messages until you decide on the dashboard's Intercept page: drop --dashboard off")
+	}
+	if dashOn {
+		// Always there with a dashboard, so that rules can be set on its
+		// Intercept page at run time; without an enabled rule it costs a
+		// nil check per exchange.
+		timeout := c.interceptTimeout
+		if timeout == 0 {
+			timeout = -1
+		}
+		if rs.icpt, err = capture.NewInterceptor(rules, &capture.InterceptorOptions{Timeout: timeout}); err != nil {
+			return nil, usagef("--intercept: %v", err)
+		}
+	}
+	answerer, err := newClientAnswerer(c.data, specs, rs.icpt, logger)
+	if err != nil {
+		return nil, err
+	}
 	if dashOn {
 		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
 		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
-			metricsHandler(reg), rs.replays, rs.status, rs.sync, logger); err != nil {
+			metricsHandler(reg), rs.replays, rs.status, rs.sync, logger, rs.icpt); err != nil {
 			return nil, err
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
@@ -250,7 +289,8 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	// The wraps' spools: this process owns the store now.
 	rs.ingest = startIngest(c.data, rs.rec, store, logger)
 	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost,
-		Registerer: registerer(reg), UpstreamTimeout: c.upstreamTimeout, MaxRequestBody: c.maxRequestBody})
+		Registerer: registerer(reg), UpstreamTimeout: c.upstreamTimeout, MaxRequestBody: c.maxRequestBody,
+		Intercept: rs.icpt, Answer: answerer.proxyAnswers()})
 	if err != nil {
 		return nil, err
 	}
@@ -359,6 +399,10 @@ func (rs *recording) sync(ctx context.Context) error {
 // recorder.json removed.
 func (rs *recording) close() (capture.Stats, error) {
 	var errs []error
+	// Held messages go on unchanged first (the record says the recorder
+	// stopped): holding never loses a message, and a held call must not
+	// wait out the drain.
+	rs.icpt.Close()
 	if rs.srv != nil {
 		sctx, scancel := context.WithTimeout(context.Background(), rs.shutdown)
 		_ = rs.srv.Shutdown(sctx)

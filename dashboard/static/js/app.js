@@ -22,6 +22,7 @@ const routes = [
   [/^\/profiles\/([^/]+)$/, lazy('./pages/profiles.js', 'profilePage'), 'profiles'],
   [/^\/import$/, lazy('./pages/import.js', 'importPage'), 'import'],
   [/^\/pending$/, lazy('./pages/pending.js', 'pendingPage'), 'pending'],
+  [/^\/intercept$/, lazy('./pages/intercept.js', 'interceptPage'), 'intercept'],
 ];
 
 let current = { cleanup: null, abort: null };
@@ -103,6 +104,7 @@ async function boot() {
     add(footer, [`mcptape ${i.version}`, i.dataDir ? ` · ${i.dataDir}` : '', ` · live tail: ${i.live}`,
       i.features.metrics ? [' · ', h('a', { href: '/metrics' }, 'metrics')] : '']);
     if (i.features.pending) watchPending();
+    if (i.features.intercept) watchIntercept();
   } catch (e) {
     status(e.message, 'bad');
   }
@@ -125,6 +127,26 @@ function watchPending() {
     try { d = JSON.parse(ev.data); } catch { return; }
     show(Number(d.count) || 0);
     window.dispatchEvent(new CustomEvent('mcptape:pending', { detail: d }));
+  });
+}
+
+// watchIntercept keeps the nav's count of held messages from the live
+// tail's intercept events, and passes them on to pages as
+// 'mcptape:intercept' events on window.
+function watchIntercept() {
+  const badge = document.getElementById('intercept-count');
+  const show = (n) => {
+    badge.textContent = String(n);
+    badge.hidden = !n;
+  };
+  api('/intercept').then((r) => show(r.held.length)).catch(() => {});
+  const es = new EventSource('/api/v1/live');
+  es.addEventListener('open', () => { badge.dataset.live = '1'; });
+  es.addEventListener('intercept', (ev) => {
+    let d;
+    try { d = JSON.parse(ev.data); } catch { return; }
+    show(Number(d.count) || 0);
+    window.dispatchEvent(new CustomEvent('mcptape:intercept', { detail: d }));
   });
 }
 
