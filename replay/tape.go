@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -677,5 +676,3 @@ func equalRaw(a, b []byte) bool {
 	}
 	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
-
-var _ = base64.StdEncoding
