@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -85,6 +86,11 @@ type ServerOptions struct {
 	Profile *Profile
 	// Logger receives one line per replayed request. Nil discards.
 	Logger *slog.Logger
+	// AllowAnyHost turns off the DNS-rebinding check: by default a request
+	// that arrives on a loopback address must name a loopback host
+	// (localhost, 127.0.0.1, [::1]) in its Host header, or it is refused
+	// with 403, as the recording proxy and go-sdk's servers do.
+	AllowAnyHost bool
 }
 
 // Server is a recorded MCP server: an http.Handler that answers live
@@ -279,6 +285,12 @@ func paramsOf(raw []byte) json.RawMessage {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.AllowAnyHost && !hostAllowed(r) {
+		msg := fmt.Sprintf("mcptape replay: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)", r.Host)
+		s.log.Warn(msg)
+		http.Error(w, msg, http.StatusForbidden)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		s.post(w, r)
@@ -289,6 +301,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// hostAllowed applies the DNS-rebinding rule: a request that arrived on a
+// loopback address must name a loopback host.
+func hostAllowed(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return true
+	}
+	if ta, ok := la.(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+		return true
+	}
+	return protocol.LoopbackHost(r.Host)
 }
 
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {

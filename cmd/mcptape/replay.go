@@ -33,6 +33,7 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	var ignore stringList
 	fs.Var(&ignore, "ignore", "also ignore this params path when matching, e.g. arguments.timestamp (repeatable)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	allowAnyHost := fs.Bool("allow-any-host", false, "accept any Host header on a loopback listener (turns off DNS-rebinding protection)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -51,7 +52,8 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	opts := &replay.ServerOptions{Timing: tm, Strict: *strict, Logger: logger, Matcher: replay.NewMatcher(replay.IgnorePaths(ignore...))}
+	opts := &replay.ServerOptions{Timing: tm, Strict: *strict, Logger: logger, Matcher: replay.NewMatcher(replay.IgnorePaths(ignore...)),
+		AllowAnyHost: *allowAnyHost}
 	if *profilePath != "" {
 		if opts.Profile, err = loadProfile(*profilePath); err != nil {
 			return err
