@@ -15,8 +15,10 @@
 // method, same params once ids, `_meta` (progress tokens, trace context) and
 // MRTR inputResponses are set aside; more paths with [IgnorePaths].
 // Repeated identical requests get the recorded answers in recorded order.
-// A miss explains itself: the closest recorded request and the fields that
-// differ.
+// A miss explains itself: a [MissError] (wrapping [ErrNoMatch]) names the
+// recorded session the client was given, the closest recorded request in
+// it with the fields that differ, and the other sessions that hold a
+// match.
 //
 // # Replay server
 //

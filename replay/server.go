@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,9 +54,6 @@ func ParseTiming(s string) (Timing, error) {
 // server cannot match to a recorded one (-32010, in the range JSON-RPC
 // leaves to implementations).
 const CodeNoMatch = -32010
-
-// ErrNoMatch is wrapped by a miss in a ServerReport.
-var ErrNoMatch = errors.New("no recorded request matches")
 
 // ServerOptions configures a replay server. Nil means defaults; every
 // field's zero value is documented.
@@ -116,8 +112,9 @@ type Server struct {
 type ServerReport struct {
 	// Served counts live requests answered from the tape.
 	Served int
-	// Misses are live requests that matched no recorded one.
-	Misses []string
+	// Misses are the live requests that matched no recorded one, each
+	// explained.
+	Misses []*MissError
 	// Failures are the differences Strict makes failures (misses included).
 	Failures []string
 }
@@ -181,7 +178,7 @@ func (s *Server) Report() ServerReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.report
-	r.Misses = append([]string(nil), r.Misses...)
+	r.Misses = append([]*MissError(nil), r.Misses...)
 	r.Failures = append([]string(nil), r.Failures...)
 	return r
 }
@@ -346,7 +343,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			writeJSONError(w, http.StatusNotFound, m.ID, -32001, "mcptape replay: session not found (it ended, or the replay server restarted)")
 			return
 		}
-		s.miss(w, &m, "the tape holds no session for this request")
+		s.miss(w, nil, &m, key)
 		return
 	}
 	c, extra := s.match(l, &m, key)
@@ -367,7 +364,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			writeJSONBody(w, http.StatusOK, responseWithID([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), m.ID))
 			return
 		}
-		s.miss(w, &m, s.closest(l.rs, &m))
+		s.miss(w, l, &m, key)
 		return
 	}
 	if extra {
@@ -418,45 +415,22 @@ func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra
 	return nil, false
 }
 
-// closest explains a miss: the recorded request of the same method that
-// differs in the fewest fields (named by its tool, prompt or resource).
-func (s *Server) closest(rs *recSession, m *protocol.Message) string {
-	var best *call
-	var bestDiff []string
-	for _, rc := range rs.byMethod[m.Method] {
-		d := s.matcher.Diff(m.Method, m.Params, rc.params)
-		if best == nil || len(d) < len(bestDiff) {
-			best, bestDiff = rc, d
-		}
-	}
-	if best == nil {
-		methods := make([]string, 0, len(rs.byMethod))
-		for k := range rs.byMethod {
-			methods = append(methods, k)
-		}
-		sort.Strings(methods)
-		return fmt.Sprintf("the recording has no %s request at all (it has: %s)", m.Method, strings.Join(methods, ", "))
-	}
-	name := best.req.Name // the recorded request's, not the live one's
-	if name != "" {
-		name = " " + name
-	}
-	return fmt.Sprintf("the closest recorded request is seq %d (%s%s); it differs in %s", best.req.Seq, best.method, name, strings.Join(bestDiff, "; "))
-}
-
-func (s *Server) miss(w http.ResponseWriter, m *protocol.Message, why string) {
-	p, _ := protocol.ParseParams(m.Params)
-	msg := fmt.Sprintf("mcptape replay: no recorded %s", m.Method)
-	if p.Name != "" {
-		msg += " " + p.Name
-	}
-	msg += " matches this request: " + why
+// miss answers a live request that matched nothing with a JSON-RPC error
+// that explains itself (see MissError), and reports it.
+func (s *Server) miss(w http.ResponseWriter, l *live, m *protocol.Message, key string) {
+	e := s.explainMiss(l, m, key)
+	msg := e.Error()
 	s.mu.Lock()
-	s.report.Misses = append(s.report.Misses, msg)
+	s.report.Misses = append(s.report.Misses, e)
 	s.report.Failures = append(s.report.Failures, msg)
 	s.mu.Unlock()
 	s.log.Warn(msg)
-	writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, msg)
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   RPCError        `json:"error"`
+	}{"2.0", idOrNull(m.ID), RPCError{Code: CodeNoMatch, Message: "mcptape replay: " + msg, Data: e.data()}})
+	writeJSONBody(w, http.StatusOK, b)
 }
 
 // clientAnswer delivers a client's answer to a replayed server→client request.
