@@ -44,14 +44,18 @@
 // A tape can hold several sessions, and each live client gets one of its
 // own. A legacy client is one session (from initialize to DELETE); a
 // 2026-07-28 client is known by its fingerprint — remote host, path,
-// clientInfo and capabilities from `_meta` — from its server/discover
-// (which starts it over) or first request on. A new live client gets, of
-// the recorded sessions that fit it (with an initialize, or of its era),
-// preferring those recorded on the request's path: the one whose handshake
-// is closest (the initialize params; or, on 2026-07-28, whether the
-// session holds the request, then clientInfo and capabilities), and among
-// equals the first that no live client has had yet, so that a second
-// client of the same program gets the second session. When every such
+// clientInfo and capabilities from `_meta` — from its server/discover or
+// first request on. Its repeated discovers (a probe, then other versions)
+// are answered in turn from the session it was given, each by the recorded
+// discover whose `_meta` is closest; a discover that session has no answer
+// left for starts the client over. A new live client gets, of the recorded
+// sessions that fit it (with an initialize, or of its era), preferring
+// those recorded on the request's path: the one whose handshake is closest
+// (the initialize params; or, on 2026-07-28, whether the session holds the
+// request, then clientInfo and capabilities, then for a discover the
+// protocol version and the rest of its `_meta`), and among equals the
+// first that no live client has had yet, so that a second client of the
+// same program gets the second session. When every such
 // session is taken they are replayed again, the least used first, then in
 // recorded order; a strict server reports each reuse as a failure.
 //

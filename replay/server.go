@@ -346,7 +346,15 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.miss(w, nil, &m, key)
 		return
 	}
-	c, extra := s.match(l, &m, key)
+	var c *call
+	var extra bool
+	if m.Method == protocol.MethodDiscover {
+		if c = s.discoverCall(l, &m, false); c == nil {
+			c, extra = s.discoverCall(l, &m, true), true
+		}
+	} else {
+		c, extra = s.match(l, &m, key)
+	}
 	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
 		// The handshake is answered as recorded whoever the client says
 		// it is; the recorded protocolVersion is the one negotiated.

@@ -196,7 +196,17 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 	}
 	fp := fingerprint(r, p)
 	var rs *recSession
-	if m.Method != protocol.MethodDiscover {
+	if m.Method == protocol.MethodDiscover {
+		// A client's repeated discovers (a probe, then other versions)
+		// belong to the session it is being given, while that session
+		// has discovers left to answer them.
+		lives := s.modern[fp]
+		for i := len(lives) - 1; i >= 0; i-- {
+			if s.discoverCall(lives[i], m, false) != nil {
+				return lives[i]
+			}
+		}
+	} else {
 		var l *live
 		if l, rs = s.knownLive(fp, r.URL.Path, m, key, fits); l != nil {
 			return l
@@ -353,7 +363,46 @@ func (s *Server) clientDistance(rs *recSession, p *protocol.Params, m *protocol.
 	if canonicalJSON(p.ClientCapabilities) != canonicalJSON(rs.s.ClientCapabilities) {
 		d++
 	}
+	if m.Method == protocol.MethodDiscover {
+		// Sessions alike in client differ in what their discovers asked:
+		// the protocol version above all.
+		best := -1
+		for _, c := range rs.byMethod[protocol.MethodDiscover] {
+			if n := len(handshakeMetaDiff(m.Params, c.params)); best < 0 || n < best {
+				best = n
+			}
+		}
+		d += max(best, 0)
+	}
 	return d
+}
+
+// discoverCall is the recorded server/discover of l's session that
+// answers a live one: of those the matcher matches, the first not yet
+// replayed whose `_meta` (protocol version, clientInfo, capabilities)
+// differs least from the live one's. When all have been replayed, reuse
+// (strict replays report it) gives the last; without reuse it is nil.
+func (s *Server) discoverCall(l *live, m *protocol.Message, reuse bool) *call {
+	var best, last *call
+	bestDiff := 0
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.rs.byMethod[protocol.MethodDiscover] {
+		if !s.matcher.Match(m.Method, m.Params, c.params) {
+			continue
+		}
+		last = c
+		if l.seen[c.req.Seq] {
+			continue
+		}
+		if d := len(handshakeMetaDiff(m.Params, c.params)); best == nil || d < bestDiff {
+			best, bestDiff = c, d
+		}
+	}
+	if best == nil && reuse {
+		return last
+	}
+	return best
 }
 
 // pick chooses the recorded session for a new live client (see liveFor):
