@@ -26,7 +26,9 @@ type Timing uint8
 
 const (
 	// TimingRecorded waits between replayed events as long as the recording
-	// did (capped at MaxGap).
+	// did (capped at MaxGap): each stream message its recorded gap after
+	// the later of the stream's previous event and the request that set it
+	// off, counted from when that happened live.
 	TimingRecorded Timing = iota
 	// TimingFast sends everything as soon as it may.
 	TimingFast
@@ -464,6 +466,7 @@ func (s *Server) clientAnswer(w http.ResponseWriter, r *http.Request, m *protoco
 
 // answer replays a recorded call's response to a live request.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call, m *protocol.Message, p *protocol.Params) {
+	arrived := time.Now()
 	faults := s.faultsFor(m.Method, p.Name)
 	drop, listChanged := 0, []string(nil)
 	for _, f := range faults {
@@ -524,14 +527,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(status)
 	flush(w)
-	prev := c.req.Time
+	pc := &pacer{prevRec: c.req.Time, prevLive: arrived}
 	events := 0
 	for _, sm := range c.stream {
-		l.waitTrigger(r.Context(), l.rs.triggerAfter(sm, c), s.opts.MaxGap+s.opts.AnswerTimeout)
-		if !s.pace(r.Context(), l, prev, sm.Time) {
+		if !s.pace(r.Context(), l, pc, sm, l.rs.triggerAfter(sm, c), nil) {
 			return
 		}
-		prev = sm.Time
 		if drop > 0 && events >= drop {
 			panic(http.ErrAbortHandler)
 		}
@@ -570,19 +571,42 @@ func (s *Server) responseOf(c *call) *capture.Message {
 	return nil
 }
 
-// pace sleeps the recorded gap under TimingRecorded.
-func (s *Server) pace(ctx context.Context, l *live, prev, next time.Time) bool {
-	if s.opts.Timing == TimingFast {
-		return ctx.Err() == nil
+// pacer spaces the messages of one replayed stream as the recording did:
+// prevRec is the recorded time of the stream's previous event (its request,
+// or the GET's start), prevLive when that event was due live.
+type pacer struct {
+	prevRec, prevLive time.Time
+}
+
+// pace holds stream message sm until it is due. It first waits (bounded)
+// for the recorded request that set sm off, trigger (0: none), to be seen
+// live; then, under TimingRecorded, sm is due its recorded gap (capped at
+// MaxGap) after the later, in the recording, of the stream's previous
+// event and that trigger, counted from when that one happened live. So a
+// wait for the trigger is not counted twice, and lateness does not add up
+// along the stream. A close of drain (the GET stream passes the session's
+// DELETE) ends the waits at once. pace reports false when the stream must
+// end: the client went away, or the session ended.
+func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *capture.Message, trigger uint64, drain <-chan struct{}) bool {
+	l.waitTrigger(ctx, trigger, s.opts.MaxGap+s.opts.AnswerTimeout, drain)
+	ref, refLive := pc.prevRec, pc.prevLive
+	if tm := l.rs.bySeq[trigger]; tm != nil && tm.Time.After(ref) {
+		if at, ok := l.seenAt(trigger); ok {
+			ref, refLive = tm.Time, at
+		}
 	}
-	d := min(next.Sub(prev), s.opts.MaxGap)
-	if d <= 0 {
+	due := refLive.Add(min(max(sm.Time.Sub(ref), 0), s.opts.MaxGap))
+	pc.prevRec, pc.prevLive = sm.Time, due
+	d := time.Until(due)
+	if s.opts.Timing == TimingFast || d <= 0 {
 		return ctx.Err() == nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-drain:
 		return true
 	case <-ctx.Done():
 		return false
@@ -721,31 +745,60 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", protocol.ContentTypeSSE)
 	w.WriteHeader(http.StatusOK)
 	flush(w)
-	prev := l.rs.getX.Start
+	out := make(chan struct{}) // closed when the recorded messages are out
+	l.mu.Lock()
+	l.gets = append(l.gets, out)
+	l.mu.Unlock()
+	defer closeOnce(out)
+	pc := &pacer{prevRec: l.rs.getX.Start, prevLive: time.Now()}
 	for _, sm := range l.rs.get {
-		l.waitTrigger(r.Context(), l.rs.triggers[sm.Seq], s.opts.MaxGap+s.opts.AnswerTimeout)
-		if !s.pace(r.Context(), l, prev, sm.Time) {
+		trigger := l.rs.triggers[sm.Seq]
+		if !l.draining() && !s.pace(r.Context(), l, pc, sm, trigger, l.drain) {
 			return
 		}
-		prev = sm.Time
+		if l.draining() {
+			// The client ended the session: what the recording carried
+			// before its DELETE goes at once, if what set it off came.
+			if l.rs.delete == nil || !sm.Time.Before(l.rs.delete.Start) {
+				break
+			}
+			if _, seen := l.seenAt(trigger); trigger != 0 && !seen {
+				continue
+			}
+		}
 		if !s.emit(w, r, l, &call{}, sm, &protocol.Message{}, &protocol.Params{}) {
 			return
 		}
 	}
+	closeOnce(out)
 	s.hold(w, r, l, &openStream{})
+}
+
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(protocol.HeaderSessionID)
 	s.mu.Lock()
 	l := s.legacy[sid]
-	delete(s.legacy, sid)
 	s.mu.Unlock()
 	if l == nil {
 		http.Error(w, "mcptape replay: session not found", http.StatusNotFound)
 		return
 	}
-	l.end()
+	// The session lives on while its GET stream delivers what was recorded
+	// before the DELETE (and the client may answer a request there).
+	l.endAfterDrain()
+	s.mu.Lock()
+	if s.legacy[sid] == l {
+		delete(s.legacy, sid)
+	}
+	s.mu.Unlock()
 	status := http.StatusOK
 	if l.rs.delete != nil && l.rs.delete.Status != 0 {
 		status = l.rs.delete.Status

@@ -23,12 +23,14 @@ type live struct {
 	mu      sync.Mutex
 	used    map[*call]bool  // with a custom matcher
 	cursor  map[string]int  // by match key: the next recorded call to replay
-	seen    map[uint64]bool // recorded requests matched so far
-	changed chan struct{}   // closed and replaced when seen grows
+	seen    map[uint64]time.Time // recorded requests matched so far, and when
+	changed chan struct{}        // closed and replaced when seen grows
 	nextID  int64
 	waiting map[string]chan *protocol.Message
 	done    chan struct{}
 	ended   bool
+	drain   chan struct{}   // closed by DELETE: deliver what was recorded before it, at once
+	gets    []chan struct{} // one per standalone GET stream, closed when its recorded messages are out
 	streams map[chan string]*openStream // open GET and listen streams
 	pending []string                    // list_changed kinds no open stream took yet
 }
@@ -67,23 +69,68 @@ func listenStream(m *protocol.Message) *openStream {
 }
 
 func newLive(rs *recSession) *live {
-	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]bool{}, changed: make(chan struct{}),
-		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), streams: map[chan string]*openStream{}}
+	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]time.Time{}, changed: make(chan struct{}),
+		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), streams: map[chan string]*openStream{}}
 }
 
+// markSeen notes that the recorded request seq was matched live, now.
 func (l *live) markSeen(seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.seen[seq] {
-		l.seen[seq] = true
+	if _, ok := l.seen[seq]; !ok {
+		l.seen[seq] = time.Now()
 		close(l.changed)
 		l.changed = make(chan struct{})
 	}
 }
 
+// seenAt is when the recorded request seq was matched live.
+func (l *live) seenAt(seq uint64) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.seen[seq]
+	return at, ok
+}
+
+// draining reports whether the client's DELETE asks for the rest of what
+// was recorded before it.
+func (l *live) draining() bool {
+	select {
+	case <-l.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// maxDrain bounds how long a DELETE waits for the standalone GET stream to
+// deliver what was recorded before the recorded DELETE.
+const maxDrain = 2 * time.Second
+
+// endAfterDrain ends the session once its GET streams delivered what was
+// recorded before the DELETE, waiting at most maxDrain.
+func (l *live) endAfterDrain() {
+	l.mu.Lock()
+	if !l.draining() {
+		close(l.drain)
+	}
+	gets := append([]chan struct{}(nil), l.gets...)
+	l.mu.Unlock()
+	t := time.NewTimer(maxDrain)
+	defer t.Stop()
+	for _, g := range gets {
+		select {
+		case <-g:
+		case <-t.C:
+		}
+	}
+	l.end()
+}
+
 // waitTrigger waits until the recorded request that preceded m has been
 // seen live, so that notifications a call caused follow it on replay too.
-func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Duration) {
+// A nil drain never ends the wait; the GET stream passes l.drain.
+func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Duration, drain <-chan struct{}) {
 	if trigger == 0 {
 		return
 	}
@@ -91,7 +138,8 @@ func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Durat
 	defer deadline.Stop()
 	for {
 		l.mu.Lock()
-		ok, ch := l.seen[trigger], l.changed
+		_, ok := l.seen[trigger]
+		ch := l.changed
 		l.mu.Unlock()
 		if ok {
 			return
@@ -101,6 +149,8 @@ func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Durat
 		case <-ctx.Done():
 			return
 		case <-l.done:
+			return
+		case <-drain:
 			return
 		case <-deadline.C:
 			return
@@ -125,7 +175,7 @@ func (l *live) handshakeCall(method string) *call {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range list {
-		if !l.seen[c.req.Seq] {
+		if _, ok := l.seen[c.req.Seq]; !ok {
 			return c
 		}
 	}
@@ -392,7 +442,7 @@ func (s *Server) discoverCall(l *live, m *protocol.Message, reuse bool) *call {
 			continue
 		}
 		last = c
-		if l.seen[c.req.Seq] {
+		if _, ok := l.seen[c.req.Seq]; ok {
 			continue
 		}
 		if d := len(handshakeMetaDiff(m.Params, c.params)); best == nil || d < bestDiff {
