@@ -21,16 +21,16 @@ type live struct {
 	rs      *recSession
 	id      string // the minted session id (legacy)
 	mu      sync.Mutex
-	used    map[*call]bool  // with a custom matcher
-	cursor  map[string]int  // by match key: the next recorded call to replay
+	used    map[*call]bool       // with a custom matcher
+	cursor  map[string]int       // by match key: the next recorded call to replay
 	seen    map[uint64]time.Time // recorded requests matched so far, and when
 	changed chan struct{}        // closed and replaced when seen grows
 	nextID  int64
 	waiting map[string]chan *protocol.Message
 	done    chan struct{}
 	ended   bool
-	drain   chan struct{}   // closed by DELETE: deliver what was recorded before it, at once
-	gets    []chan struct{} // one per standalone GET stream, closed when its recorded messages are out
+	drain   chan struct{}               // closed by DELETE: deliver what was recorded before it, at once
+	gets    []chan struct{}             // one per standalone GET stream, closed when its recorded messages are out
 	streams map[chan string]*openStream // open GET and listen streams
 	pending []string                    // list_changed kinds no open stream took yet
 }
