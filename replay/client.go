@@ -69,6 +69,17 @@ type ClientOptions struct {
 	// does not count against CallTimeout. Zero means DefaultManualTimeout
 	// (10 minutes).
 	ManualTimeout time.Duration
+	// Matcher decides which recorded request of the server a live one
+	// (a server→client request, an MRTR input request) stands for, as the
+	// replay server's Matcher does for client requests: only a match gets
+	// the recorded answer; any other is answered by the Profile (or a
+	// person). Nil means NewMatcher().
+	Matcher *Matcher
+	// Strict makes every live server request that no recorded request
+	// matches — answered by the profile, a person, or nobody — a
+	// difference of its call, at "answers[i]". False reports only what it
+	// changed in the compared documents.
+	Strict bool
 }
 
 // DefaultIgnoreKeys are the members the comparison leaves out wherever they
@@ -92,6 +103,7 @@ type Client struct {
 	opts     ClientOptions
 	sessions []*TapeSession
 	ignore   *ignoreRules
+	matcher  *Matcher
 }
 
 // ErrNoSession is returned when ClientOptions.Sessions names no session of
@@ -121,6 +133,9 @@ func NewClient(tape *Tape, opts *ClientOptions) (*Client, error) {
 		return nil, err
 	}
 	c.ignore = ig
+	if c.matcher = c.opts.Matcher; c.matcher == nil {
+		c.matcher = NewMatcher()
+	}
 	if len(c.opts.Sessions) == 0 {
 		c.sessions = tape.Sessions
 		return c, nil

@@ -97,8 +97,11 @@
 // of an input_required result (2026-07-28; the call is retried with a new
 // id, inputResponses under the same keys, and the requestState exactly as
 // the live server sent it). An answer is the recorded answer to the
-// corresponding recorded request (the same method and params among those of
-// the call, or the same input request key), else the testing profile's. A
+// recorded request the live one stands for — matched as the replay server
+// matches client requests ([ClientOptions].Matcher: the same method and
+// params but for ids and `_meta`), among those of the call, preferring the
+// same input request key — else the testing profile's (or a person's);
+// [ClientOptions].Strict makes each such unmatched request a difference. A
 // subscriptions/listen request, or one the recorded server never answered,
 // runs in the background until the recorded client cancelled it (or the
 // session ends), once it has carried what it carried in the recording, or
