@@ -1,18 +1,12 @@
 package replay
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -282,113 +276,6 @@ func paramsOf(raw []byte) json.RawMessage {
 	return v
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.opts.AllowAnyHost && !hostAllowed(r) {
-		msg := fmt.Sprintf("mcptape replay: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)", r.Host)
-		s.log.Warn(msg)
-		http.Error(w, msg, http.StatusForbidden)
-		return
-	}
-	switch r.Method {
-	case http.MethodPost:
-		s.post(w, r)
-	case http.MethodGet:
-		s.getStream(w, r)
-	case http.MethodDelete:
-		s.deleteSession(w, r)
-	default:
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-	}
-}
-
-// hostAllowed applies the DNS-rebinding rule: a request that arrived on a
-// loopback address must name a loopback host.
-func hostAllowed(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return true
-	}
-	if ta, ok := la.(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		return true
-	}
-	return protocol.LoopbackHost(r.Host)
-}
-
-func (s *Server) post(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	if err != nil {
-		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	m := protocol.Decode(body)
-	switch m.Kind {
-	case protocol.KindInvalid:
-		writeJSONError(w, http.StatusBadRequest, nil, -32700, "mcptape replay: "+m.Problem)
-		return
-	case protocol.KindResult, protocol.KindError:
-		s.clientAnswer(w, r, &m)
-		return
-	case protocol.KindNotification:
-		if l := s.sessionOf(r); l == nil && r.Header.Get(protocol.HeaderSessionID) != "" {
-			writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
-			return
-		}
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	p, _ := protocol.ParseParams(m.Params)
-	key := s.matchKey(&m)
-	l := s.liveFor(r, &m, &p, key)
-	if l == nil {
-		if r.Header.Get(protocol.HeaderSessionID) != "" {
-			writeJSONError(w, http.StatusNotFound, m.ID, -32001, "mcptape replay: session not found (it ended, or the replay server restarted)")
-			return
-		}
-		s.miss(w, nil, &m, key)
-		return
-	}
-	var c *call
-	var extra bool
-	if m.Method == protocol.MethodDiscover {
-		if c = s.discoverCall(l, &m, false); c == nil {
-			c, extra = s.discoverCall(l, &m, true), true
-		}
-	} else {
-		c, extra = s.match(l, &m, key)
-	}
-	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
-		// The handshake is answered as recorded whoever the client says
-		// it is; the recorded protocolVersion is the one negotiated.
-		if c = l.handshakeCall(m.Method); c != nil {
-			s.fail(true, "the client's %s differs from the recording (answered as recorded): %s", m.Method,
-				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params), "; "))
-		}
-	} else if c != nil && m.Method == protocol.MethodDiscover {
-		if d := handshakeMetaDiff(m.Params, c.params); len(d) > 0 {
-			s.fail(true, "the client's server/discover differs from the recording (answered as recorded): %s", strings.Join(d, "; "))
-		}
-	}
-	if c == nil {
-		if m.Method == protocol.MethodPing {
-			writeJSONBody(w, http.StatusOK, responseWithID([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), m.ID))
-			return
-		}
-		s.miss(w, l, &m, key)
-		return
-	}
-	if extra {
-		s.fail(true, "%s %s was called more often than recorded; the last recorded answer was replayed", m.Method, p.Name)
-	}
-	s.mu.Lock()
-	s.report.Served++
-	s.mu.Unlock()
-	l.markSeen(c.req.Seq)
-	s.log.Debug("replay", "method", m.Method, "name", p.Name, "recorded", c.req.Seq)
-	s.checkInputResponses(c, &m, &p)
-	s.answer(w, r, l, c, &m, &p)
-}
-
 // match finds the recorded call for a live request: the first unused one
 // that matches, else (extra) the last one that matched.
 func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra bool) {
@@ -425,9 +312,54 @@ func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra
 	return nil, false
 }
 
-// miss answers a live request that matched nothing with a JSON-RPC error
-// that explains itself (see MissError), and reports it.
-func (s *Server) miss(w http.ResponseWriter, l *live, m *protocol.Message, key string) {
+// resolve finds the recorded call that answers live request m of client
+// l: the matching one (see match; a server/discover by discoverCall), or,
+// for a handshake that matches none, the recorded one all the same (a
+// strict replay notes the difference). It counts the request served and
+// marks the call seen. Nil is a miss.
+func (s *Server) resolve(l *live, m *protocol.Message, p *protocol.Params, key string) *call {
+	var c *call
+	var extra bool
+	if m.Method == protocol.MethodDiscover {
+		if c = s.discoverCall(l, m, false); c == nil {
+			c, extra = s.discoverCall(l, m, true), true
+		}
+	} else {
+		c, extra = s.match(l, m, key)
+	}
+	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
+		// The handshake is answered as recorded whoever the client says
+		// it is; the recorded protocolVersion is the one negotiated.
+		if c = l.handshakeCall(m.Method); c != nil {
+			s.fail(true, "the client's %s differs from the recording (answered as recorded): %s", m.Method,
+				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params), "; "))
+		}
+	} else if c != nil && m.Method == protocol.MethodDiscover {
+		if d := handshakeMetaDiff(m.Params, c.params); len(d) > 0 {
+			s.fail(true, "the client's server/discover differs from the recording (answered as recorded): %s", strings.Join(d, "; "))
+		}
+	}
+	if c == nil {
+		return nil
+	}
+	if extra {
+		s.fail(true, "%s %s was called more often than recorded; the last recorded answer was replayed", m.Method, p.Name)
+	}
+	s.mu.Lock()
+	s.report.Served++
+	s.mu.Unlock()
+	l.markSeen(c.req.Seq)
+	s.log.Debug("replay", "method", m.Method, "name", p.Name, "recorded", c.req.Seq)
+	s.checkInputResponses(c, m, p)
+	return c
+}
+
+// pingResult answers a ping the recording does not hold.
+const pingResult = `{"jsonrpc":"2.0","id":0,"result":{}}`
+
+// noteMiss explains and reports a live request that matched nothing, and
+// returns the JSON-RPC error the client gets.
+func (s *Server) noteMiss(l *live, m *protocol.Message, key string) []byte {
 	e := s.explainMiss(l, m, key)
 	msg := e.Error()
 	s.mu.Lock()
@@ -435,427 +367,72 @@ func (s *Server) miss(w http.ResponseWriter, l *live, m *protocol.Message, key s
 	s.report.Failures = append(s.report.Failures, msg)
 	s.mu.Unlock()
 	s.log.Warn(msg)
+	return errorResponse(m.ID, &RPCError{Code: CodeNoMatch, Message: "mcptape replay: " + msg, Data: e.data()})
+}
+
+// errorResponse is a JSON-RPC error response to id.
+func errorResponse(id json.RawMessage, e *RPCError) []byte {
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   RPCError        `json:"error"`
-	}{"2.0", idOrNull(m.ID), RPCError{Code: CodeNoMatch, Message: "mcptape replay: " + msg, Data: e.data()}})
-	writeJSONBody(w, http.StatusOK, b)
+		Error   *RPCError       `json:"error"`
+	}{"2.0", idOrNull(id), e})
+	return b
 }
 
-// clientAnswer delivers a client's answer to a replayed server→client request.
-func (s *Server) clientAnswer(w http.ResponseWriter, r *http.Request, m *protocol.Message) {
-	l := s.sessionOf(r)
-	if l == nil {
-		writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
-		return
-	}
+// deliver hands a client's answer to the replayed server→client request
+// it answers; the strict report notes an answer to nothing it asked.
+func (s *Server) deliver(l *live, m *protocol.Message) {
 	l.mu.Lock()
 	ch := l.waiting[m.IDKey()]
 	delete(l.waiting, m.IDKey())
 	l.mu.Unlock()
 	if ch == nil {
 		s.fail(true, "the client answered id %s, which the replay server did not ask", m.ID)
-	} else {
-		c := *m
-		c.Raw = append([]byte(nil), m.Raw...)
-		ch <- &c
+		return
 	}
-	w.WriteHeader(http.StatusAccepted)
+	c := *m
+	c.Raw = append([]byte(nil), m.Raw...)
+	ch <- &c
 }
 
-// answer replays a recorded call's response to a live request.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call, m *protocol.Message, p *protocol.Params) {
-	arrived := time.Now()
-	faults := s.faultsFor(m.Method, p.Name)
-	drop, listChanged := 0, []string(nil)
-	for _, f := range faults {
+// faultPlan is what the faults that match a request do to its answer.
+type faultPlan struct {
+	status      int       // answer with this HTTP status and no body
+	err         *RPCError // answer with this JSON-RPC error
+	drop        int       // cut the stream after this many events
+	listChanged []string  // list_changed kinds to send after the response
+}
+
+// planFaults waits out the delays of the faults that match a live request
+// (false: ctx ended meanwhile) and returns what the others do. The first
+// fault that answers (status or error) ends the list.
+func (s *Server) planFaults(ctx context.Context, method, name string) (faultPlan, bool) {
+	var fp faultPlan
+	for _, f := range s.faultsFor(method, name) {
 		if f.Delay > 0 {
+			t := time.NewTimer(time.Duration(f.Delay))
 			select {
-			case <-time.After(time.Duration(f.Delay)):
-			case <-r.Context().Done():
-				return
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fp, false
 			}
 		}
 		switch {
 		case f.Status != 0:
-			w.WriteHeader(f.Status)
-			return
+			fp.status = f.Status
+			return fp, true
 		case f.Error != nil:
-			b, _ := json.Marshal(struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   *RPCError       `json:"error"`
-			}{"2.0", idOrNull(m.ID), f.Error})
-			writeJSONBody(w, http.StatusOK, b)
-			return
+			fp.err = f.Error
+			return fp, true
 		}
 		if f.DropAfterEvents > 0 {
-			drop = f.DropAfterEvents
+			fp.drop = f.DropAfterEvents
 		}
 		if f.ListChanged != "" {
-			listChanged = append(listChanged, f.ListChanged)
+			fp.listChanged = append(fp.listChanged, f.ListChanged)
 		}
 	}
-	h := w.Header()
-	status := http.StatusOK
-	sse := true
-	if c.x != nil {
-		copyHeaders(h, c.x.ResponseHeader)
-		if c.x.Status != 0 {
-			status = c.x.Status
-		}
-		sse = c.x.ResponseBody == capture.BodySSE
-	}
-	if m.Method == protocol.MethodInitialize && l.id != "" {
-		h.Set(protocol.HeaderSessionID, l.id)
-	}
-	resp := s.responseOf(c)
-	if !sse {
-		if resp == nil {
-			writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, "mcptape replay: the recorded request was never answered")
-			return
-		}
-		h.Set("Content-Type", protocol.ContentTypeJSON)
-		w.WriteHeader(status)
-		_, _ = w.Write(responseWithID(resp.Raw, m.ID))
-		flush(w)
-		s.afterResponse(l, listChanged...)
-		return
-	}
-	h.Set("Content-Type", protocol.ContentTypeSSE)
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(status)
-	flush(w)
-	pc := &pacer{prevRec: c.req.Time, prevLive: arrived}
-	events := 0
-	for _, sm := range c.stream {
-		if !s.pace(r.Context(), l, pc, sm, l.rs.triggerAfter(sm, c), nil) {
-			return
-		}
-		if drop > 0 && events >= drop {
-			panic(http.ErrAbortHandler)
-		}
-		if !s.emit(w, r, l, c, sm, m, p) {
-			return
-		}
-		events++
-		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
-			s.afterResponse(l, listChanged...)
-			return
-		}
-	}
-	if resp == nil {
-		// A stream that never answers (subscriptions/listen): hold it open
-		// until the client closes it.
-		s.hold(w, r, l, listenStream(m))
-	}
-}
-
-// triggerAfter is the request a stream message waits for: the recorded
-// request that last preceded it, unless that is the call itself.
-func (rs *recSession) triggerAfter(m *capture.Message, c *call) uint64 {
-	t := rs.triggers[m.Seq]
-	if c != nil && t <= c.req.Seq {
-		return 0
-	}
-	return t
-}
-
-func (s *Server) responseOf(c *call) *capture.Message {
-	for _, sm := range c.stream {
-		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
-			return sm
-		}
-	}
-	return nil
-}
-
-// pacer spaces the messages of one replayed stream as the recording did:
-// prevRec is the recorded time of the stream's previous event (its request,
-// or the GET's start), prevLive when that event was due live.
-type pacer struct {
-	prevRec, prevLive time.Time
-}
-
-// pace holds stream message sm until it is due. It first waits (bounded)
-// for the recorded request that set sm off, trigger (0: none), to be seen
-// live; then, under TimingRecorded, sm is due its recorded gap (capped at
-// MaxGap) after the later, in the recording, of the stream's previous
-// event and that trigger, counted from when that one happened live. So a
-// wait for the trigger is not counted twice, and lateness does not add up
-// along the stream. A close of drain (the GET stream passes the session's
-// DELETE) ends the waits at once. pace reports false when the stream must
-// end: the client went away, or the session ended.
-func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *capture.Message, trigger uint64, drain <-chan struct{}) bool {
-	l.waitTrigger(ctx, trigger, s.opts.MaxGap+s.opts.AnswerTimeout, drain)
-	ref, refLive := pc.prevRec, pc.prevLive
-	if tm := l.rs.bySeq[trigger]; tm != nil && tm.Time.After(ref) {
-		if at, ok := l.seenAt(trigger); ok {
-			ref, refLive = tm.Time, at
-		}
-	}
-	due := refLive.Add(min(max(sm.Time.Sub(ref), 0), s.opts.MaxGap))
-	pc.prevRec, pc.prevLive = sm.Time, due
-	d := time.Until(due)
-	if s.opts.Timing == TimingFast || d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-drain:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-l.done:
-		return false
-	}
-}
-
-// emit writes one recorded stream message, rewritten for the live request:
-// the response gets the live id, progress the live token, a subscription
-// notification the live listen id, a server→client request a fresh id
-// (and the server waits for the client's answer).
-func (s *Server) emit(w http.ResponseWriter, r *http.Request, l *live, c *call, sm *capture.Message, m *protocol.Message, p *protocol.Params) bool {
-	if sm.Kind == protocol.KindFrame || sm.Kind == protocol.KindInvalid {
-		if _, err := w.Write(sm.Raw); err != nil {
-			return false
-		}
-		flush(w)
-		return true
-	}
-	data := sm.Raw
-	var ask string
-	switch {
-	case sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq:
-		data = responseWithID(data, m.ID)
-	case sm.Kind == protocol.KindRequest:
-		l.mu.Lock()
-		id := l.nextID
-		l.nextID++
-		l.mu.Unlock()
-		idRaw := []byte(strconv.FormatInt(id, 10))
-		data = responseWithID(data, idRaw)
-		ask = string(idRaw)
-	case sm.Method == protocol.MethodProgress && len(p.ProgressToken) > 0:
-		if out, ok := protocol.SetMember(data, p.ProgressToken, "params", "progressToken"); ok {
-			data = out
-		}
-	}
-	if len(m.ID) > 0 && c.method == protocol.MethodSubscriptionsListen {
-		if out, ok := protocol.SetMember(data, m.ID, "params", "_meta", protocol.MetaSubscriptionID); ok {
-			data = out
-		}
-	}
-	var ch chan *protocol.Message
-	if ask != "" {
-		ch = make(chan *protocol.Message, 1)
-		l.mu.Lock()
-		l.waiting[ask] = ch
-		l.mu.Unlock()
-	}
-	if _, err := w.Write(frame(sm, data)); err != nil {
-		return false
-	}
-	flush(w)
-	if ch == nil {
-		return true
-	}
-	return s.awaitAnswer(r.Context(), l, sm, ask, ch)
-}
-
-func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, id string, ch chan *protocol.Message) bool {
-	t := time.NewTimer(s.opts.AnswerTimeout)
-	defer t.Stop()
-	select {
-	case ans := <-ch:
-		if rec := l.rs.answers[sm.Seq]; rec != nil {
-			if d := s.matcher.answerDiff(sm.Method, ans.Raw, rec.Raw); len(d) > 0 {
-				s.fail(true, "the client's answer to %s differs from the recording: %s", sm.Method, strings.Join(d, "; "))
-			}
-		}
-		return true
-	case <-t.C:
-		s.fail(false, "the client did not answer the replayed %s (id %s) within %s", sm.Method, id, s.opts.AnswerTimeout)
-		return true
-	case <-ctx.Done():
-		return false
-	case <-l.done:
-		return false
-	}
-}
-
-// checkInputResponses compares an MRTR retry's inputResponses with the
-// recorded ones, under the configured ignore rules (matching set them
-// aside).
-func (s *Server) checkInputResponses(c *call, m *protocol.Message, p *protocol.Params) {
-	if len(p.InputResponses) == 0 {
-		return
-	}
-	rp, _ := protocol.ParseParams(c.params)
-	if d := s.matcher.inputResponsesDiff(m.Method, p.InputResponses, rp.InputResponses); len(d) > 0 {
-		s.fail(true, "the inputResponses of %s %s differ from the recording: %s", m.Method, p.Name, strings.Join(d, "; "))
-	}
-}
-
-// frame is the SSE block for a replayed message: the recorded bytes around
-// it, or a plain message event.
-func frame(sm *capture.Message, data []byte) []byte {
-	if sm.SSE != nil && (len(sm.SSE.Prefix) > 0 || len(sm.SSE.Suffix) > 0) {
-		out := make([]byte, 0, len(sm.SSE.Prefix)+len(data)+len(sm.SSE.Suffix))
-		out = append(out, sm.SSE.Prefix...)
-		out = append(out, data...)
-		return append(out, sm.SSE.Suffix...)
-	}
-	var b bytes.Buffer
-	b.WriteString("event: message\n")
-	if sm.SSE != nil && sm.SSE.ID != "" {
-		b.WriteString("id: " + sm.SSE.ID + "\n")
-	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		b.WriteString("data: ")
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	b.WriteByte('\n')
-	return b.Bytes()
-}
-
-// getStream replays a legacy session's standalone GET stream.
-func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	l := s.legacy[r.Header.Get(protocol.HeaderSessionID)]
-	s.mu.Unlock()
-	if l == nil {
-		if r.Header.Get(protocol.HeaderSessionID) == "" {
-			http.Error(w, "mcptape replay: the recorded server has no stream for requests without a session", http.StatusMethodNotAllowed)
-			return
-		}
-		writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
-		return
-	}
-	if l.rs.getX == nil {
-		http.Error(w, "mcptape replay: the recording has no standalone GET stream", http.StatusMethodNotAllowed)
-		return
-	}
-	copyHeaders(w.Header(), l.rs.getX.ResponseHeader)
-	w.Header().Set("Content-Type", protocol.ContentTypeSSE)
-	w.WriteHeader(http.StatusOK)
-	flush(w)
-	out := make(chan struct{}) // closed when the recorded messages are out
-	l.mu.Lock()
-	l.gets = append(l.gets, out)
-	l.mu.Unlock()
-	defer closeOnce(out)
-	pc := &pacer{prevRec: l.rs.getX.Start, prevLive: time.Now()}
-	for _, sm := range l.rs.get {
-		trigger := l.rs.triggers[sm.Seq]
-		if !l.draining() && !s.pace(r.Context(), l, pc, sm, trigger, l.drain) {
-			return
-		}
-		if l.draining() {
-			// The client ended the session: what the recording carried
-			// before its DELETE goes at once, if what set it off came.
-			if l.rs.delete == nil || !sm.Time.Before(l.rs.delete.Start) {
-				break
-			}
-			if _, seen := l.seenAt(trigger); trigger != 0 && !seen {
-				continue
-			}
-		}
-		if !s.emit(w, r, l, &call{}, sm, &protocol.Message{}, &protocol.Params{}) {
-			return
-		}
-	}
-	closeOnce(out)
-	s.hold(w, r, l, &openStream{})
-}
-
-func closeOnce(ch chan struct{}) {
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
-}
-
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	sid := r.Header.Get(protocol.HeaderSessionID)
-	s.mu.Lock()
-	l := s.legacy[sid]
-	s.mu.Unlock()
-	if l == nil {
-		http.Error(w, "mcptape replay: session not found", http.StatusNotFound)
-		return
-	}
-	// The session lives on while its GET stream delivers what was recorded
-	// before the DELETE (and the client may answer a request there).
-	l.endAfterDrain()
-	s.mu.Lock()
-	if s.legacy[sid] == l {
-		delete(s.legacy, sid)
-	}
-	s.mu.Unlock()
-	status := http.StatusOK
-	if l.rs.delete != nil && l.rs.delete.Status != 0 {
-		status = l.rs.delete.Status
-	}
-	w.WriteHeader(status)
-}
-
-// copyHeaders copies recorded response headers, leaving out what belongs
-// to the recorded connection or session, and redacted values.
-func copyHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		switch http.CanonicalHeaderKey(k) {
-		case "Content-Length", "Date", "Connection", "Keep-Alive", "Transfer-Encoding", "Mcp-Session-Id", "Set-Cookie", "Content-Encoding":
-			continue
-		}
-		for _, v := range vs {
-			if strings.Contains(v, capture.Redacted) {
-				continue
-			}
-			dst.Add(k, v)
-		}
-	}
-}
-
-func flush(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }
-
-func responseWithID(raw []byte, id json.RawMessage) []byte {
-	if out, ok := protocol.SetMember(raw, idOrNull(id), "id"); ok {
-		return out
-	}
-	return raw
-}
-
-func idOrNull(id json.RawMessage) json.RawMessage {
-	if len(id) == 0 {
-		return json.RawMessage("null")
-	}
-	return id
-}
-
-func writeJSONBody(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", protocol.ContentTypeJSON)
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   RPCError        `json:"error"`
-	}{"2.0", idOrNull(id), RPCError{Code: code, Message: msg}})
-	writeJSONBody(w, status, b)
-}
-
-func newSessionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return fp, true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -534,7 +533,7 @@ func (s *Server) afterResponse(l *live, kinds ...string) {
 // hold keeps a stream open until the client or the server ends it,
 // writing the notifications that listChanged faults push to it (first any
 // that waited for a stream).
-func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, st *openStream) {
+func (s *Server) hold(ctx context.Context, o out, l *live, st *openStream) {
 	ch := make(chan string, 8)
 	var backlog []string
 	l.mu.Lock()
@@ -560,11 +559,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, st *openS
 			note += `,"params":{"_meta":{"` + protocol.MetaSubscriptionID + `":` + string(st.listenID) + `}}`
 		}
 		note += "}"
-		if _, err := io.WriteString(w, "event: message\ndata: "+note+"\n\n"); err != nil {
-			return false
-		}
-		flush(w)
-		return true
+		return o.send(nil, []byte(note)) == nil
 	}
 	for _, kind := range backlog {
 		if !write(kind) {
@@ -577,7 +572,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, st *openS
 			if !write(kind) {
 				return
 			}
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-l.done:
 			return
