@@ -45,15 +45,15 @@ type MissError struct {
 // Candidate is a recorded request a miss came closest to.
 type Candidate struct {
 	// Seq is the recorded request's sequence number in the tape.
-	Seq uint64
+	Seq uint64 `json:"seq"`
 	// Method and Name are the recorded request's.
-	Method string
-	Name   string
+	Method string `json:"method"`
+	Name   string `json:"name,omitempty"`
 	// Diff lists the params paths that differ, each with both values
 	// ("params.arguments.text: live \"x\", recorded \"y\""); the matcher's
 	// ignored paths are left out. Empty with a custom MatcherFunc, which
 	// says only yes or no.
-	Diff []string
+	Diff []string `json:"diff,omitempty"`
 }
 
 // Unwrap returns ErrNoMatch.

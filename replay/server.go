@@ -228,6 +228,7 @@ func prepare(ts *TapeSession) *recSession {
 		rs.xs[x.ID] = x
 	}
 	byX := map[uint64]*call{}
+	bySeq := map[uint64]*call{}
 	var lastReq uint64
 	for _, m := range ts.Messages {
 		rs.bySeq[m.Seq] = m
@@ -240,6 +241,7 @@ func prepare(ts *TapeSession) *recSession {
 			if byX[m.ExchangeID] == nil {
 				byX[m.ExchangeID] = c
 			}
+			bySeq[m.Seq] = c
 			lastReq = m.Seq
 		case m.Direction == protocol.ClientToServer && m.Kind.IsResponse():
 			if m.Links.Request != 0 {
@@ -252,8 +254,24 @@ func prepare(ts *TapeSession) *recSession {
 				rs.getX = x
 				continue
 			}
-			if c := byX[m.ExchangeID]; c != nil {
+			if x != nil {
+				if c := byX[m.ExchangeID]; c != nil {
+					c.stream = append(c.stream, m)
+				}
+				continue
+			}
+			// No exchange (a stdio recording): a message belongs to the
+			// call its links name — the request it answers or reports on,
+			// or the call whose stream carried a server→client request;
+			// the rest the server sent on its own, as on a GET stream.
+			c := bySeq[m.Links.Request]
+			if c == nil {
+				c = bySeq[m.Links.Parent]
+			}
+			if c != nil {
 				c.stream = append(c.stream, m)
+			} else {
+				rs.get = append(rs.get, m)
 			}
 		}
 		if x != nil && x.Method == http.MethodDelete && rs.delete == nil {

@@ -223,10 +223,7 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 		return s.legacy[sid]
 	}
 	if m.Method == protocol.MethodInitialize {
-		rs := s.pick(r.URL.Path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
-			func(rs *recSession) int {
-				return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params))
-			})
+		rs := s.pickInitialize(r.URL.Path, m)
 		if rs == nil {
 			return nil
 		}
@@ -236,13 +233,7 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 		s.take(rs)
 		return l
 	}
-	modern := p.Modern || r.Header.Get(protocol.HeaderProtocolVersion) >= protocol.FirstModern
-	fits := func(rs *recSession) bool {
-		if m.Method == protocol.MethodDiscover {
-			return len(rs.byMethod[protocol.MethodDiscover]) > 0 && (rs.s.Era == protocol.EraModern || len(rs.byMethod[protocol.MethodInitialize]) > 0)
-		}
-		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
-	}
+	fits := s.fits(m, p.Modern || r.Header.Get(protocol.HeaderProtocolVersion) >= protocol.FirstModern)
 	fp := fingerprint(r, p)
 	var rs *recSession
 	if m.Method == protocol.MethodDiscover {
@@ -285,6 +276,30 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 	s.modern[fp] = append(kept, l)
 	s.take(rs)
 	return l
+}
+
+// pickInitialize is the recorded session for a new legacy client: of those
+// with an initialize, the one whose initialize params are closest (see
+// pick). s.mu is held.
+func (s *Server) pickInitialize(path string, m *protocol.Message) *recSession {
+	return s.pick(path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
+		func(rs *recSession) int {
+			return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params))
+		})
+}
+
+// fits reports which recorded sessions may answer a new client's first
+// request m other than initialize: for server/discover, those that
+// recorded one (a 2026-07-28 session, or a legacy one whose client probed
+// before its initialize); otherwise those of the request's era (modern:
+// the request says 2026-07-28) or of unknown era.
+func (s *Server) fits(m *protocol.Message, modern bool) func(*recSession) bool {
+	return func(rs *recSession) bool {
+		if m.Method == protocol.MethodDiscover {
+			return len(rs.byMethod[protocol.MethodDiscover]) > 0 && (rs.s.Era == protocol.EraModern || len(rs.byMethod[protocol.MethodInitialize]) > 0)
+		}
+		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
+	}
 }
 
 // fingerprint tells 2026-07-28 clients apart, as the recorder does: remote

@@ -102,6 +102,11 @@ type pacer struct {
 // end: the client went away, or the session ended.
 func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *capture.Message, trigger uint64, drain <-chan struct{}) bool {
 	l.waitTrigger(ctx, trigger, s.opts.MaxGap+s.opts.AnswerTimeout, drain)
+	select {
+	case <-l.done:
+		return false
+	default:
+	}
 	ref, refLive := pc.prevRec, pc.prevLive
 	if tm := l.rs.bySeq[trigger]; tm != nil && tm.Time.After(ref) {
 		if at, ok := l.seenAt(trigger); ok {
