@@ -59,6 +59,11 @@
 // session is taken they are replayed again, the least used first, then in
 // recorded order; a strict server reports each reuse as a failure.
 //
+// [Server.ServeStdio] serves the same replay to one stdio client —
+// newline-delimited JSON-RPC on a server's stdin and stdout — whichever
+// transport the tape was recorded over; [NewStdioServer] runs one for a Go
+// test, its Conn an io.ReadWriteCloser for go-sdk's mcp.IOTransport.
+//
 // [Annotation]s inject faults (docs/tape-format.md): from the tape, from
 // [ServerOptions.Profile], from [ServerOptions.Faults] (or [WithFault] for
 // the helper).

@@ -29,6 +29,7 @@ type live struct {
 	done    chan struct{}
 	ended   bool
 	drain   chan struct{}               // closed by DELETE: deliver what was recorded before it, at once
+	noInput chan struct{}               // closed when the client can send nothing more (a stdio client's input ended)
 	gets    []chan struct{}             // one per standalone GET stream, closed when its recorded messages are out
 	streams map[chan string]*openStream // open GET and listen streams
 	pending []string                    // list_changed kinds no open stream took yet
@@ -69,7 +70,7 @@ func listenStream(m *protocol.Message) *openStream {
 
 func newLive(rs *recSession) *live {
 	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]time.Time{}, changed: make(chan struct{}),
-		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), streams: map[chan string]*openStream{}}
+		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}}
 }
 
 // markSeen notes that the recorded request seq was matched live, now.
@@ -154,6 +155,18 @@ func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Durat
 		case <-deadline.C:
 			return
 		}
+	}
+}
+
+// inputEnded notes that the client can send nothing more: no answer to a
+// replayed request will come.
+func (l *live) inputEnded() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.noInput:
+	default:
+		close(l.noInput)
 	}
 }
 

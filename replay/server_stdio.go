@@ -56,12 +56,14 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, w io.Writer) erro
 		if c.cur != nil {
 			c.cur.end()
 		}
-		c.calls.Wait()
+		c.answers.Wait()
+		c.bg.Wait()
 	}()
 	for {
 		select {
 		case ln, ok := <-lines:
 			if !ok {
+				c.finish()
 				return c.err()
 			}
 			c.dispatch(ln)
@@ -75,10 +77,11 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, w io.Writer) erro
 
 // stdioConn is one stdio client of a replay server.
 type stdioConn struct {
-	s      *Server
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	calls  sync.WaitGroup // the answers under way, and the standalone stream
+	s       *Server
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	answers sync.WaitGroup // the answers under way
+	bg      sync.WaitGroup // the session's own streams
 
 	mu sync.Mutex // guards w
 	w  *bufio.Writer
@@ -222,7 +225,26 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		return
 	}
 	arrived := time.Now()
-	c.calls.Go(func() { c.answer(l, rc, &m, &p, arrived) })
+	c.answers.Go(func() { c.answer(l, rc, &m, &p, arrived) })
+}
+
+// finish lets the answers under way go out when the client's input ends
+// (`echo '{…}' | mcptape replay server --stdio` gets its answer), waiting
+// at most maxDrain; a replayed request can get no answer any more.
+func (c *stdioConn) finish() {
+	if c.cur != nil {
+		c.cur.inputEnded()
+	}
+	done := make(chan struct{})
+	go func() { c.answers.Wait(); close(done) }()
+	t := time.NewTimer(maxDrain)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.s.log.Warn("the client's input ended; answers still under way are cut", "after", maxDrain)
+	case <-c.ctx.Done():
+	}
 }
 
 // liveFor is the live session a request belongs to: the connection's,
@@ -260,12 +282,12 @@ func (c *stdioConn) liveFor(m *protocol.Message, p *protocol.Params, key string)
 	c.cur = l
 	// The stream every stdio client has: list_changed faults write there,
 	// and what the recorded server sent on its own.
-	c.calls.Go(func() { s.hold(c.ctx, stdioOut{c}, l, &openStream{}) })
+	c.bg.Go(func() { s.hold(c.ctx, stdioOut{c}, l, &openStream{}) })
 	start, at := time.Now(), rs.s.Start
 	if len(rs.calls) > 0 {
 		at = rs.calls[0].req.Time
 	}
-	c.calls.Go(func() { c.standalone(l, at, start) })
+	c.bg.Go(func() { c.standalone(l, at, start) })
 	return l
 }
 

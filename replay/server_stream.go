@@ -194,6 +194,9 @@ func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, 
 	case <-t.C:
 		s.fail(false, "the client did not answer the replayed %s (id %s) within %s", sm.Method, id, s.opts.AnswerTimeout)
 		return true
+	case <-l.noInput:
+		s.fail(false, "the client closed its input without answering the replayed %s (id %s)", sm.Method, id)
+		return false
 	case <-ctx.Done():
 		return false
 	case <-l.done:

@@ -43,7 +43,7 @@ func commands() []command {
 		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
 		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
-		{"replay", "server --tape FILE | client --tape FILE --target URL", "stand in for a recorded server, or replay a recorded client", runReplay},
+		{"replay", "server --tape FILE [--stdio] | client --tape FILE --target URL", "stand in for a recorded server (over HTTP or stdio), or replay a recorded client", runReplay},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
 		{"metrics", metricsUsage, "print the Grafana dashboard for the metrics of record --metrics", runMetrics},
 		{"version", "", "print the version", runVersion},

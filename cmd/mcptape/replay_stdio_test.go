@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/fixtures/interop"
+)
+
+// execArg, as the first argument of this package's test binary, makes it
+// the mcptape command instead: a test that needs mcptape as a process (a
+// stdio server a client spawns) runs the binary with execArg and the
+// command's arguments.
+const execArg = "mcptape-exec"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == execArg {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// mcptapeCommand is the command line that runs mcptape with args, as a
+// client config would spawn it.
+func mcptapeCommand(t *testing.T, args ...string) []string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{self, execArg}, args...)
+}
+
+// `replay server --stdio` speaks on stdin and stdout, and keeps stdout for
+// the protocol: the banner, the logs and the strict report go to stderr.
+func TestReplayServerStdioCommand(t *testing.T) {
+	tape := recordTapeFile(t, fixtures.PathStateless, "echo")
+	echo := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, tape"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	other := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"bye"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	defer func(r any) { replayStdin = os.Stdin }(nil)
+	replayStdin = strings.NewReader(echo + "\n" + other + "\n")
+	code, out, errOut := mcptape(t, "replay", "server", "--stdio", "--tape", tape, "--strict")
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	// Answers go out as they are ready (the echo at its recorded pace).
+	slices.Sort(lines)
+	if len(lines) != 2 || !strings.Contains(lines[0], `"id":7,"result"`) || !strings.Contains(lines[0], "hello, tape") ||
+		!strings.Contains(lines[1], `"id":8,"error":{"code":-32010`) {
+		t.Errorf("stdout holds other than the two answers:\n%s", out)
+	}
+	if code != exitError || !strings.Contains(errOut, "on stdin and stdout") || !strings.Contains(errOut, "served 1 request(s), 1 miss(es)") ||
+		!strings.Contains(errOut, "strict replay found 1 difference(s)") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if code, _, errOut := mcptape(t, "replay", "server", "--stdio", "--tape", tape, "--listen", "127.0.0.1:0"); code != exitUsage || !strings.Contains(errOut, "--listen") {
+		t.Errorf("--stdio with --listen: exit %d, %s", code, errOut)
+	}
+}
+
+// The official TypeScript client over stdio (StdioClientTransport) against
+// `mcptape replay server --stdio` of a tape it recorded over Streamable
+// HTTP from server-everything: every step passes, its handlers are called
+// as often, and it receives what it received over HTTP.
+func TestReplayServerStdioTypeScriptClient(t *testing.T) {
+	requirePeers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ev, err := interop.StartEverything(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	rec := startRecord(t, "--upstream", ev.URL())
+	recorded, err := interop.RunClient(ctx, rec.base+"/mcp", &interop.ClientOptions{Transcript: true})
+	if err != nil {
+		t.Fatalf("recording: %v", err)
+	}
+	if code := rec.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, rec.errOut.String())
+	}
+	ev.Close()
+	tape := filepath.Join(t.TempDir(), "everything.tape.json")
+	if code, _, errOut := mcptape(t, "export", "--data", rec.data, "-o", tape, "-q"); code != 0 {
+		t.Fatalf("export: %s", errOut)
+	}
+	replayed, err := interop.RunClient(ctx, "stdio", &interop.ClientOptions{Transport: "stdio", Transcript: true,
+		Command: mcptapeCommand(t, "replay", "server", "--stdio", "--tape", tape, "--strict")})
+	if err != nil {
+		t.Fatalf("the TypeScript stdio client against the replay: %v", err)
+	}
+	for _, st := range replayed.Steps {
+		if !st.OK {
+			t.Errorf("step %s failed over stdio: %s", st.Name, st.Detail)
+		}
+	}
+	// Over stdio there is no session to terminate, and no session id.
+	// And the SDK runs a notification's handler a tick later than it
+	// settles a response: a progress notification read in the same chunk
+	// as its call's response (the recording has them in the same
+	// microsecond) finds its handler gone. So the progress handler's count
+	// is not compared; that every progress notification came, before the
+	// response, is.
+	drop := func(o observed) observed {
+		o.Steps = slices.DeleteFunc(o.Steps, func(s interop.Step) bool {
+			return s.Name == "terminate-session" || s.Name == "trigger-long-running-operation"
+		})
+		o.Counts.Progress = 0
+		return o
+	}
+	last, response := -1, -1
+	for i, m := range replayed.Transcript {
+		switch {
+		case m.Method == "notifications/progress":
+			last = i
+		case m.Kind == "response" && strings.Contains(string(m.Result), "Long running operation completed"):
+			response = i
+		}
+	}
+	if last < 0 || response < last {
+		t.Errorf("over stdio the last progress notification came at %d, the response of its call at %d", last, response)
+	}
+	if d := cmp.Diff(drop(observe(recorded)), drop(observe(replayed))); d != "" {
+		t.Errorf("over stdio the client observed something else (-recorded over HTTP +replayed over stdio):\n%s", d)
+	}
+	if !strings.Contains(replayed.Stderr, ", 0 miss(es)") || strings.Contains(replayed.Stderr, "strict replay found") {
+		t.Errorf("the strict stdio replay's report:\n%s", replayed.Stderr)
+	}
+}
