@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -97,4 +101,66 @@ func TestStdioServerErrors(t *testing.T) {
 			`"id":2,"error":{"code":-32010,"message":"mcptape replay: no recorded tools/call count matches this request in recorded session ` + tape.Sessions[0].Session.ID})
 	check(serve([]replay.Annotation{{Match: replay.Match{Method: "tools/call", Name: "count"}, Status: 503}}, modernCall(3, "count", `{}`)),
 		[]string{`"id":3,"error":{"code":-32000,"message":"mcptape replay: injected fault: HTTP status 503`})
+}
+
+// A tape recorded over stdio has no HTTP exchanges: its messages say
+// which call they belong to by their links alone, and the replay over
+// stdio answers from them — the progress of a call, its response, and what
+// the server sent on its own after it.
+func TestStdioServerServesAStdioTape(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var msgs []*capture.Message
+	add := func(dir protocol.Direction, ms int, raw string, links capture.Links) uint64 {
+		d := protocol.Decode([]byte(raw))
+		seq := uint64(len(msgs) + 1)
+		msgs = append(msgs, &capture.Message{Seq: seq, SessionID: "stdio", Direction: dir, Time: t0.Add(time.Duration(ms) * time.Millisecond),
+			Kind: d.Kind, Method: d.Method, ID: d.ID, Raw: []byte(raw), Size: len(raw), Batch: -1, Links: links})
+		return seq
+	}
+	c2s, s2c := protocol.ClientToServer, protocol.ServerToClient
+	init := add(c2s, 0, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, capture.Links{})
+	add(s2c, 1, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"stdio-server","version":"1"}}}`, capture.Links{Request: init})
+	add(c2s, 2, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, capture.Links{})
+	call := add(c2s, 10, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"recorded-token"}}}`, capture.Links{})
+	add(s2c, 12, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"recorded-token","progress":1,"total":1}}`, capture.Links{Request: call})
+	add(s2c, 14, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"slow done"}]}}`, capture.Links{Request: call})
+	add(s2c, 15, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"on its own"}}`, capture.Links{})
+	tape := &replay.Tape{Sessions: []*replay.TapeSession{{
+		Session:  &capture.Session{ID: "stdio", Era: protocol.EraLegacy, Version: "2025-11-25", Opening: "initialize", Start: t0},
+		Messages: msgs,
+	}}}
+	s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: replay.TimingRecorded, Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- s.ServeStdio(context.Background(), inR, outW); outW.Close() }()
+	sc := bufio.NewScanner(outR)
+	next := func() string {
+		t.Helper()
+		if !sc.Scan() {
+			t.Fatalf("the stdio replay ended early: %v", sc.Err())
+		}
+		return sc.Text()
+	}
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	if got := next(); !strings.Contains(got, `"id":"a","result"`) || !strings.Contains(got, "stdio-server") {
+		t.Errorf("initialize: %s", got)
+	}
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"live-token"}}}`)
+	for _, want := range []string{`"progressToken":"live-token","progress":1`, `"id":"b","result"`, `"data":"on its own"`} {
+		if got := next(); !strings.Contains(got, want) {
+			t.Errorf("got %s, want it to hold %s", got, want)
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Report(); !r.OK() || r.Served != 2 {
+		t.Errorf("strict replay: served %d, failures %q", r.Served, r.Failures)
+	}
 }
