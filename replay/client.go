@@ -198,7 +198,14 @@ func (c *Client) Run(ctx context.Context, target string) (*ClientReport, error) 
 		if u.Path == "" || u.Path == "/" {
 			endpoint = strings.TrimSuffix(target, "/") + cmp.Or(ts.Session.Path, "/")
 		}
-		sr := c.replaySession(ctx, hc, ts, endpoint)
+		// A tape OpenTape opened gives one session whole at a time.
+		full, err := c.tape.Session(slices.Index(c.tape.Sessions, ts))
+		if err != nil {
+			s := ts.Session
+			rep.Sessions = append(rep.Sessions, &SessionResult{ID: s.ID, Era: s.Era, Version: s.Version, Endpoint: endpoint, Err: err.Error()})
+			continue
+		}
+		sr := c.replaySession(ctx, hc, full, endpoint)
 		rep.Sessions = append(rep.Sessions, sr)
 		if ctx.Err() != nil {
 			break

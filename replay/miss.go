@@ -133,7 +133,7 @@ func (s *Server) closest(rs *recSession, m *protocol.Message) *Candidate {
 	var best *call
 	var bestDiff []string
 	for _, rc := range rs.byMethod[m.Method] {
-		d := s.matcher.Diff(m.Method, m.Params, rc.params)
+		d := s.matcher.Diff(m.Method, m.Params, rc.params())
 		if best == nil || len(d) < len(bestDiff) {
 			best, bestDiff = rc, d
 		}

@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -118,7 +120,9 @@ type ServerReport struct {
 // OK reports whether nothing failed.
 func (r *ServerReport) OK() bool { return len(r.Failures) == 0 }
 
-// NewServerHandler returns a replay server for tape.
+// NewServerHandler returns a replay server for tape. A tape OpenTape
+// opened stays in its file, each message read when it is replayed: keep it
+// open while the server runs.
 func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 	s := &Server{legacy: map[string]*live{}, modern: map[string][]*live{}, uses: map[*recSession]int{}, closed: make(chan struct{})}
 	if opts != nil {
@@ -148,12 +152,18 @@ func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("fault %d: %w", i, err)
 		}
 	}
-	for _, ts := range tape.Sessions {
-		rs := prepare(ts)
+	for i, ix := range tape.indexes() {
+		ld := tape.loaderFor(i)
+		rs := prepare(ix, tape.Sessions[i].Session, ld)
+		rs.onErr = func(err error) { s.fail(false, "reading the tape: %v", err) }
 		if s.matcher.custom == nil {
 			rs.byKey = map[string][]*call{}
 			for _, c := range rs.calls {
-				k := c.method + "\x00" + s.matcher.canonical(c.method, c.params)
+				m, err := ld.message(c.req)
+				if err != nil {
+					return nil, err
+				}
+				k := s.matcher.key(c.method, paramsOf(m.Raw))
 				rs.byKey[k] = append(rs.byKey[k], c)
 			}
 		}
@@ -197,58 +207,113 @@ func (s *Server) fail(strictOnly bool, format string, a ...any) {
 	s.log.Warn(msg)
 }
 
-// recSession is a recorded session prepared for replay.
+// recSession is a recorded session prepared for replay: summaries of its
+// messages and exchanges (a tape's index), their bytes read when replayed.
 type recSession struct {
 	s        *capture.Session
-	calls    []*call
+	ld       loader
+	onErr    func(error) // a record the tape could not give
+	msgs     []msgRef    // every message, in seq order
+	calls    []*call     // every client request, in order
 	byMethod map[string][]*call
-	bySeq    map[uint64]*capture.Message
-	xs       map[uint64]*capture.Exchange
-	byKey    map[string][]*call // method + canonical params → calls, in order
-	get      []*capture.Message // messages of the standalone GET streams
-	getX     *capture.Exchange
-	delete   *capture.Exchange
-	triggers map[uint64]uint64           // message seq → the client request it waits for
-	answers  map[uint64]*capture.Message // server→client request seq → the client's answer
+	byKey    map[string][]*call // matchKey → calls, in order
+	get      []*msgRef          // what the server sent on its own: the standalone GET streams
+	getX     *xRef
+	delete   *xRef
+	answers  map[uint64]*msgRef // server→client request seq → the client's answer
 }
 
 // call is one recorded client request and what answered it.
 type call struct {
-	req    *capture.Message
-	x      *capture.Exchange
-	stream []*capture.Message // s2c messages of its exchange, after it, in order
+	rs     *recSession
+	req    *msgRef
+	x      *xRef
+	stream []*msgRef // s2c messages of its exchange, after it, in order
 	method string
-	params json.RawMessage
 }
 
-func prepare(ts *TapeSession) *recSession {
-	rs := &recSession{s: ts.Session, byMethod: map[string][]*call{}, bySeq: map[uint64]*capture.Message{},
-		xs: map[uint64]*capture.Exchange{}, triggers: map[uint64]uint64{}, answers: map[uint64]*capture.Message{}}
-	for _, x := range ts.Exchanges {
-		rs.xs[x.ID] = x
+// params are the recorded request's params, read from the tape (nil when
+// it cannot be read; the replay server logs why).
+func (c *call) params() json.RawMessage {
+	m := c.rs.message(c.req)
+	if m == nil {
+		return nil
+	}
+	return paramsOf(m.Raw)
+}
+
+// message reads a recorded message's record; nil, logged, when the tape
+// cannot be read.
+func (rs *recSession) message(r *msgRef) *capture.Message {
+	if r == nil {
+		return nil
+	}
+	m, err := rs.ld.message(r)
+	if err != nil {
+		rs.onErr(err)
+		return nil
+	}
+	return m
+}
+
+// exchange reads a recorded exchange's record; nil, logged, when the tape
+// cannot be read.
+func (rs *recSession) exchange(r *xRef) *capture.Exchange {
+	if r == nil {
+		return nil
+	}
+	x, err := rs.ld.exchange(r)
+	if err != nil {
+		rs.onErr(err)
+		return nil
+	}
+	return x
+}
+
+// msg is the recorded message seq of the session; nil when it holds none.
+func (rs *recSession) msg(seq uint64) *msgRef {
+	i, ok := slices.BinarySearchFunc(rs.msgs, seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.Seq, seq) })
+	if !ok {
+		return nil
+	}
+	return &rs.msgs[i]
+}
+
+// trigger is the recorded client request a server message waits for: the
+// last that came before it.
+func (rs *recSession) trigger(seq uint64) uint64 {
+	i, _ := slices.BinarySearchFunc(rs.calls, seq, func(c *call, seq uint64) int { return cmp.Compare(c.req.Seq, seq) })
+	if i == 0 {
+		return 0
+	}
+	return rs.calls[i-1].req.Seq
+}
+
+func prepare(ix *sessionIndex, s *capture.Session, ld loader) *recSession {
+	rs := &recSession{s: s, ld: ld, msgs: ix.ms, byMethod: map[string][]*call{}, answers: map[uint64]*msgRef{}}
+	xs := make(map[uint64]*xRef, len(ix.xs))
+	for i := range ix.xs {
+		xs[ix.xs[i].ID] = &ix.xs[i]
 	}
 	byX := map[uint64]*call{}
 	bySeq := map[uint64]*call{}
-	var lastReq uint64
-	for _, m := range ts.Messages {
-		rs.bySeq[m.Seq] = m
-		x := rs.xs[m.ExchangeID]
+	for i := range ix.ms {
+		m := &ix.ms[i]
+		x := xs[m.ExchangeID]
 		switch {
 		case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindRequest:
-			c := &call{req: m, x: x, method: m.Method, params: paramsOf(m.Raw)}
+			c := &call{rs: rs, req: m, x: x, method: m.Method}
 			rs.calls = append(rs.calls, c)
 			rs.byMethod[m.Method] = append(rs.byMethod[m.Method], c)
 			if byX[m.ExchangeID] == nil {
 				byX[m.ExchangeID] = c
 			}
 			bySeq[m.Seq] = c
-			lastReq = m.Seq
 		case m.Direction == protocol.ClientToServer && m.Kind.IsResponse():
 			if m.Links.Request != 0 {
 				rs.answers[m.Links.Request] = m
 			}
 		case m.Direction == protocol.ServerToClient:
-			rs.triggers[m.Seq] = lastReq
 			if x != nil && x.Method == http.MethodGet {
 				rs.get = append(rs.get, m)
 				rs.getX = x
@@ -278,7 +343,8 @@ func prepare(ts *TapeSession) *recSession {
 			rs.delete = x
 		}
 	}
-	for _, x := range ts.Exchanges {
+	for i := range ix.xs {
+		x := &ix.xs[i]
 		if x.Method == http.MethodDelete && rs.delete == nil {
 			rs.delete = x
 		}
@@ -315,7 +381,7 @@ func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra
 	defer l.mu.Unlock()
 	var last *call
 	for _, rc := range l.rs.byMethod[m.Method] {
-		if !s.matcher.Match(m.Method, m.Params, rc.params) {
+		if !s.matcher.Match(m.Method, m.Params, rc.params()) {
 			continue
 		}
 		if !l.used[rc] {
@@ -350,10 +416,10 @@ func (s *Server) resolve(l *live, m *protocol.Message, p *protocol.Params, key s
 		// it is; the recorded protocolVersion is the one negotiated.
 		if c = l.handshakeCall(m.Method); c != nil {
 			s.fail(true, "the client's %s differs from the recording (answered as recorded): %s", m.Method,
-				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params), "; "))
+				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params()), "; "))
 		}
 	} else if c != nil && m.Method == protocol.MethodDiscover {
-		if d := handshakeMetaDiff(m.Params, c.params); len(d) > 0 {
+		if d := handshakeMetaDiff(m.Params, c.params()); len(d) > 0 {
 			s.fail(true, "the client's server/discover differs from the recording (answered as recorded): %s", strings.Join(d, "; "))
 		}
 	}

@@ -119,7 +119,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 	status := http.StatusOK
 	sse := true
 	if c.x != nil {
-		copyHeaders(h, c.x.ResponseHeader)
+		if x := l.rs.exchange(c.x); x != nil {
+			copyHeaders(h, x.ResponseHeader)
+		}
 		if c.x.Status != 0 {
 			status = c.x.Status
 		}
@@ -129,7 +131,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 		h.Set(protocol.HeaderSessionID, l.id)
 	}
 	if !sse {
-		resp := s.responseOf(c)
+		resp := l.rs.message(s.responseOf(c))
 		if resp == nil {
 			writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, "mcptape replay: the recorded request was never answered")
 			return
@@ -191,7 +193,9 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "mcptape replay: the recording has no standalone GET stream", http.StatusMethodNotAllowed)
 		return
 	}
-	copyHeaders(w.Header(), l.rs.getX.ResponseHeader)
+	if x := l.rs.exchange(l.rs.getX); x != nil {
+		copyHeaders(w.Header(), x.ResponseHeader)
+	}
 	w.Header().Set("Content-Type", protocol.ContentTypeSSE)
 	w.WriteHeader(http.StatusOK)
 	flush(w)
@@ -202,7 +206,7 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 	defer closeOnce(out)
 	pc := &pacer{prevRec: l.rs.getX.Start, prevLive: time.Now()}
 	for _, sm := range l.rs.get {
-		trigger := l.rs.triggers[sm.Seq]
+		trigger := l.rs.trigger(sm.Seq)
 		if !l.draining() && !s.pace(r.Context(), l, pc, sm, trigger, l.drain) {
 			return
 		}

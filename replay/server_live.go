@@ -203,7 +203,7 @@ func (s *Server) matchKey(m *protocol.Message) string {
 	if s.matcher.custom != nil {
 		return ""
 	}
-	return m.Method + "\x00" + s.matcher.canonical(m.Method, m.Params)
+	return s.matcher.key(m.Method, m.Params)
 }
 
 // sessionOf is the live legacy session a request names by its
@@ -297,7 +297,7 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 func (s *Server) pickInitialize(path string, m *protocol.Message) *recSession {
 	return s.pick(path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
 		func(rs *recSession) int {
-			return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params))
+			return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params()))
 		})
 }
 
@@ -368,7 +368,7 @@ func (s *Server) peek(rs *recSession, l *live, m *protocol.Message, key string) 
 	}
 	rank := matchNone
 	for _, rc := range rs.byMethod[m.Method] {
-		if !s.matcher.Match(m.Method, m.Params, rc.params) {
+		if !s.matcher.Match(m.Method, m.Params, rc.params()) {
 			continue
 		}
 		if l == nil {
@@ -445,7 +445,7 @@ func (s *Server) clientDistance(rs *recSession, p *protocol.Params, m *protocol.
 		// the protocol version above all.
 		best := -1
 		for _, c := range rs.byMethod[protocol.MethodDiscover] {
-			if n := len(handshakeMetaDiff(m.Params, c.params)); best < 0 || n < best {
+			if n := len(handshakeMetaDiff(m.Params, c.params())); best < 0 || n < best {
 				best = n
 			}
 		}
@@ -465,14 +465,15 @@ func (s *Server) discoverCall(l *live, m *protocol.Message, reuse bool) *call {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range l.rs.byMethod[protocol.MethodDiscover] {
-		if !s.matcher.Match(m.Method, m.Params, c.params) {
+		params := c.params()
+		if !s.matcher.Match(m.Method, m.Params, params) {
 			continue
 		}
 		last = c
 		if _, ok := l.seen[c.req.Seq]; ok {
 			continue
 		}
-		if d := len(handshakeMetaDiff(m.Params, c.params)); best == nil || d < bestDiff {
+		if d := len(handshakeMetaDiff(m.Params, params)); best == nil || d < bestDiff {
 			best, bestDiff = c, d
 		}
 	}

@@ -298,7 +298,7 @@ func (c *stdioConn) standalone(l *live, at, start time.Time) {
 	s := c.s
 	pc := &pacer{prevRec: at, prevLive: start}
 	for _, sm := range l.rs.get {
-		if !s.pace(c.ctx, l, pc, sm, l.rs.triggers[sm.Seq], nil) {
+		if !s.pace(c.ctx, l, pc, sm, l.rs.trigger(sm.Seq), nil) {
 			return
 		}
 		if !s.emit(c.ctx, stdioOut{c}, l, &call{}, sm, &protocol.Message{}, &protocol.Params{}) {

@@ -67,15 +67,15 @@ func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *p
 
 // triggerAfter is the request a stream message waits for: the recorded
 // request that last preceded it, unless that is the call itself.
-func (rs *recSession) triggerAfter(m *capture.Message, c *call) uint64 {
-	t := rs.triggers[m.Seq]
+func (rs *recSession) triggerAfter(m *msgRef, c *call) uint64 {
+	t := rs.trigger(m.Seq)
 	if c != nil && t <= c.req.Seq {
 		return 0
 	}
 	return t
 }
 
-func (s *Server) responseOf(c *call) *capture.Message {
+func (s *Server) responseOf(c *call) *msgRef {
 	for _, sm := range c.stream {
 		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
 			return sm
@@ -100,7 +100,7 @@ type pacer struct {
 // along the stream. A close of drain (the GET stream passes the session's
 // DELETE) ends the waits at once. pace reports false when the stream must
 // end: the client went away, or the session ended.
-func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *capture.Message, trigger uint64, drain <-chan struct{}) bool {
+func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *msgRef, trigger uint64, drain <-chan struct{}) bool {
 	l.waitTrigger(ctx, trigger, s.opts.MaxGap+s.opts.AnswerTimeout, drain)
 	select {
 	case <-l.done:
@@ -108,7 +108,7 @@ func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *capture.Messa
 	default:
 	}
 	ref, refLive := pc.prevRec, pc.prevLive
-	if tm := l.rs.bySeq[trigger]; tm != nil && tm.Time.After(ref) {
+	if tm := l.rs.msg(trigger); tm != nil && tm.Time.After(ref) {
 		if at, ok := l.seenAt(trigger); ok {
 			ref, refLive = tm.Time, at
 		}
@@ -137,7 +137,11 @@ func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *capture.Messa
 // request: the response gets the live id, progress the live token, a
 // subscription notification the live listen id, a server→client request a
 // fresh id (and the server waits for the client's answer).
-func (s *Server) emit(ctx context.Context, o out, l *live, c *call, sm *capture.Message, m *protocol.Message, p *protocol.Params) bool {
+func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef, m *protocol.Message, p *protocol.Params) bool {
+	sm := l.rs.message(ref)
+	if sm == nil {
+		return false
+	}
 	if sm.Kind == protocol.KindFrame || sm.Kind == protocol.KindInvalid {
 		return o.frame(sm) == nil
 	}
@@ -185,7 +189,7 @@ func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, 
 	defer t.Stop()
 	select {
 	case ans := <-ch:
-		if rec := l.rs.answers[sm.Seq]; rec != nil {
+		if rec := l.rs.message(l.rs.answers[sm.Seq]); rec != nil {
 			if d := s.matcher.answerDiff(sm.Method, ans.Raw, rec.Raw); len(d) > 0 {
 				s.fail(true, "the client's answer to %s differs from the recording: %s", sm.Method, strings.Join(d, "; "))
 			}
@@ -211,7 +215,7 @@ func (s *Server) checkInputResponses(c *call, m *protocol.Message, p *protocol.P
 	if len(p.InputResponses) == 0 {
 		return
 	}
-	rp, _ := protocol.ParseParams(c.params)
+	rp, _ := protocol.ParseParams(c.params())
 	if d := s.matcher.inputResponsesDiff(m.Method, p.InputResponses, rp.InputResponses); len(d) > 0 {
 		s.fail(true, "the inputResponses of %s %s differ from the recording: %s", m.Method, p.Name, strings.Join(d, "; "))
 	}

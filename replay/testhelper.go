@@ -101,7 +101,7 @@ func NewServer(t testing.TB, path string, options ...Option) *TestServer {
 	if c.via != nil && (os.IsNotExist(statErr) || os.Getenv(UpdateEnv) == "1") {
 		return recordTape(t, path, c)
 	}
-	tape, err := LoadTape(path)
+	tape, err := OpenTape(path)
 	if err != nil {
 		if os.IsNotExist(statErr) {
 			t.Fatalf("replay: tape %s does not exist; record it (mcptape export, or NewServer with RecordIfMissing)", path)
@@ -110,6 +110,7 @@ func NewServer(t testing.TB, path string, options ...Option) *TestServer {
 	}
 	s, err := NewServerHandler(tape, &c.opts)
 	if err != nil {
+		tape.Close()
 		t.Fatalf("replay: %s: %v", path, err)
 	}
 	hs := httptest.NewServer(s)
@@ -117,6 +118,7 @@ func NewServer(t testing.TB, path string, options ...Option) *TestServer {
 		s.Close()
 		hs.CloseClientConnections()
 		hs.Close()
+		tape.Close()
 		r := s.Report()
 		for _, f := range r.Failures {
 			if c.lenient {
@@ -154,12 +156,13 @@ func NewStdioServer(t testing.TB, path string, options ...Option) *StdioServer {
 	}
 	c.opts.Strict = !c.lenient
 	c.opts.Matcher = NewMatcher(c.match...)
-	tape, err := LoadTape(path)
+	tape, err := OpenTape(path)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	s, err := NewServerHandler(tape, &c.opts)
 	if err != nil {
+		tape.Close()
 		t.Fatalf("replay: %s: %v", path, err)
 	}
 	client, server := net.Pipe()
@@ -172,6 +175,7 @@ func NewStdioServer(t testing.TB, path string, options ...Option) *StdioServer {
 		if err := <-done; err != nil && !errors.Is(err, io.ErrClosedPipe) {
 			t.Errorf("replay %s over stdio: %v", path, err)
 		}
+		tape.Close()
 		for _, f := range s.Report().Failures {
 			if c.lenient {
 				t.Logf("replay %s: %s", path, f)
@@ -236,10 +240,11 @@ func recordTape(t testing.TB, path string, c *testConfig) *TestServer {
 // differs from the recorded one, naming the path and both values.
 func ReplayClient(t testing.TB, path, target string, opts *ClientOptions) *ClientReport {
 	t.Helper()
-	tape, err := LoadTape(path)
+	tape, err := OpenTape(path)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
+	defer tape.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := RunClient(ctx, tape, target, opts)

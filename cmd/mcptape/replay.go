@@ -54,10 +54,13 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return usagef("%v", err)
 	}
-	tape, err := replay.LoadTape(*tapePath)
+	// The tape stays in its file, read as it is replayed: a large one
+	// costs its index, not its size.
+	tape, err := replay.OpenTape(*tapePath)
 	if err != nil {
 		return err
 	}
+	defer tape.Close()
 	opts := &replay.ServerOptions{Timing: tm, Strict: *strict, Logger: logger, Matcher: replay.NewMatcher(replay.IgnorePaths(ignore...)),
 		AllowAnyHost: *allowAnyHost}
 	if *profilePath != "" {

@@ -73,10 +73,11 @@ func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Write
 			return err
 		}
 	}
-	tape, err := replay.LoadTape(*tapePath)
+	tape, err := replay.OpenTape(*tapePath)
 	if err != nil {
 		return err
 	}
+	defer tape.Close()
 	if s := opts.Profile; s != nil && s.Sampling != nil && s.Sampling.Provider == replay.ProviderManual {
 		if *dash == dashboardOff {
 			fmt.Fprintln(stderr, "mcptape: the testing profile leaves sampling to a person, but --dashboard off leaves nobody to ask: "+
