@@ -8,7 +8,7 @@
 // store's sessions as a tape, [Import] reads one back, [LoadTape] and
 // [ReadTape] read and check a file whole, refusing a malformed tape or an
 // unknown version with [ErrNotTape], [ErrTapeInvalid] or [ErrTapeVersion].
-// [OpenTape] checks a file the same way but keeps only an index (about 150
+// [OpenTape] checks a file the same way but keeps only an index (about 190
 // bytes a message, whatever its size) and reads each record from the file
 // when a replay or an import needs it: what the CLI uses, so that a tape
 // of hundreds of megabytes replays and imports in tens.

@@ -20,12 +20,15 @@ import (
 //
 //   - LoadTape and ReadTape keep every record in memory, in
 //     Tape.Sessions: about the tape's size, and more.
-//   - OpenTape keeps an index — per message about 150 bytes (its seq,
-//     exchange, direction, kind, method, time, links and where its bytes
-//     are in the file), per exchange about 100 — and reads a message's or
-//     an exchange's record from the file when a replay or an import needs
-//     it. What a tape costs then grows with its count of messages, not
-//     their size: a 527 MB tape of 159,000 messages loads for replay in about 90 MB of heap.
+//   - OpenTape keeps an index — per message its seq, exchange, direction,
+//     kind, method, time, links and where its bytes are in the file; per
+//     exchange its method, status, start and where its record is: about
+//     190 bytes a message in all, measured, and a replay server's tables
+//     add about 110 more — and reads a record from the file when a replay
+//     or an import needs it. What a tape costs then grows with its count
+//     of messages, not their size: a 527 MB tape of 159,000 messages peaks
+//     at about 90 MB of heap, loaded for replay (the collector lets the
+//     heap grow to about twice what is live).
 
 // LoadTape reads a tape file whole into memory. OpenTape reads a large one
 // within a bound.
@@ -51,7 +54,7 @@ func ReadTape(r io.Reader) (*Tape, error) { return scanTape(r, true) }
 // session records, and their Exchanges and Messages stay in the file,
 // read when NewServerHandler, Import or a Client needs them (see
 // [Tape.Session]). Its memory grows with the tape's count of messages,
-// about 150 bytes each, not with their size. Close the tape when done;
+// about 190 bytes each, not with their size. Close the tape when done;
 // the file must not change meanwhile.
 func OpenTape(path string) (*Tape, error) {
 	f, err := os.Open(path)
