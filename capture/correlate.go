@@ -2,8 +2,6 @@ package capture
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,160 +10,6 @@ import (
 
 	"github.com/mcptape/mcptape/protocol"
 )
-
-// probeWindow bounds how long after a server/discover that found only
-// legacy versions an initialize from the same client still joins its session.
-const probeWindow = 30 * time.Second
-
-// sessionFor finds or opens the session of an exchange whose request body
-// has been decoded. See the package documentation for the rules.
-func (p *pipeline) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) *sessState {
-	if xs.key != "" {
-		if st := p.byKey[xs.key]; st != nil {
-			return st
-		}
-		st := p.newSession(xs, at, "mid-session")
-		st.keyed = true
-		st.s.Key = p.red.pseudonym(xs.key)
-		p.byKey[xs.key] = st
-		return st
-	}
-	var first *protocol.Message
-	for i := range msgs {
-		if msgs[i].Kind == protocol.KindRequest || msgs[i].Kind == protocol.KindNotification {
-			first = &msgs[i]
-			break
-		}
-	}
-	if first == nil && !xs.mcp {
-		if st := p.httpOnly[xs.ip]; st != nil && at.Sub(st.last) < p.o.IdleGap {
-			return st
-		}
-		st := p.newSession(xs, at, "http")
-		st.httpIP = xs.ip
-		p.httpOnly[xs.ip] = st
-		return st
-	}
-	var params protocol.Params
-	if first != nil {
-		params, _ = protocol.ParseParams(first.Params)
-	}
-	client := params.ClientInfo.String()
-	probeFP := xs.ip + "|" + xs.path + "|" + client
-	fp := probeFP + "|" + p.capsHash(params.ClientCapabilities)
-	method := ""
-	if first != nil {
-		method = first.Method
-	}
-	// A message that does not say who sent it (go-sdk's HTTP
-	// notifications/cancelled has no _meta) belongs with the latest
-	// session-less traffic from the same address and endpoint.
-	near := xs.ip + "|" + xs.path
-	if params.ClientInfo == nil && method != protocol.MethodInitialize && method != protocol.MethodDiscover {
-		if st := p.recent[near]; st != nil && !st.keyed && at.Sub(st.last) < p.o.IdleGap {
-			return st
-		}
-	}
-	st := p.sessionByFP(xs, method, probeFP, fp, at)
-	p.recent[near] = st
-	return st
-}
-
-func (p *pipeline) sessionByFP(xs *xState, method, probeFP, fp string, at time.Time) *sessState {
-	switch method {
-	case protocol.MethodInitialize:
-		if st := p.probes[probeFP]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < probeWindow &&
-			protocol.NewestModern(st.supported) == "" {
-			st.s.Opening = "discover+initialize"
-			delete(p.probes, probeFP)
-			if p.byFP[st.fp] == st {
-				delete(p.byFP, st.fp)
-			}
-			return st
-		}
-		return p.newSession(xs, at, "initialize")
-	case protocol.MethodDiscover:
-		if st := p.byFP[fp]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < p.o.IdleGap {
-			return st
-		}
-		st := p.newSession(xs, at, "discover")
-		st.fp, st.probeFP = fp, probeFP
-		p.byFP[fp] = st
-		p.probes[probeFP] = st
-		return st
-	}
-	if st := p.byFP[fp]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < p.o.IdleGap {
-		return st
-	}
-	st := p.newSession(xs, at, "request")
-	st.fp = fp
-	p.byFP[fp] = st
-	return st
-}
-
-func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessState {
-	id := p.o.NewSessionID(at)
-	for p.sessions[id] != nil {
-		id += "x"
-	}
-	st := &sessState{
-		s: Session{
-			ID: id, Upstream: p.o.Upstream, Path: xs.path, Opening: opening, Start: at, End: at,
-		},
-		last:       at,
-		pending:    map[pendKey][]pending{},
-		early:      map[string]*Message{},
-		progress:   map[string]uint64{},
-		rounds:     map[string]uint64{},
-		stateless:  map[string][]uint64{},
-		lastSample: map[uint64]uint64{},
-		elicit:     map[string]uint64{},
-		tasks:      map[string]uint64{},
-	}
-	p.sessions[id] = st
-	p.dirtyS[id] = st
-	return st
-}
-
-// capsCacheMax bounds the distinct capabilities texts whose digest the
-// pipeline remembers; capsCacheText bounds the length of one.
-const (
-	capsCacheMax  = 256
-	capsCacheText = 4 << 10
-)
-
-// capsHash is capsDigest, remembered by the raw text: a 2026-07-28 client
-// sends the same capabilities with every request, and canonicalising them
-// (a JSON decode, encode and SHA-256) cost more than the rest of the
-// request's correlation.
-func (p *pipeline) capsHash(raw json.RawMessage) string {
-	if len(raw) == 0 || len(raw) > capsCacheText {
-		return capsDigest(raw)
-	}
-	if h, ok := p.caps[string(raw)]; ok {
-		return h
-	}
-	h := capsDigest(raw)
-	if len(p.caps) >= capsCacheMax {
-		clear(p.caps)
-	}
-	p.caps[string(raw)] = h
-	return h
-}
-
-// capsDigest is a short digest of canonical capabilities JSON.
-func capsDigest(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return "?"
-	}
-	b, _ := json.Marshal(v) // maps marshal with sorted keys
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:6])
-}
 
 // maxPending bounds the in-flight requests tracked per session, so a client
 // that never reads its answers cannot grow the recorder without bound.
@@ -221,7 +65,8 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 	p.linkTask(st, &params, m)
 	if dir == protocol.ClientToServer {
 		st.s.Calls++
-		if xs.reqSeq == 0 {
+		st.useID(pm.IDKey())
+		if xs.reqSeq == 0 && !xs.stream {
 			xs.reqSeq, xs.reqID, xs.reqMeth = m.Seq, pm.ID, pm.Method
 		}
 		p.learnClient(st, pm.Method, &params)
@@ -245,12 +90,16 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 	} else {
 		// A server→client request belongs to the client call whose stream
 		// carried it; on the standalone GET stream it belongs to the session.
-		m.Links.Parent = xs.reqSeq
-		if pm.Method == protocol.MethodSampling && xs.reqSeq != 0 {
-			if prev := st.lastSample[xs.reqSeq]; prev != 0 {
+		parent := xs.reqSeq
+		if xs.stream || st.legacySSE && xs.reqSeq == 0 {
+			parent = st.callInFlight()
+		}
+		m.Links.Parent = parent
+		if pm.Method == protocol.MethodSampling && parent != 0 {
+			if prev := st.lastSample[parent]; prev != 0 {
 				m.Links.Previous = prev
 			}
-			st.lastSample[xs.reqSeq] = m.Seq
+			st.lastSample[parent] = m.Seq
 		}
 		if params.ElicitationID != "" && len(st.elicit) < maxPending {
 			st.elicit[params.ElicitationID] = m.Seq
@@ -274,7 +123,7 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
 	}
 	if len(st.pending) < maxPending && len(st.pending[k]) < maxSameID {
-		pd := pending{seq: m.Seq, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
+		pd := pending{seq: m.Seq, at: m.Time, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
 		if params.Modern {
 			pd.caps = params.ClientCapabilities
 		}
@@ -310,6 +159,36 @@ func (st *sessState) findPending(k pendKey, x uint64) (pd pending, i int, ambigu
 		return list[0], 0, false
 	}
 	return pending{}, -1, true
+}
+
+// callInFlight is, on a stdio session, the client call that what the
+// server sends unasked (a sampling or elicitation request, a log message)
+// most likely belongs to: stdio carries no stream per call, so it is the
+// latest tools/call (or prompts/get, resources/read, completion) still
+// unanswered, else the only client request unanswered, else none.
+func (st *sessState) callInFlight() uint64 {
+	var best, only uint64
+	n := 0
+	for k, list := range st.pending {
+		if k.dir != protocol.ClientToServer {
+			continue
+		}
+		for _, pd := range list {
+			n++
+			only = pd.seq
+			switch pd.method {
+			case protocol.MethodToolsCall, protocol.MethodPromptsGet, protocol.MethodResourcesRead, "completion/complete":
+				best = max(best, pd.seq)
+			}
+		}
+	}
+	switch {
+	case best != 0:
+		return best
+	case n == 1:
+		return only
+	}
+	return 0
 }
 
 func (st *sessState) donePending(k pendKey, i int) {
@@ -454,6 +333,11 @@ func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol
 			m.Findings = append(m.Findings, Finding{FindingOrphanResponse,
 				fmt.Sprintf("elicitation/complete for elicitationId %q, which no recorded elicitation/create carried", params.ElicitationID)})
 		}
+	case dir == protocol.ServerToClient && (xs.stream || st.legacySSE && xs.reqSeq == 0):
+		// stdio, and the 2024-11-05 HTTP+SSE transport's one stream, have
+		// no stream per call: a log message belongs to the call in flight,
+		// when that is clear.
+		m.Links.Request = st.callInFlight()
 	case dir == protocol.ServerToClient:
 		// Log messages and other notifications belong to the request whose
 		// stream carried them (none on the standalone GET stream).
@@ -511,6 +395,9 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		return
 	}
 	st.donePending(k, i)
+	if reqDir == protocol.ClientToServer {
+		p.r.met.call(pd.method, pd.name, st.s.Leg, m.Time.Sub(pd.at))
+	}
 	if carrier != 0 && pd.x != carrier {
 		m.Findings = append(m.Findings, Finding{FindingWrongStream,
 			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id, xs.reqID)})
@@ -518,7 +405,7 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	m.Links.Request = pd.seq
 	m.Method = pd.method
 	m.Name = pd.name
-	if dir == protocol.ServerToClient && xs.x.Method == "GET" && xs.headers.Get(protocol.HeaderLastEventID) == "" {
+	if dir == protocol.ServerToClient && xs.x.Method == "GET" && xs.headers.Get(protocol.HeaderLastEventID) == "" && !st.legacySSE {
 		m.Findings = append(m.Findings, Finding{FindingWrongStream,
 			"a response on the standalone GET stream, where the spec allows none (outside resumption)"})
 	}

@@ -20,7 +20,7 @@ func (d *driver) stream(body string, h map[string]string) *capture.Tap {
 	for k, v := range h {
 		req.Header.Set(k, v)
 	}
-	tap := d.rec.Begin(req, []byte(body), true)
+	tap := d.rec.Begin(capture.RequestFrom(req, []byte(body), true))
 	tap.Response(200, http.Header{"Content-Type": {"text/event-stream"}}, false)
 	return tap
 }
@@ -45,10 +45,11 @@ func hasFinding(m *capture.Message, k capture.FindingKind) bool {
 	return false
 }
 
-// Two calls in flight with the same id in one session (2026-07-28: two
-// clients with the same clientInfo are one session by fingerprint; legacy:
-// a client that reuses an id): each result is on its own call's stream and
-// links to that call, never to the other; the reuse is a finding.
+// Two calls in flight with the same id in one session (legacy: a client
+// that reuses an id): each result is on its own call's stream and links to
+// that call, never to the other; the reuse is a finding. On 2026-07-28 the
+// same id from the same fingerprint is another client (a second run of the
+// same program): two sessions, no finding.
 func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 	for _, era := range []string{"modern", "legacy"} {
 		t.Run(era, func(t *testing.T) {
@@ -73,6 +74,9 @@ func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 			b.End("", false)
 			a.End("", false)
 			ms := d.messages("s01")
+			if era == "modern" {
+				ms = append(ms, d.messages("s02")...)
+			}
 			reqs := map[string]*capture.Message{}
 			for _, m := range ms {
 				if m.Kind == protocol.KindRequest && m.Method == protocol.MethodToolsCall {
@@ -80,10 +84,15 @@ func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 				}
 			}
 			if reqs["a"] == nil || reqs["b"] == nil {
-				t.Fatalf("calls a and b not both recorded in one session: %d messages", len(ms))
+				t.Fatalf("calls a and b not both recorded: %d messages", len(ms))
 			}
-			if !hasFinding(reqs["b"], capture.FindingDuplicateID) {
+			switch {
+			case era == "legacy" && !hasFinding(reqs["b"], capture.FindingDuplicateID):
 				t.Errorf("the second call with id 1 has no duplicate-id finding: %q", findingsOf(reqs["b"]))
+			case era == "modern" && reqs["a"].SessionID == reqs["b"].SessionID:
+				t.Errorf("two 2026-07-28 calls with id 1 from one fingerprint are one session %s; want two", reqs["a"].SessionID)
+			case era == "modern" && hasFinding(reqs["b"], capture.FindingDuplicateID):
+				t.Errorf("a new client's call has a duplicate-id finding: %q", findingsOf(reqs["b"]))
 			}
 			for _, m := range ms {
 				if m.Kind != protocol.KindResult || m.Method != protocol.MethodToolsCall {
@@ -101,6 +110,10 @@ func TestEqualIDsOnInterleavedStreams(t *testing.T) {
 				}
 			}
 			_, text := d.tree("s01")
+			if era == "modern" {
+				_, t2 := d.tree("s02")
+				text += t2
+			}
 			for _, want := range []string{"tools/call a [success]\n    result: \"from a\"", "tools/call b [success]\n    result: \"from b\""} {
 				if !strings.Contains(text, want) {
 					t.Errorf("tree lacks %q:\n%s", want, text)
@@ -240,5 +253,59 @@ func TestLegacyTasksLinkByTaskID(t *testing.T) {
 	}
 	if strings.Count(text, "[>]") != 2 {
 		t.Errorf("want two roots (initialize and the call), the task's requests nested:\n%s", text)
+	}
+}
+
+// Recording noise a replay would trip on: a plain-text answer on the MCP
+// path (a server's 405 to a GET) is kept as a frame, not flagged as an
+// invalid JSON-RPC message; a request the proxy refused itself is filed
+// with its client's plain HTTP, not in the MCP session of that client; and
+// a server that mints the same Mcp-Session-Id again after DELETE gets a new
+// session, not the closed one.
+func TestRecordingNoise(t *testing.T) {
+	d := newDriver(t, nil)
+	d.exchange(initialize(protocol.V20251125))
+	key := map[string]string{"Mcp-Session-Id": "sess-" + protocol.V20251125, "Accept": "application/json, text/event-stream"}
+	d.exchange(ex{method: "GET", path: "/mcp", reqHeader: key, status: 405,
+		respHeader: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, resp: []string{"Method Not Allowed\n"}})
+	req := httptest.NewRequest("POST", "http://evil.example.com/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	req.RemoteAddr = "127.0.0.1:50000"
+	req.Header.Set("Mcp-Session-Id", "sess-"+protocol.V20251125)
+	r := capture.RequestFrom(req, []byte{}, true)
+	r.Refused = true
+	tap := d.rec.Begin(r)
+	tap.Response(403, http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, true)
+	tap.ResponseBody([]byte("mcptape: refused: Host \"evil.example.com\" is not a loopback name\n"))
+	tap.End("", false)
+	d.exchange(ex{method: "DELETE", path: "/mcp", reqHeader: key, status: 200})
+	d.exchange(initialize(protocol.V20251125)) // the same id again
+	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-" + protocol.V20251125},
+		body: `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, respHeader: map[string]string{"Content-Type": "application/json"},
+		resp: []string{`{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}`}})
+
+	first := d.messages("s01")
+	for _, m := range first {
+		if len(m.Findings) > 0 {
+			t.Errorf("s01 message %d (%s %s) has findings %q", m.Seq, m.Kind, m.Raw, findingsOf(m))
+		}
+		if m.Method == "tools/list" {
+			t.Errorf("s01, closed by DELETE, got a later session's %s", m.Raw)
+		}
+	}
+	var frame *capture.Message
+	for _, m := range first {
+		if m.Kind == protocol.KindFrame {
+			frame = m
+		}
+	}
+	if frame == nil || string(frame.Raw) != "Method Not Allowed\n" {
+		t.Errorf("the 405's text is not kept as a frame in s01: %+v", frame)
+	}
+	if s := d.session("s02"); s.Opening != "http" || s.Messages != 0 {
+		t.Errorf("the refused request's session: opening %q, %d messages; want an http session with none", s.Opening, s.Messages)
+	}
+	third := d.messages("s03")
+	if len(third) != 4 || d.session("s03").Key == "" {
+		t.Errorf("the session minted again holds %d messages (key %q), want 4", len(third), d.session("s03").Key)
 	}
 }

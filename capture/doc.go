@@ -54,6 +54,7 @@
 // With [RecorderOptions.Registerer] set, the recorder registers these (nil
 // means no metrics: the hooks are nil checks):
 //
+//	mcptape_capture_call_duration_seconds{method,tool,leg}  a client request to its response, as each crossed mcptape (every leg; stdio's one latency)
 //	mcptape_capture_messages_total{direction,kind,method}   messages recorded; a response counts under its request's method
 //	mcptape_capture_errors_total{method,tool,code}          JSON-RPC error responses
 //	mcptape_capture_tool_errors_total{tool}                 tools/call results with isError true
@@ -76,5 +77,5 @@
 // short printable UTF-8) become "other" ([ToolLabels]); code is a code
 // JSON-RPC or MCP defines (-32700, -32600…-32603, -32000…-32004, -32020…-32022,
 // -32042), else "other" ([ErrorCodeLabel]); kind of a finding is a
-// [FindingKind]. Sessions and ids are never labels.
+// [FindingKind]; leg is a [Leg]'s name. Sessions and ids are never labels.
 package capture

@@ -189,7 +189,7 @@ func TestHostileOrdering(t *testing.T) {
 		for k, v := range h {
 			req.Header.Set(k, v)
 		}
-		tap := d.rec.Begin(req, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t%d"}}`, id, id)), true)
+		tap := d.rec.Begin(capture.RequestFrom(req, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t%d"}}`, id, id)), true))
 		tap.Response(200, http.Header{"Content-Type": {"text/event-stream"}}, false)
 		return tap
 	}

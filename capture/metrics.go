@@ -204,6 +204,7 @@ type recorderMetrics struct {
 	errors     *prometheus.CounterVec
 	toolErrors *prometheus.CounterVec
 	findings   *prometheus.CounterVec
+	calls      *prometheus.HistogramVec
 	tools      *ToolLabels
 	queued     atomic.Int64 // body bytes held against the queue budget
 	active     atomic.Int64 // sessions seen within IdleGap
@@ -227,6 +228,12 @@ func newRecorderMetrics(r *Recorder, reg prometheus.Registerer) (*recorderMetric
 			Name: "mcptape_capture_findings_total",
 			Help: "Protocol findings attached to recorded messages and exchanges, by kind.",
 		}, []string{"kind"}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:                        "mcptape_capture_call_duration_seconds",
+			Help:                        "Client requests answered: from the request to its response as each crossed mcptape, by method, tool (tools/call only) and leg (reverse, forward, mitm, stdio). The one latency measure of stdio servers.",
+			Buckets:                     []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 100, NativeHistogramMinResetDuration: time.Hour,
+		}, []string{"method", "tool", "leg"}),
 		tools: NewToolLabels(0),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
@@ -236,7 +243,7 @@ func newRecorderMetrics(r *Recorder, reg prometheus.Registerer) (*recorderMetric
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
 	}
 	cs := []prometheus.Collector{
-		m.messages, m.errors, m.toolErrors, m.findings,
+		m.messages, m.errors, m.toolErrors, m.findings, m.calls,
 		gauge("mcptape_capture_queue_events", "Events waiting between the proxy and the capture pipeline.",
 			func() float64 { return float64(len(r.events)) }),
 		gauge("mcptape_capture_queue_bytes", "Body bytes waiting between the proxy and the capture pipeline.",
@@ -320,6 +327,18 @@ func (m *recorderMetrics) findingList(fs []Finding) {
 	}
 }
 
+// call observes a client request answered after d.
+func (m *recorderMetrics) call(method, name string, leg Leg, d time.Duration) {
+	if m == nil || d < 0 {
+		return
+	}
+	tool := ""
+	if method == protocol.MethodToolsCall {
+		tool = m.tools.Label(name)
+	}
+	m.calls.WithLabelValues(MethodLabel(method), tool, leg.String()).Observe(d.Seconds())
+}
+
 // toolError counts a result with isError true, when it answers a tools/call.
 func (m *recorderMetrics) toolError(method, tool string) {
 	if m == nil || method != protocol.MethodToolsCall {
@@ -344,7 +363,7 @@ func (p *pipeline) countActive(now time.Time) {
 	}
 	n := int64(0)
 	for _, st := range p.sessions {
-		if st.httpIP == "" && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
+		if st.httpKey == "" && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
 			n++
 		}
 	}

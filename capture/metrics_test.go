@@ -208,7 +208,7 @@ func TestRecorderMetricsQueueAndLoss(t *testing.T) {
 	call := func(i int) {
 		req := httptest.NewRequest("POST", "http://127.0.0.1:7411/mcp", nil)
 		req.Header.Set("Content-Type", "application/json")
-		tap := rec.Begin(req, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)), true)
+		tap := rec.Begin(capture.RequestFrom(req, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)), true))
 		tap.Response(200, h, false)
 		tap.ResponseBody([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i)))
 		tap.End("", false)
@@ -315,7 +315,7 @@ func BenchmarkRecorderEchoMetrics(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`, i)
-				t := rec.Begin(req, []byte(body), true)
+				t := rec.Begin(capture.RequestFrom(req, []byte(body), true))
 				t.Response(200, h, false)
 				t.ResponseBody([]byte(fmt.Sprintf("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}\n\n", i)))
 				t.End("", false)

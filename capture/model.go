@@ -50,6 +50,81 @@ type Session struct {
 	LossReason string `json:"lossReason,omitempty"`
 	// Labels are user labels (set from the dashboard).
 	Labels []string `json:"labels,omitempty"`
+	// Leg is how the session's traffic reached the recorder; Route names
+	// the route (`record --route NAME=URL`) or the wrapped server
+	// (`wrap --name`), "" for a recorder's single upstream.
+	Leg   Leg    `json:"leg,omitempty"`
+	Route string `json:"route,omitempty"`
+	// Command is, on a stdio session, the server process the wrap ran,
+	// with secrets redacted; nil otherwise.
+	Command *Command `json:"command,omitempty"`
+}
+
+// Leg is how traffic reached the recorder: one way in, of the several one
+// recorder can serve at once.
+type Leg uint8
+
+const (
+	// LegReverse is a reverse-proxy route to one upstream: the client is
+	// pointed at mcptape's address instead of the server's.
+	LegReverse Leg = iota
+	// LegForward is the forward proxy: the client uses mcptape as its
+	// HTTP proxy and names the server's own URL.
+	LegForward
+	// LegMITM is a CONNECT tunnel the forward proxy intercepted with
+	// mcptape's own CA.
+	LegMITM
+	// LegStdio is a stdio wrap: mcptape launched the server as a child
+	// process and relays its stdin and stdout.
+	LegStdio
+)
+
+func (l Leg) String() string {
+	switch l {
+	case LegForward:
+		return "forward"
+	case LegMITM:
+		return "mitm"
+	case LegStdio:
+		return "stdio"
+	}
+	return "reverse"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (l Leg) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler; an unknown name is
+// LegReverse.
+func (l *Leg) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "forward":
+		*l = LegForward
+	case "mitm":
+		*l = LegMITM
+	case "stdio":
+		*l = LegStdio
+	default:
+		*l = LegReverse
+	}
+	return nil
+}
+
+// Command is the server process of a stdio session.
+type Command struct {
+	// Args is the command line, Args[0] the program; an argument that
+	// looks like a secret is redacted.
+	Args []string `json:"args"`
+	// Env is the environment the wrap gave the server, as NAME=value, the
+	// values of secret-looking names and values redacted; Dir its working
+	// directory.
+	Env []string `json:"env,omitempty"`
+	Dir string   `json:"dir,omitempty"`
+	// PID is the server's process id.
+	PID int `json:"pid,omitempty"`
+	// Exit is how the process ended ("exited with code 3", "killed by
+	// signal terminated"), "" while it runs.
+	Exit string `json:"exit,omitempty"`
 }
 
 // Status is a session's state.

@@ -11,13 +11,16 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mcptape/mcptape/protocol"
 )
 
-// pipeline owns all recording state; only its goroutine touches it.
+// pipeline owns all recording state; only its goroutine touches it. The
+// grouper files exchanges into sessions; each session's own state links its
+// messages (correlate.go).
 type pipeline struct {
 	r   *Recorder
 	o   *RecorderOptions
@@ -30,14 +33,12 @@ type pipeline struct {
 	dirtyS     map[string]*sessState
 	dirtyX     map[uint64]*xState
 	sessions   map[string]*sessState
-	byKey      map[string]*sessState // raw Mcp-Session-Id → session; never stored
-	byFP       map[string]*sessState // modern fingerprint → latest session
-	probes     map[string]*sessState // ip|path|client → a session opened by server/discover
-	httpOnly   map[string]*sessState // ip → session of non-MCP exchanges
-	recent     map[string]*sessState // ip|path → the latest session-less session
+	groups     *grouper
 	xs         map[uint64]*xState
-	caps       map[string]string // raw clientCapabilities → capsDigest
-	lastPurge  time.Time
+	// records ingested from another recorder, for the next batch
+	foreignS []*Session
+	foreignX []*Exchange
+	foreignM map[*Message]struct{}
 }
 
 type pendKey struct {
@@ -47,23 +48,29 @@ type pendKey struct {
 
 type pending struct {
 	seq    uint64
-	x      uint64 // the exchange whose body carried the request
+	at     time.Time // when the request crossed
+	x      uint64    // the exchange whose body carried the request
 	method string
 	name   string
 	caps   json.RawMessage // a modern request's clientCapabilities
 	paged  bool            // a list request with a cursor
 }
 
+// sessState is one live session: its record and the state that links its
+// messages.
 type sessState struct {
 	s           Session
 	last        time.Time
 	keyed       bool // has an Mcp-Session-Id
+	deleted     bool // the client ended it with DELETE
+	legacySSE   bool // the 2024-11-05 HTTP+SSE transport: answers come on the GET stream
 	fp, probeFP string
-	httpIP      string
+	httpKey     string
 	initialized bool // initialize seen
 	discovered  bool // server/discover seen
 	supported   []string
 	pending     map[pendKey][]pending // in flight; more than one when an id is reused
+	used        map[string]struct{}   // ids of the client's requests (modern sessions; see grouper.joinable)
 	early       map[string]*Message   // client answers to server requests not seen yet, by id
 	progress    map[string]uint64     // progress token → request seq
 	rounds      map[string]uint64     // method|name|requestState → the input_required round's request seq
@@ -76,37 +83,95 @@ type sessState struct {
 	urgent      bool      // a change readers must see at once (a key bound, a loss)
 }
 
+// usedID reports whether the client already sent a request with id in this
+// session.
+func (st *sessState) usedID(id string) bool {
+	_, ok := st.used[id]
+	return id != "" && ok
+}
+
+// useID notes a client request id, up to maxPending of them.
+func (st *sessState) useID(id string) {
+	if id == "" || st.keyed || len(st.used) >= maxPending {
+		return
+	}
+	if st.used == nil {
+		st.used = map[string]struct{}{}
+	}
+	st.used[id] = struct{}{}
+}
+
 type xState struct {
 	x        Exchange
 	sess     *sessState
 	mcp      bool // the exchange carries MCP traffic (its bodies are decoded)
 	path     string
 	key      string // raw Mcp-Session-Id of the request
-	reqBuf   []byte
-	reqDone  bool
-	reqOver  bool
-	reqEnc   string
-	deferred []event // response events that arrived before the request was complete
-	resp     bool
-	respEnc  string
-	respBuf  []byte
-	respOver bool
-	sse      *protocol.SSEParser
-	reqSeq   uint64 // the exchange's first client request: parent of what its stream carries
-	reqID    json.RawMessage
-	reqMeth  string
-	headers  http.Header
-	ip       string
+	leg      Leg
+	route    string
+	upstream string
+	refused  bool // the leg answered it itself (Request.Refused)
+	stream   bool // a stdio stream: one exchange for the process's life
+	// legacyStream is the GET stream of a 2024-11-05 HTTP+SSE session:
+	// when it ends, so does the session.
+	legacyStream bool
+	reqBuf       []byte
+	reqDone      bool
+	reqOver      bool
+	reqEnc       string
+	deferred     []event // response events that arrived before the request was complete
+	resp         bool
+	respEnc      string
+	respLen      int64 // the response's Content-Length, -1 when none
+	respDone     bool  // the JSON body was decoded as soon as it was complete
+	respBuf      []byte
+	respOver     bool
+	sse          *protocol.SSEParser
+	reqSeq       uint64 // the exchange's first client request: parent of what its stream carries
+	reqID        json.RawMessage
+	reqMeth      string
+	headers      http.Header
+	ip           string
 }
 
 func newPipeline(r *Recorder, seq uint64) *pipeline {
-	return &pipeline{
+	p := &pipeline{
 		r: r, o: &r.opts, red: newRedactor(r.opts.Redact), seq: seq,
 		dirtyS: map[string]*sessState{}, dirtyX: map[uint64]*xState{},
-		sessions: map[string]*sessState{}, byKey: map[string]*sessState{}, byFP: map[string]*sessState{},
-		probes: map[string]*sessState{}, httpOnly: map[string]*sessState{}, recent: map[string]*sessState{},
-		xs: map[uint64]*xState{}, caps: map[string]string{},
+		sessions: map[string]*sessState{}, xs: map[uint64]*xState{},
 	}
+	p.groups = newGrouper(p)
+	return p
+}
+
+// newSession opens a session for the exchange xs.
+func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessState {
+	id := p.o.NewSessionID(at)
+	for p.sessions[id] != nil {
+		id += "x"
+	}
+	up := xs.upstream
+	if up == "" && xs.leg != LegStdio {
+		up = p.o.Upstream
+	}
+	st := &sessState{
+		s: Session{
+			ID: id, Upstream: up, Path: xs.path, Opening: opening, Start: at, End: at,
+			Leg: xs.leg, Route: xs.route,
+		},
+		last:       at,
+		pending:    map[pendKey][]pending{},
+		early:      map[string]*Message{},
+		progress:   map[string]uint64{},
+		rounds:     map[string]uint64{},
+		stateless:  map[string][]uint64{},
+		lastSample: map[uint64]uint64{},
+		elicit:     map[string]uint64{},
+		tasks:      map[string]uint64{},
+	}
+	p.sessions[id] = st
+	p.dirtyS[id] = st
+	return st
 }
 
 func (p *pipeline) run() {
@@ -218,7 +283,7 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 			p.dirtyS[id] = st
 		}
 	}
-	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 {
+	if len(p.msgs) == 0 && len(p.dirtyX) == 0 && len(p.dirtyS) == 0 && len(p.syncs) == 0 && len(p.foreignS)+len(p.foreignX) == 0 {
 		return
 	}
 	force = force || len(p.syncs) > 0
@@ -237,6 +302,10 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 		x := xs.x
 		b.Exchanges = append(b.Exchanges, &x)
 	}
+	b.Sessions = append(b.Sessions, p.foreignS...)
+	b.Exchanges = append(b.Exchanges, p.foreignX...)
+	b.foreign = p.foreignM
+	p.foreignS, p.foreignX, p.foreignM = nil, nil, nil
 	if b.Len() == 0 && len(b.syncs) == 0 {
 		return
 	}
@@ -266,10 +335,27 @@ func (p *pipeline) handle(ev event) {
 			}
 		}
 		return
+	case evStreamOpen:
+		p.streamOpen(ev)
+		return
+	case evIngest:
+		p.ingest(ev.ingest)
+		return
 	}
 	xs := p.xs[ev.x]
 	if xs == nil {
 		releaseChunk(ev.data, ev.pooled)
+		return
+	}
+	if xs.stream {
+		switch ev.kind {
+		case evLine:
+			p.streamLine(xs, ev)
+		case evStderr:
+			p.streamStderr(xs, ev)
+		case evEnd:
+			p.streamEnd(xs, ev)
+		}
 		return
 	}
 	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody || ev.resp != nil && ev.kind != evEnd) {
@@ -321,20 +407,65 @@ func (p *pipeline) handle(ev event) {
 
 func (p *pipeline) begin(ev event) {
 	b := ev.begin
-	xs := &xState{path: b.path, headers: b.header}
+	xs := &xState{path: b.path, headers: b.Header, leg: b.Leg, route: b.Route, upstream: b.Upstream, refused: b.Refused}
 	xs.x = Exchange{
-		ID: ev.x, Method: b.method, Start: ev.at,
-		RequestHeader: p.red.header(b.header),
+		ID: ev.x, Method: b.Method, Start: ev.at,
+		RequestHeader: p.red.header(b.Header),
 	}
-	xs.x.URL = p.redactURL(b.url)
-	xs.key = b.header.Get(protocol.HeaderSessionID)
-	xs.reqEnc = strings.ToLower(b.header.Get("Content-Encoding"))
-	xs.x.RequestBody = bodyKind(b.header.Get("Content-Type"), 0)
+	xs.x.RequestHeader, _ = p.capHeader(&xs.x, xs.x.RequestHeader, "request") // limits.go
+	xs.x.URL = p.redactURL(b.Target)
+	xs.key = b.Header.Get(protocol.HeaderSessionID)
+	if xs.key == "" {
+		xs.key = legacyKey(b.query)
+	}
+	xs.reqEnc = strings.ToLower(b.Header.Get("Content-Encoding"))
+	xs.x.RequestBody = bodyKind(b.Header.Get("Content-Type"), 0)
 	p.xs[ev.x] = xs
-	if b.body != nil {
-		p.reqBody(xs, b.body)
+	if b.Body != nil {
+		p.reqBody(xs, b.Body)
 	}
-	xs.ip = remoteIP(b.remote)
+	xs.ip = remoteIP(b.Remote)
+}
+
+// legacyKey is the key of a 2024-11-05 HTTP+SSE session named in a
+// request's query (the message endpoint's sessionId, as the endpoint event
+// gave it), "" when there is none.
+func legacyKey(query string) string {
+	if query == "" || !strings.Contains(query, "ession") {
+		return ""
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return ""
+	}
+	for _, k := range []string{"sessionId", "session_id"} {
+		if v := q.Get(k); v != "" {
+			return "sse:" + v
+		}
+	}
+	return ""
+}
+
+// legacyEndpoint handles the endpoint event that opens a 2024-11-05
+// HTTP+SSE session on its GET stream: the message URL it names carries the
+// session's id, by which the client's POSTs join this session.
+func (p *pipeline) legacyEndpoint(xs *xState, data []byte) {
+	u, err := url.Parse(strings.TrimSpace(string(data)))
+	if err != nil {
+		return
+	}
+	key := legacyKey(u.RawQuery)
+	st := xs.sess
+	if key == "" || st == nil {
+		return
+	}
+	if p.groups.bindKey(key, st) {
+		xs.legacyStream = true
+		st.legacySSE = true
+		st.s.Opening = "sse"
+		st.s.Era = protocol.EraLegacy
+		st.urgent = true
+	}
 }
 
 func remoteIP(addr string) string {
@@ -381,15 +512,17 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 			rpc = true
 		}
 	}
-	xs.mcp = rpc || xs.key != "" || strings.Contains(xs.headers.Get("Accept"), protocol.ContentTypeSSE) ||
-		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost
-	st := p.sessionFor(xs, msgs, at)
+	xs.mcp = !xs.refused && (rpc || xs.key != "" || strings.Contains(xs.headers.Get("Accept"), protocol.ContentTypeSSE) ||
+		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost)
+	st := p.groups.sessionFor(xs, msgs, at)
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
 	st.s.Exchanges++
+	st.s.Findings += len(xs.x.FindingList) // capHeader's, from before the session was known
 	p.touch(st, at)
-	if xs.x.Method == http.MethodDelete && xs.key != "" {
+	if xs.x.Method == http.MethodDelete && xs.key != "" && !xs.refused {
 		st.s.Status = closedUnlessIncomplete(st.s.Status)
+		st.deleted = true
 	}
 	if v := xs.headers.Get(protocol.HeaderProtocolVersion); v != "" && st.s.Version == "" {
 		st.s.Version = v
@@ -428,6 +561,10 @@ func (p *pipeline) response(xs *xState, ev event) {
 	xs.resp = true
 	xs.x.Status = ev.status
 	xs.x.ResponseHeader = p.red.header(ev.header)
+	if h, cut := p.capHeader(&xs.x, xs.x.ResponseHeader, "response"); cut {
+		xs.x.ResponseHeader = h
+		xs.sess.s.Findings++
+	}
 	xs.x.Synthesized = ev.synth
 	if !ev.synth {
 		xs.x.Forwarded, xs.x.UpstreamHeaders = ev.forwarded, ev.upHeaders
@@ -437,6 +574,12 @@ func (p *pipeline) response(xs *xState, ev event) {
 	if xs.respEnc == "identity" {
 		xs.respEnc = ""
 	}
+	xs.respLen = -1
+	if cl := ev.header.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			xs.respLen = n
+		}
+	}
 	if xs.x.ResponseBody == BodySSE && xs.respEnc == "" {
 		xs.sse = &protocol.SSEParser{MaxEventSize: p.o.MaxMessageSize}
 	}
@@ -444,13 +587,9 @@ func (p *pipeline) response(xs *xState, ev event) {
 		xs.x.FirstByte = ev.at
 	}
 	st := xs.sess
-	if key := ev.header.Get(protocol.HeaderSessionID); key != "" && xs.key == "" {
+	if key := ev.header.Get(protocol.HeaderSessionID); key != "" && xs.key == "" && xs.mcp {
 		// The response that opens a legacy session names it.
-		if other := p.byKey[key]; other == nil {
-			p.byKey[key] = st
-			st.keyed = true
-			st.s.Key = p.red.pseudonym(key)
-			delete(p.probes, st.probeFP)
+		if p.groups.bindKey(key, st) {
 			st.urgent = true
 		}
 	}
@@ -478,6 +617,13 @@ func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
 		return
 	}
 	xs.respBuf = append(xs.respBuf, b...)
+	if xs.respLen >= 0 && xs.x.ResponseBytes == xs.respLen && xs.x.ResponseBody != BodyOther {
+		// The body is complete: decode it now rather than at the
+		// exchange's end, so that a reader (a Sync) after the client had
+		// the whole answer finds its messages.
+		p.jsonResponse(xs, at, false)
+		xs.respDone, xs.respBuf = true, nil
+	}
 }
 
 func (p *pipeline) end(xs *xState, ev event) {
@@ -511,36 +657,58 @@ func (p *pipeline) end(xs *xState, ev event) {
 			emit := func(e *protocol.Event) { p.sseEvent(xs, e, ev.at) }
 			parser.Feed(body, emit)
 			parser.Close(emit)
+		case xs.respDone:
+		case len(xs.respBuf) > 0 && (xs.x.ResponseBody == BodyOther || xs.x.Status == http.StatusAccepted):
+			// A plain-text or HTML answer (a 405 to a GET, a proxy's
+			// refusal) is no JSON-RPC message: kept raw, as a frame.
+			p.add(xs, p.rawFrame(xs, protocol.ServerToClient, xs.respBuf, ev.at), nil)
 		case len(xs.respBuf) > 0:
-			p.jsonResponse(xs, ev)
+			p.jsonResponse(xs, ev.at, ev.aborted)
 		}
 	}
 	xs.respBuf = nil
+	if xs.legacyStream {
+		st.s.Status = closedUnlessIncomplete(st.s.Status)
+		st.urgent = true
+	}
 	p.dirtyX[xs.x.ID] = xs
 	p.touch(st, ev.at)
 }
 
-func (p *pipeline) jsonResponse(xs *xState, ev event) {
+func (p *pipeline) jsonResponse(xs *xState, at time.Time, aborted bool) {
 	body, problem := decodeBody(xs.respBuf, xs.respEnc)
 	if problem != "" {
-		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, xs.respBuf, ev.at, FindingEncoding, problem), nil)
+		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, xs.respBuf, at, FindingEncoding, problem), nil)
 		return
 	}
 	if xs.respOver {
-		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, ev.at, FindingOversize,
+		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, at, FindingOversize,
 			fmt.Sprintf("response body larger than %d bytes; stored cut", p.o.MaxMessageSize)), nil)
 		return
 	}
 	msgs := protocol.Split(body)
-	if ev.aborted && len(msgs) == 1 && msgs[0].Kind == protocol.KindInvalid {
+	if aborted && len(msgs) == 1 && msgs[0].Kind == protocol.KindInvalid {
 		xs.x.Truncated = true
-		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, ev.at, FindingTruncated,
+		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, at, FindingTruncated,
 			"the response ended before its JSON body was complete"), nil)
 		return
 	}
 	for i := range msgs {
-		p.message(xs, protocol.ServerToClient, &msgs[i], ev.at, nil, true) // respBuf is not reused
+		p.message(xs, protocol.ServerToClient, &msgs[i], at, nil, true) // respBuf is not reused
 	}
+}
+
+// rawFrame records bytes that carry no message and are no fault either
+// (an HTTP body of another content type), redacted.
+func (p *pipeline) rawFrame(xs *xState, dir protocol.Direction, raw []byte, at time.Time) *Message {
+	p.seq++
+	raw, _ = p.red.body(raw)
+	m := &Message{
+		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
+		Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), raw...),
+	}
+	m.Size = len(m.Raw)
+	return m
 }
 
 func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
@@ -550,6 +718,9 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 	info := SSEInfo{ID: e.ID, Type: e.Type}
 	if e.Unterminated {
 		xs.x.Truncated = true
+	}
+	if e.Type == "endpoint" && xs.x.Method == http.MethodGet {
+		p.legacyEndpoint(xs, e.Data)
 	}
 	if !e.HasData || len(e.Data) == 0 || (e.Type != "" && e.Type != "message") {
 		fi := info
@@ -692,25 +863,7 @@ func (p *pipeline) purge(now time.Time) {
 			continue
 		}
 		delete(p.sessions, id)
-		for k, v := range p.byKey {
-			if v == st {
-				delete(p.byKey, k)
-			}
-		}
-		if p.byFP[st.fp] == st {
-			delete(p.byFP, st.fp)
-		}
-		if p.probes[st.probeFP] == st {
-			delete(p.probes, st.probeFP)
-		}
-		if p.httpOnly[st.httpIP] == st {
-			delete(p.httpOnly, st.httpIP)
-		}
-		for k, v := range p.recent {
-			if v == st {
-				delete(p.recent, k)
-			}
-		}
+		p.groups.forget(st)
 	}
 }
 

@@ -2,19 +2,16 @@ package capture
 
 import (
 	"context"
-
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"golang.org/x/sync/semaphore"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 )
 
 // RecorderOptions configures a Recorder. Nil means defaults; every field's
@@ -87,7 +84,7 @@ type Stats struct {
 // goroutine decodes, correlates and redacts, and a writer goroutine writes
 // batches. Create it with NewRecorder and stop it with Close.
 type Recorder struct {
-	store Store
+	store Writer
 	opts  RecorderOptions
 	log   *slog.Logger
 
@@ -104,16 +101,15 @@ type Recorder struct {
 
 	nextExchange atomic.Uint64
 
-	messages, stored, lost   atomic.Int64
-	exchanges, inflight      atomic.Int64
-	dropped, storeErrors     atomic.Int64
-	lastErr                  atomic.Pointer[string]
-	failing                  atomic.Bool
-	lossMu                   sync.Mutex
-	lossBySession            map[string]lossNote
-	pipe                     *pipeline
-	met                      *recorderMetrics // nil without a Registerer
-	storeLogOnce, recoverLog sync.Once
+	messages, stored, lost atomic.Int64
+	exchanges, inflight    atomic.Int64
+	dropped, storeErrors   atomic.Int64
+	lastErr                atomic.Pointer[string]
+	failing                atomic.Bool
+	lossMu                 sync.Mutex
+	lossBySession          map[string]lossNote
+	pipe                   *pipeline
+	met                    *recorderMetrics // nil without a Registerer
 }
 
 type lossNote struct {
@@ -123,7 +119,7 @@ type lossNote struct {
 
 // NewRecorder starts a recorder writing to store. It continues the store's
 // sequence numbers.
-func NewRecorder(ctx context.Context, store Store, opts *RecorderOptions) (*Recorder, error) {
+func NewRecorder(ctx context.Context, store Writer, opts *RecorderOptions) (*Recorder, error) {
 	r := &Recorder{store: store, lossBySession: map[string]lossNote{}}
 	if opts != nil {
 		r.opts = *opts
@@ -194,9 +190,6 @@ func (r *Recorder) Stats() Stats {
 	}
 	return s
 }
-
-// Store is the store the recorder writes to.
-func (r *Recorder) Store() Store { return r.store }
 
 // Sync waits until every event sent before the call is decoded and written
 // (or counted lost). Tests use it before reading the store.
@@ -367,6 +360,14 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 		b.Exchanges = append(b.Exchanges, nb.Exchanges...)
 		b.Messages = append(b.Messages, nb.Messages...)
 		b.syncs = append(b.syncs, nb.syncs...)
+		if len(nb.foreign) > 0 {
+			if b.foreign == nil {
+				b.foreign = map[*Message]struct{}{}
+			}
+			for m := range nb.foreign {
+				b.foreign[m] = struct{}{}
+			}
+		}
 		if len(nb.syncs) > 0 {
 			return b, true
 		}
@@ -385,22 +386,11 @@ func (r *Recorder) writeLoop() {
 		b, more = r.gather(b)
 		n := int64(len(b.Messages))
 		if err := r.store.Write(ctx, b); err != nil {
-			r.storeErrors.Add(1)
-			msg := err.Error()
-			r.lastErr.Store(&msg)
-			r.lost.Add(n)
-			if !r.failing.Swap(true) {
-				r.log.Error("store write failed; traffic still flows but is not recorded",
-					LogKeyError, err, LogKeyLost, n)
-			}
-			r.noteLoss(b, err)
-			for _, c := range b.syncs {
-				close(c)
-			}
+			r.writeFailed(b, err) // loss.go
 			continue
 		}
 		r.stored.Add(n)
-		if r.failing.Swap(false) {
+		if n > 0 && r.failing.Swap(false) {
 			r.log.Warn("store writes succeed again", LogKeyLost, r.lost.Load())
 		}
 		if r.opts.OnBatch != nil {
@@ -423,7 +413,7 @@ func (r *Recorder) noteLoss(b *Batch, err error) {
 		}
 		l := r.lossBySession[id]
 		l.n += n
-		l.reason = "store write failed: " + err.Error()
+		l.reason = lossReason(err)
 		r.lossBySession[id] = l
 	}
 	for _, m := range b.Messages {
@@ -463,8 +453,3 @@ func newSessionID(t time.Time) string {
 	_, _ = rand.Read(b[:])
 	return t.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
-
-// ErrRecorderClosed is reported to a Tap used after Close.
-var ErrRecorderClosed = errors.New("recorder closed")
-
-var _ = http.StatusOK

@@ -41,7 +41,7 @@ func TestWriterGathersAndSyncIsImmediate(t *testing.T) {
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		h := http.Header{"Content-Type": {"text/event-stream"}}
 		call := func(i int) {
-			tap := rec.Begin(req, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i), true)
+			tap := rec.Begin(capture.RequestFrom(req, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i), true))
 			time.Sleep(200 * time.Microsecond)
 			tap.Response(200, h, false)
 			tap.ResponseBody(fmt.Appendf(nil, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{}}\n\n", i))

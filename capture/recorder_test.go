@@ -53,7 +53,7 @@ func (d *driver) exchange(e ex) {
 	for k, v := range e.reqHeader {
 		req.Header.Set(k, v)
 	}
-	tap := d.rec.Begin(req, []byte(e.body), true)
+	tap := d.rec.Begin(capture.RequestFrom(req, []byte(e.body), true))
 	h := http.Header{}
 	for k, v := range e.respHeader {
 		h.Set(k, v)

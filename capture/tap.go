@@ -2,9 +2,13 @@ package capture
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcptape/mcptape/protocol"
 )
 
 type evKind uint8
@@ -17,6 +21,10 @@ const (
 	evRespBody
 	evEnd
 	evSync
+	evStreamOpen // a stdio stream starts (Stream)
+	evLine       // one line of a stdio stream
+	evStderr     // one line of a stdio server's stderr
+	evIngest     // records of another recorder (Recorder.Ingest)
 )
 
 type event struct {
@@ -24,6 +32,10 @@ type event struct {
 	x     uint64
 	at    time.Time
 	begin *beginInfo
+	// stdio streams
+	stream *StreamInfo
+	dir    protocol.Direction
+	ingest *ingestReq
 	// evResp, or a response's headers riding on its first body event or
 	// its end (one channel send fewer per exchange)
 	status int
@@ -46,16 +58,55 @@ type event struct {
 	sync    chan struct{}
 }
 
+// Request describes the request side of an exchange as a leg received
+// it, whatever carried it: the recorder needs no *http.Request, so every
+// leg (reverse routes, the forward proxy, MITM tunnels) feeds the same
+// pipeline. A stdio wrap reports a [Stream] instead.
+type Request struct {
+	// Leg is how the request reached the recorder; Route names the route
+	// ("" for a recorder's single upstream).
+	Leg   Leg
+	Route string
+	// Upstream is the base URL of the server the request goes to, stored
+	// on its session; "" means RecorderOptions.Upstream.
+	Upstream string
+	// Method and Target are the HTTP request line's method and target
+	// (the path and query, as sent).
+	Method, Target string
+	// Header is the request's header, as received. The recorder keeps a
+	// redacted copy and reads it later: it must not be modified after
+	// Begin.
+	Header http.Header
+	// Remote is the client's address (host:port); TLS is set when the
+	// client connection was TLS.
+	Remote string
+	TLS    bool
+	// Body is the request body when the leg has read it before
+	// forwarding, Complete whether that is all of it; with a nil Body the
+	// leg reports the body with Tap.RequestBody and Tap.RequestEnd.
+	Body     []byte
+	Complete bool
+	// Refused marks a request the leg answered itself without forwarding
+	// it (a policy refusal, such as the DNS-rebinding guard): it is filed
+	// with its client's plain-HTTP traffic, never in an MCP session, and
+	// its answer is not read as MCP messages.
+	Refused bool
+}
+
+// RequestFrom describes an *http.Request as a leg that read body before
+// forwarding it (complete: all of it) received it; the caller sets Leg,
+// Route and the rest.
+func RequestFrom(r *http.Request, body []byte, complete bool) *Request {
+	return &Request{
+		Method: r.Method, Target: r.URL.RequestURI(), Header: r.Header,
+		Remote: r.RemoteAddr, TLS: r.TLS != nil, Body: body, Complete: complete,
+	}
+}
+
 type beginInfo struct {
-	method string
-	url    string
-	path   string
-	query  string
-	header http.Header
-	remote string
-	tls    bool
-	body   []byte // a request body read before forwarding, when complete
-	full   bool   // body is the whole request body
+	Request
+	path  string // decoded
+	query string
 }
 
 // Tap reports one HTTP exchange to the recorder. The proxy calls its methods
@@ -76,27 +127,29 @@ type Tap struct {
 // ID is the exchange's id in the store.
 func (t *Tap) ID() uint64 { return t.id }
 
-// Begin reports a request as it arrives. body is the request body when the
-// proxy has already read it (complete reports whether that is all of it);
-// pass nil and report the body with RequestBody otherwise. The request's
-// header map must not be modified afterwards. Begin returns nil when the
-// recorder is closed; a nil *Tap accepts every call and does nothing.
-func (r *Recorder) Begin(req *http.Request, body []byte, complete bool) *Tap {
+// Begin reports a request as it arrives; see [Request]. Begin returns nil
+// when the recorder is closed; a nil *Tap accepts every call and does
+// nothing.
+func (r *Recorder) Begin(req *Request) *Tap {
 	if r == nil || r.closing.Load() {
 		return nil
 	}
 	t := &Tap{r: r, id: r.nextExchange.Add(1)}
-	b := &beginInfo{
-		method: req.Method, url: req.URL.RequestURI(), path: req.URL.Path, query: req.URL.RawQuery,
-		header: req.Header, remote: req.RemoteAddr, tls: req.TLS != nil,
+	b := &beginInfo{Request: *req}
+	b.path, b.query, _ = strings.Cut(req.Target, "?")
+	if strings.IndexByte(b.path, '%') >= 0 {
+		if p, err := url.PathUnescape(b.path); err == nil {
+			b.path = p
+		}
 	}
-	if body != nil {
-		b.body = append([]byte(nil), body...)
-		b.full = complete
+	if req.Body != nil {
+		b.Body = append([]byte(nil), req.Body...)
+	} else {
+		b.Complete = false
 	}
 	r.exchanges.Add(1)
 	r.inflight.Add(1)
-	t.send(event{kind: evBegin, begin: b, weight: int64(len(b.body)), reqEnd: complete})
+	t.send(event{kind: evBegin, begin: b, weight: int64(len(b.Body)), reqEnd: b.Complete})
 	return t
 }
 

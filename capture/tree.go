@@ -17,10 +17,12 @@ import (
 type Tree struct {
 	Session *Session `json:"session"`
 	Roots   []*Node  `json:"roots"`
-	// Messages and Frames count what the tree was built from; frames (SSE
-	// priming events, comments) are not nodes.
+	// Messages, Frames and Stderr count what the tree was built from;
+	// frames (SSE priming events, comments) and a stdio server's stderr
+	// lines are not nodes.
 	Messages int `json:"messages"`
 	Frames   int `json:"frames"`
+	Stderr   int `json:"stderr,omitempty"`
 }
 
 // NodeKind says what a node stands for.
@@ -85,7 +87,7 @@ type Node struct {
 }
 
 // SessionTree reads a session and builds its tree.
-func SessionTree(ctx context.Context, store Store, id string) (*Tree, error) {
+func SessionTree(ctx context.Context, store Reader, id string) (*Tree, error) {
 	s, err := store.Session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -108,7 +110,7 @@ func SessionTree(ctx context.Context, store Store, id string) (*Tree, error) {
 }
 
 // CallTree returns the node of the call that message seq belongs to.
-func CallTree(ctx context.Context, store Store, seq uint64) (*Node, error) {
+func CallTree(ctx context.Context, store Reader, seq uint64) (*Node, error) {
 	m, err := store.Message(ctx, seq)
 	if err != nil {
 		return nil, err
@@ -125,8 +127,7 @@ func CallTree(ctx context.Context, store Store, seq uint64) (*Node, error) {
 
 // Find returns the outermost node that holds message seq.
 func (t *Tree) Find(seq uint64) *Node {
-	var find func(ns []*Node) *Node
-	find = func(ns []*Node) *Node {
+	find := func(ns []*Node) *Node {
 		for _, n := range ns {
 			if n.holds(seq) {
 				return n
@@ -198,8 +199,12 @@ func (b *treeBuilder) add(m *Message) {
 		b.last = m.Time
 	}
 	b.msgs[m.Seq] = m
-	if m.Kind == protocol.KindFrame {
+	switch m.Kind {
+	case protocol.KindFrame:
 		b.t.Frames++
+		return
+	case protocol.KindStderr:
+		b.t.Stderr++
 		return
 	}
 	b.t.Messages++

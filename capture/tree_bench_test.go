@@ -37,7 +37,7 @@ func BenchmarkSessionTree100k(b *testing.B) {
 		req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(""))
 		req.RemoteAddr = "127.0.0.1:1"
 		req.Header.Set("Mcp-Session-Id", "s")
-		return rec.Begin(req, []byte(body), true)
+		return rec.Begin(capture.RequestFrom(req, []byte(body), true))
 	}
 	for i := 0; i < calls; i++ {
 		t := post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"weather","arguments":{"city":"Paris"},"_meta":{"progressToken":%d}}}`, i, i))

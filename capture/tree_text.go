@@ -152,16 +152,8 @@ func (p *treePrinter) clock(t time.Time) string {
 	return " " + t.In(p.loc).Format("15:04:05")
 }
 
-// clean makes recorded text safe for a terminal: control characters
-// (escape sequences) are replaced.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// clean is TerminalText.
+func clean(s string) string { return TerminalText(s) }
 
 // fmtDur is 850µs, 12ms, 2.5s.
 func fmtDur(d time.Duration) string {

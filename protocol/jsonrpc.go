@@ -69,9 +69,14 @@ const (
 	KindResult
 	// KindError is a response with an error; its id may be null or absent.
 	KindError
-	// KindFrame is an SSE block that carries no message: a priming event
-	// (an id with empty data), comments, a retry field or a stray blank line.
+	// KindFrame is bytes that carry no message and are no fault: an SSE
+	// block with a priming event (an id with empty data), comments, a
+	// retry field or a stray blank line; an HTTP answer of another content
+	// type (a plain-text 405).
 	KindFrame
+	// KindStderr is a line a stdio server wrote to its standard error: its
+	// log, kept beside its messages.
+	KindStderr
 )
 
 func (k Kind) String() string {
@@ -86,6 +91,8 @@ func (k Kind) String() string {
 		return "error"
 	case KindFrame:
 		return "frame"
+	case KindStderr:
+		return "stderr"
 	}
 	return "invalid"
 }
@@ -103,6 +110,8 @@ func ParseKind(s string) Kind {
 		return KindError
 	case "frame":
 		return KindFrame
+	case "stderr":
+		return KindStderr
 	}
 	return KindInvalid
 }
@@ -112,6 +121,10 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (k *Kind) UnmarshalText(b []byte) error { *k = ParseKind(string(b)); return nil }
+
+// IsRPC reports whether k is a JSON-RPC message: a request, notification,
+// result or error (not an invalid frame, an SSE frame or a stderr line).
+func (k Kind) IsRPC() bool { return k >= KindRequest && k <= KindError }
 
 // IsResponse reports whether k is a result or an error.
 func (k Kind) IsResponse() bool { return k == KindResult || k == KindError }

@@ -152,3 +152,69 @@ func TestInteropEverything(t *testing.T) {
 		t.Errorf("recorded tools/list %d, progress %d (client %d), updates %d (client %d)", listed, progress, rep.Counts.Progress, updates, rep.Counts.ResourceUpdated)
 	}
 }
+
+// TestInteropIdleAfterTerminate is the stale-connection report: the
+// TypeScript SDK client ends its session (terminateSession: a DELETE that
+// also ends the GET stream), the proxy's connections to server-everything
+// sit idle past Node's 5 s keep-alive timeout, and a new client's first
+// requests ~8 s later must not get a 502.
+func TestInteropIdleAfterTerminate(t *testing.T) {
+	needPeers(t)
+	if testing.Short() {
+		t.Skip("waits 8s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ev, err := interop.StartEverything(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	store, err := badgerstore.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rec, err := capture.NewRecorder(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	up, _ := url.Parse(ev.URL())
+	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := serveProxy(t, p)
+	defer px.Close()
+	light := &interop.ClientOptions{Skip: []string{"trigger-sampling-request", "trigger-elicitation-request", "trigger-url-elicitation",
+		"trigger-long-running-operation", "get-roots-list", "resources/subscribe", "toggle-subscriber-updates", "wait-resources-updated"}}
+	for round := range 3 {
+		if round > 0 {
+			time.Sleep(8 * time.Second)
+		}
+		rep, err := interop.RunClient(ctx, px.URL+up.Path, light)
+		if err != nil {
+			t.Fatalf("round %d (after %ds idle): %v", round, 8*min(round, 1), err)
+		}
+		if s, ok := rep.Step("terminate-session"); !ok || !s.OK {
+			t.Fatalf("round %d: terminate-session %+v", round, s)
+		}
+	}
+	if err := rec.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for x, err := range store.Exchanges(ctx, s.ID) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Synthesized || x.Status >= 500 {
+				t.Errorf("exchange %d %s %s: %d %s", x.ID, x.Method, x.URL, x.Status, x.Error)
+			}
+		}
+	}
+}

@@ -289,20 +289,3 @@ func statusLabel(code int) string {
 	}
 	return statusLabels[code]
 }
-
-// timedTransport notes when a request was forwarded and when the
-// upstream's headers came back, for the metrics and the record.
-type timedTransport struct{ http.RoundTripper }
-
-func (t timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	x, _ := req.Context().Value(ctxKey{}).(*exchange)
-	if x == nil || (x.mx.m == nil && x.tap == nil) {
-		return t.RoundTripper.RoundTrip(req)
-	}
-	x.mx.forwarded = time.Now()
-	res, err := t.RoundTripper.RoundTrip(req)
-	if err == nil {
-		x.mx.upHeaders = time.Now()
-	}
-	return res, err
-}

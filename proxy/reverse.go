@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,9 +30,10 @@ type Options struct {
 	// go; the request path is kept as the client sent it, so a client uses
 	// the proxy's address with the server's path. Required.
 	Upstream *url.URL
-	// Transport carries requests upstream. Nil means a transport tuned for
-	// a proxy: no environment proxy, no transparent compression (bytes
-	// pass unchanged), generous idle connections, HTTP/2 to https upstreams.
+	// Transport carries requests upstream. Nil means [DefaultTransport]: no
+	// environment proxy, no transparent compression (bytes pass
+	// unchanged), generous idle connections, a bounded response head,
+	// HTTP/2 to https upstreams.
 	Transport http.RoundTripper
 	// TLSConfig, when Transport is nil, is used for https upstreams (a
 	// custom CA, say). Nil means the system roots.
@@ -44,9 +44,32 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBufferedBody is how much of a request body the proxy reads before
 	// forwarding (MCP requests are small; reading them first lets the
-	// proxy answer an unreachable upstream with the request's own id).
-	// The rest of a larger body streams. Zero means 1 MiB.
+	// proxy answer an unreachable upstream with the request's own id, and
+	// retry a request on a fresh connection when a pooled one turns out
+	// closed). The rest of a larger body streams. Zero means 1 MiB.
 	MaxBufferedBody int64
+	// MaxRequestBody bounds a request body. A request that declares a
+	// larger Content-Length is answered 413 before a byte of its body is
+	// read; a chunked one that grows past it is cut, its upstream request
+	// cancelled and the client answered 413. Zero means 64 MiB; negative
+	// means no limit.
+	MaxRequestBody int64
+	// BodyIdleTimeout is how long the proxy waits for the next byte of a
+	// request body. A client silent for longer is answered 408 and its
+	// exchange recorded as cut. It bounds silence, not the whole upload: a
+	// slow client that keeps sending is never cut. Zero means 30s;
+	// negative means no limit.
+	BodyIdleTimeout time.Duration
+	// UpstreamTimeout bounds the wait for the upstream's response head,
+	// counted from when the whole request has been sent: an upstream
+	// silent for longer is cancelled and the client gets a 504 carrying a
+	// JSON-RPC error with the request's id. A tool call may run for
+	// minutes before its first byte (a stateless server answers with one
+	// JSON body at the end), hence the generous default. The body of a
+	// response is never timed: an SSE stream may stay idle as long as the
+	// server likes, since MCP streams legitimately wait for notifications.
+	// Zero means 5 minutes; negative means no limit.
+	UpstreamTimeout time.Duration
 	// AllowAnyHost turns off the DNS-rebinding check: by default, a
 	// request that arrives on a loopback address must name a loopback
 	// host (localhost, 127.0.0.1, [::1]), as go-sdk's servers require.
@@ -55,28 +78,18 @@ type Options struct {
 	// documentation). Nil means no metrics, at no cost. One proxy per
 	// Registerer.
 	Registerer prometheus.Registerer
-	// Engine chooses how Listen serves the proxy; the zero value is
-	// EngineAuto.
-	Engine Engine
 }
 
-// Engine is how a listening proxy handles HTTP.
-type Engine uint8
-
+// Defaults of the Options fields whose zero value means one.
 const (
-	// EngineAuto uses the proxy's own HTTP/1.1 engine when the proxy talks
-	// to its upstream itself (Transport is nil), net/http otherwise.
-	EngineAuto Engine = iota
-	// EngineNetHTTP always uses net/http's server and httputil.ReverseProxy.
-	EngineNetHTTP
+	DefaultMaxBufferedBody = 1 << 20
+	DefaultMaxRequestBody  = 64 << 20
+	DefaultBodyIdleTimeout = 30 * time.Second
+	DefaultUpstreamTimeout = 5 * time.Minute
+	// MaxResponseHeaderBytes bounds the upstream's response head in
+	// DefaultTransport, as the server bounds a client's request head.
+	MaxResponseHeaderBytes = 1 << 20
 )
-
-func (e Engine) String() string {
-	if e == EngineNetHTTP {
-		return "net/http"
-	}
-	return "auto"
-}
 
 // Proxy is a transparent reverse proxy for MCP over Streamable HTTP. It is an
 // http.Handler; see the package documentation for what it guarantees.
@@ -86,10 +99,17 @@ type Proxy struct {
 	rec       *capture.Recorder
 	log       *slog.Logger
 	maxBuf    int64
+	maxReq    int64 // <= 0: no limit
+	bodyIdle  time.Duration
+	upTimeout time.Duration
 	checkHost bool
 	m         *metrics // nil without a Registerer
-	engine    bool     // Listen may use the own engine
-	tlsConf   *tls.Config
+
+	// live holds the exchanges in flight, so that a shutdown can cut them
+	// with ErrShutdown as their cause.
+	liveMu   sync.Mutex
+	live     map[*exchange]struct{}
+	stopping bool
 }
 
 // DefaultTransport returns the transport New uses when Options.Transport is nil.
@@ -100,16 +120,17 @@ func DefaultTransport(tlsConfig *tls.Config) *http.Transport {
 			Timeout:   10 * time.Second,
 			KeepAlive: 30 * time.Second,
 		}).DialContext,
-		TLSClientConfig:       tlsConfig,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		WriteBufferSize:       32 << 10,
-		ReadBufferSize:        32 << 10,
+		TLSClientConfig:        tlsConfig,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		DisableCompression:     true,
+		WriteBufferSize:        32 << 10,
+		ReadBufferSize:         32 << 10,
 	}
 }
 
@@ -125,15 +146,16 @@ func New(opts *Options) (*Proxy, error) {
 	if up.Host == "" {
 		return nil, fmt.Errorf("proxy: upstream %q has no host", up.String())
 	}
-	p := &Proxy{up: up, rec: opts.Recorder, log: opts.Logger, maxBuf: opts.MaxBufferedBody, checkHost: !opts.AllowAnyHost}
+	p := &Proxy{up: up, rec: opts.Recorder, log: opts.Logger, checkHost: !opts.AllowAnyHost,
+		maxBuf: orDefault(opts.MaxBufferedBody, DefaultMaxBufferedBody), maxReq: orDefault(opts.MaxRequestBody, DefaultMaxRequestBody),
+		bodyIdle: orDefault(opts.BodyIdleTimeout, DefaultBodyIdleTimeout), upTimeout: orDefault(opts.UpstreamTimeout, DefaultUpstreamTimeout),
+		live: map[*exchange]struct{}{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	if p.maxBuf <= 0 {
-		p.maxBuf = 1 << 20
+	if p.maxReq > 0 && p.maxBuf > p.maxReq {
+		p.maxBuf = p.maxReq
 	}
-	p.engine = opts.Transport == nil && opts.Engine == EngineAuto
-	p.tlsConf = opts.TLSConfig
 	tr := opts.Transport
 	if tr == nil {
 		tr = DefaultTransport(opts.TLSConfig)
@@ -144,13 +166,16 @@ func New(opts *Options) (*Proxy, error) {
 			return nil, err
 		}
 	}
-	if p.m != nil || p.rec != nil {
-		tr = timedTransport{tr}
-	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      tr,
-		FlushInterval:  -1,
+		Rewrite:   p.rewrite,
+		Transport: newUpstream(tr, p.upTimeout),
+		// SSE and bodies of unknown length are flushed after every write
+		// (ReverseProxy does so for them whatever this says). A body of
+		// known length goes through the server's small write buffer, so
+		// its last bytes leave after the handler returned, that is after
+		// the exchange was reported ended: a client that has read a whole
+		// JSON response finds it recorded.
+		FlushInterval:  0,
 		BufferPool:     bufferPool{},
 		ErrorLog:       log.New(io.Discard, "", 0),
 		ErrorHandler:   p.upstreamError,
@@ -159,36 +184,56 @@ func New(opts *Options) (*Proxy, error) {
 	return p, nil
 }
 
+// orDefault is v, or def when v is zero; a negative v means no limit (0).
+func orDefault[T int64 | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
 // Upstream is the upstream URL.
 func (p *Proxy) Upstream() *url.URL { return p.up }
 
 type ctxKey struct{}
 
 // exchange is the per-request state shared by the handler, the body
-// wrappers and the ReverseProxy callbacks.
+// wrappers, the upstream transport and the ReverseProxy callbacks.
 type exchange struct {
 	tap      *capture.Tap
 	w        *teeWriter
-	body     []byte // the buffered request body (for the error handler)
-	upErr    error  // a non-EOF error reading the upstream body
-	upErrMu  sync.Mutex
-	finished bool
+	body     []byte          // the buffered request body
+	complete bool            // body is the whole request body
+	stream   bool            // a GET: a stream the server opens at will, cut first at shutdown
+	ctx      context.Context // the exchange's own: the client's, plus the proxy's cancellation
+	client   context.Context // the client's request context
+	cancel   context.CancelCauseFunc
+	in       *clientBody
+	mu       sync.Mutex
+	upErr    error // a non-EOF error reading the upstream body
 	mx       exchangeMetrics
 }
 
 func (x *exchange) setUpErr(err error) {
-	x.upErrMu.Lock()
+	x.mu.Lock()
 	if x.upErr == nil {
 		x.upErr = err
 	}
-	x.upErrMu.Unlock()
+	x.mu.Unlock()
 }
 
 func (x *exchange) getUpErr() error {
-	x.upErrMu.Lock()
-	defer x.upErrMu.Unlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	return x.upErr
 }
+
+// ErrShutdown is the cause of an exchange cut because its server shut
+// down (see [Server.Shutdown]); the record says so.
+var ErrShutdown = errors.New("cut by shutdown: the recorder stopped before the response ended")
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var arrived time.Time
@@ -199,30 +244,49 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuseHost(w, r)
 		return
 	}
-	body, complete, err := readPrefix(r.Body, r.ContentLength, p.maxBuf)
-	if err != nil {
-		tap := p.rec.Begin(r, body, false)
-		tap.End("reading the request body: "+err.Error(), true)
-		// The client's own body broke; there is nobody to answer.
-		panic(http.ErrAbortHandler)
+	if p.maxReq > 0 && r.ContentLength > p.maxReq {
+		p.refuse(w, r, nil, false, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"mcptape: the request body (%d bytes) is larger than the proxy forwards (%d bytes); raise --max-request-body to allow it", r.ContentLength, p.maxReq))
+		return
 	}
-	tap := p.rec.Begin(r, body, complete)
-	x := &exchange{tap: tap, body: body}
+	in := &clientBody{rc: r.Body, ctl: http.NewResponseController(w), idle: p.bodyIdle, max: p.maxReq, declared: r.ContentLength}
+	defer in.handlerDone()
+	body, complete, err := readPrefix(in, r.ContentLength, p.maxBuf)
+	if err != nil {
+		p.bodyFailed(w, r, body, err)
+		return
+	}
+	if p.draining() && opensCall(r, body, complete) {
+		p.refuse(w, r, body, complete, http.StatusServiceUnavailable,
+			"mcptape: the recorder is shutting down; send this request again once it runs")
+		return
+	}
+	tap := p.begin(r, body, complete, false)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	x := &exchange{tap: tap, body: body, complete: complete, stream: r.Method == http.MethodGet, ctx: ctx, client: r.Context(), cancel: cancel, in: in}
+	if !p.track(x) && x.stream {
+		cancel(ErrShutdown) // it arrived as the drain began
+	}
+	defer p.untrack(x)
 	x.mx.begin(p.m, r, body, complete, arrived)
 	x.w = &teeWriter{ResponseWriter: w, x: x}
-	out := r.WithContext(context.WithValue(r.Context(), ctxKey{}, x))
+	out := r.WithContext(context.WithValue(ctx, ctxKey{}, x))
 	switch {
 	case complete && len(body) == 0:
 		out.Body, out.ContentLength = http.NoBody, 0
 	case complete:
 		// The whole body is in hand: forward it with its exact length, so
-		// the transport never reads the inbound body again (see
-		// libraries.md §3.6b: that extra read races the server closing it
-		// and cuts streamed responses).
+		// the transport never reads the inbound body again (that extra
+		// read races the server closing it, and cuts streamed responses).
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	default:
-		out.Body = &forwardBody{prefix: body, rest: r.Body, remain: r.ContentLength - int64(len(body)), tap: tap, mx: &x.mx}
+		out.Body = &forwardBody{prefix: body, rest: in, remain: r.ContentLength - int64(len(body)), tap: tap, mx: &x.mx}
 	}
+	// Request trailers are dropped: the reference proxy cannot forward them
+	// either (it clones them before the body is read), and no MCP client
+	// sends any.
+	out.Trailer = nil
 	defer func() {
 		x.mx.end()
 		v := recover()
@@ -230,18 +294,36 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			tap.End(x.w.endText(), x.w.aborted)
 			return
 		}
-		reason := "response aborted"
-		if err := x.getUpErr(); err != nil {
-			reason = "reading the upstream response: " + err.Error()
-		} else if x.w.writeErr != nil {
-			reason = "writing to the client: " + x.w.writeErr.Error()
-		} else if err := r.Context().Err(); err != nil {
-			reason = "the client went away"
-		}
-		tap.End(reason, true)
+		tap.End(x.abortReason(), true)
 		panic(v)
 	}()
 	p.rp.ServeHTTP(x.w, out)
+}
+
+// begin reports a request to the recorder, if there is one. refused marks
+// a request the proxy answers itself without forwarding it.
+func (p *Proxy) begin(r *http.Request, body []byte, complete, refused bool) *capture.Tap {
+	if p.rec == nil {
+		return nil
+	}
+	req := capture.RequestFrom(r, body, complete)
+	req.Refused = refused
+	return p.rec.Begin(req)
+}
+
+// abortReason says why a response that had begun was cut.
+func (x *exchange) abortReason() string {
+	switch {
+	case errors.Is(context.Cause(x.ctx), ErrShutdown):
+		return ErrShutdown.Error()
+	case x.getUpErr() != nil:
+		return "reading the upstream response: " + x.getUpErr().Error()
+	case x.w.writeErr != nil:
+		return "writing to the client: " + x.w.writeErr.Error()
+	case x.client.Err() != nil:
+		return "the client went away"
+	}
+	return "response aborted"
 }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -252,9 +334,25 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Path = pr.In.URL.Path
 	pr.Out.URL.RawPath = pr.In.URL.RawPath
 	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+	// The proxy has read (or is streaming) the body itself: the client got
+	// its 100 Continue, and the upstream need not be asked.
+	pr.Out.Header.Del("Expect")
+	// No protocol upgrades (WebSocket, h2c): a switched connection would be
+	// a tunnel nothing records. The request goes on as a plain one.
+	if pr.Out.Header.Get("Upgrade") != "" {
+		pr.Out.Header.Del("Upgrade")
+		pr.Out.Header.Del("Connection")
+	}
 }
 
+// errSwitched is an upstream's 101 Switching Protocols, which the proxy
+// never asked for.
+var errSwitched = errors.New("the upstream switched protocols, which mcptape does not forward (nothing would record the connection)")
+
 func (p *Proxy) modifyResponse(res *http.Response) error {
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		return errSwitched
+	}
 	x, _ := res.Request.Context().Value(ctxKey{}).(*exchange)
 	if x != nil && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
@@ -262,100 +360,67 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	return nil
 }
 
-// upstreamError answers when the upstream could not be reached or did not
-// answer: a 502 (504 on a timeout) whose body is a JSON-RPC error with the
-// request's own id, naming the upstream and the cause.
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	x, _ := r.Context().Value(ctxKey{}).(*exchange)
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		// The client went away before the upstream answered: the
-		// exchange is aborted and nobody is left to answer.
-		if x != nil {
-			x.w.aborted = true
-			x.w.abortText = "the client went away before the upstream answered"
+// track registers an exchange in flight; false means the proxy is
+// shutting down, and the exchange is to be cut at once.
+func (p *Proxy) track(x *exchange) bool {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	p.live[x] = struct{}{}
+	return !p.stopping
+}
+
+func (p *Proxy) untrack(x *exchange) {
+	p.liveMu.Lock()
+	delete(p.live, x)
+	p.liveMu.Unlock()
+}
+
+// cut cancels the exchanges in flight with ErrShutdown as their cause:
+// only the GET streams (which a server keeps open at will and which carry
+// no call) when all is false, every exchange when it is true. Exchanges
+// that arrive afterwards are cut at once.
+func (p *Proxy) cut(all bool) {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	p.stopping = true
+	for x := range p.live {
+		if all || x.stream {
+			x.cancel(ErrShutdown)
 		}
-		return
 	}
-	status := http.StatusBadGateway
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		status = http.StatusGatewayTimeout
-	}
-	var id json.RawMessage
-	if x != nil {
-		id = requestID(x.body)
-	}
-	msg := fmt.Sprintf("mcptape: upstream %s did not answer: %v", p.up.Redacted(), cleanErr(err))
-	p.log.Warn("upstream error", capture.LogKeyUpstream, p.up.Redacted(), capture.LogKeyError, err)
-	body := ErrorBody(id, CodeUpstream, msg, map[string]any{"upstream": p.up.Redacted(), "status": status})
-	if x != nil {
-		x.w.synthesized = true
-		x.w.upstreamErr = msg
-	}
-	h := w.Header()
-	h.Set("Content-Type", protocol.ContentTypeJSON)
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
-// CodeUpstream is the JSON-RPC error code of the proxy's own errors (the
-// upstream is unreachable or timed out): -32000, the first of the range
-// JSON-RPC leaves to implementations.
-const CodeUpstream = -32000
-
-// ErrorBody is a JSON-RPC error response; a nil id is written as null.
-func ErrorBody(id json.RawMessage, code int, message string, data any) []byte {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-			Data    any    `json:"data,omitempty"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: id, Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Data    any    `json:"data,omitempty"`
-	}{code, message, data}})
-	return b
+// draining reports whether a shutdown has begun.
+func (p *Proxy) draining() bool {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	return p.stopping
 }
 
-// requestID is the id of the single request in body, if any.
-func requestID(body []byte) json.RawMessage {
-	if protocol.IsBatch(body) {
-		return nil
+// opensCall reports whether a request would open something a draining
+// proxy no longer starts: a GET stream, or a POST carrying a JSON-RPC
+// request (a new call). A client's answers, notifications and
+// cancellations still go through, so that the calls in flight can finish.
+func opensCall(r *http.Request, body []byte, complete bool) bool {
+	if r.Method == http.MethodGet {
+		return true
 	}
-	m := protocol.Decode(body)
-	if m.Kind == protocol.KindRequest && m.HasID() {
-		return m.ID
+	if !complete {
+		return true
 	}
-	return nil
+	for _, m := range protocol.Split(body) {
+		if m.Kind == protocol.KindRequest {
+			return true
+		}
+	}
+	return false
 }
 
-func cleanErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
-func (p *Proxy) refuseHost(w http.ResponseWriter, r *http.Request) {
-	tap := p.rec.Begin(r, nil, true)
-	x := &exchange{tap: tap}
-	x.mx.begin(p.m, r, []byte{}, true, time.Time{})
-	defer x.mx.end()
-	tw := &teeWriter{ResponseWriter: w, x: x, synthesized: true}
-	msg := fmt.Sprintf("mcptape: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)", r.Host)
-	tw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	tw.WriteHeader(http.StatusForbidden)
-	_, _ = io.WriteString(tw, msg+"\n")
-	tap.End("", false)
+// inFlight is the number of exchanges in flight.
+func (p *Proxy) inFlight() int {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	return len(p.live)
 }
 
 // hostAllowed is go-sdk's DNS-rebinding rule: a request that arrives on a
@@ -379,30 +444,6 @@ func hostAllowed(r *http.Request) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// readPrefix reads up to max bytes of a request body. complete reports
-// whether that was all of it; when it is not, buf holds max+1 bytes and the
-// rest is still in body.
-func readPrefix(body io.ReadCloser, contentLength, max int64) (buf []byte, complete bool, err error) {
-	if body == nil || body == http.NoBody || contentLength == 0 {
-		return []byte{}, true, nil
-	}
-	var b bytes.Buffer
-	if contentLength > 0 {
-		b.Grow(int(min(contentLength, max+1)))
-	}
-	_, err = b.ReadFrom(io.LimitReader(body, max+1))
-	buf = b.Bytes()
-	switch {
-	case err != nil:
-		return buf, false, err
-	case int64(len(buf)) > max:
-		return buf, false, nil
-	case contentLength > 0 && int64(len(buf)) < contentLength:
-		return buf, false, io.ErrUnexpectedEOF
-	}
-	return buf, true, nil
 }
 
 type bufferPool struct{}

@@ -13,19 +13,47 @@ import (
 	"time"
 )
 
-// Server is a listening HTTP server: the proxy's listener lifecycle. A
-// *Proxy handler is served by the proxy's own HTTP/1.1 engine (see
-// Options.Engine), any other handler by net/http.
+// ServerOptions configures a Server. Nil means defaults; every field's
+// zero value is documented.
+type ServerOptions struct {
+	// Logger receives net/http's own errors, at debug level. Nil discards
+	// them.
+	Logger *slog.Logger
+	// HeaderTimeout bounds reading a request's head, from its first byte
+	// (a client that trickles its head is cut). Zero means 30s.
+	HeaderTimeout time.Duration
+	// IdleTimeout is how long an idle keep-alive connection stays open.
+	// Zero means 5 minutes.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's head (request line and header
+	// fields); a larger one is answered 431 and never forwarded. Zero
+	// means 1 MiB.
+	MaxHeaderBytes int
+}
+
+// Defaults of the ServerOptions fields whose zero value means one.
+const (
+	DefaultHeaderTimeout  = 30 * time.Second
+	DefaultIdleTimeout    = 5 * time.Minute
+	DefaultMaxHeaderBytes = 1 << 20
+)
+
+// Server is a listening HTTP server: the proxy's listener lifecycle, on
+// Go's net/http server, which parses every request (see the package
+// documentation for what it refuses).
 type Server struct {
 	srv *http.Server
-	eng *engine
 	ln  net.Listener
+	h   http.Handler
 }
 
 // Listen binds addr now (so the caller can print the address before
 // serving) and returns a Server for h. A busy port gets an error that says
 // which port and what to do.
-func Listen(addr string, h http.Handler, logger *slog.Logger) (*Server, error) {
+func Listen(addr string, h http.Handler, o *ServerOptions) (*Server, error) {
+	if o == nil {
+		o = &ServerOptions{}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
@@ -34,18 +62,16 @@ func Listen(addr string, h http.Handler, logger *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("listening on %s: %w", addr, err)
 	}
 	var el *log.Logger
-	if logger != nil {
-		el = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
+	if o.Logger != nil {
+		el = slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)
 	} else {
 		el = log.New(discard{}, "", 0)
 	}
-	if p, ok := h.(*Proxy); ok && p.engine {
-		return &Server{ln: ln, eng: newEngine(p, p.tlsConf)}, nil
-	}
-	return &Server{ln: ln, srv: &http.Server{
+	return &Server{ln: ln, h: h, srv: &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       5 * time.Minute,
+		ReadHeaderTimeout: orDefault(o.HeaderTimeout, DefaultHeaderTimeout),
+		IdleTimeout:       orDefault(o.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes:    int(orDefault(int64(o.MaxHeaderBytes), DefaultMaxHeaderBytes)),
 		ErrorLog:          el,
 	}}, nil
 }
@@ -70,9 +96,6 @@ func (s *Server) URL() string {
 
 // Serve serves until Shutdown; it returns nil after a Shutdown.
 func (s *Server) Serve() error {
-	if s.eng != nil {
-		return s.eng.serve(s.ln)
-	}
 	err := s.srv.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -80,29 +103,52 @@ func (s *Server) Serve() error {
 	return err
 }
 
-// Shutdown stops accepting, waits for requests in flight up to ctx, then
-// closes what is left (long-lived SSE streams).
+// Shutdown stops the server gracefully within ctx.
+//
+// Serving a *Proxy, it first drains: GET streams (which a server keeps
+// open at will, and which carry no call) are cut at once; new calls (POSTs
+// carrying a JSON-RPC request) are answered 503; everything else — a
+// client's answers to the sampling, elicitation and roots requests of the
+// calls in flight, notifications, cancellations — still goes through, so
+// that the calls in flight can finish. When they have, or when ctx ends,
+// what is left is cut, each cut exchange recorded with [ErrShutdown] as
+// its error, and the listener and connections closed.
+//
+// Serving any other handler, it is net/http's Shutdown, then Close once
+// ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.eng != nil {
-		s.eng.closing.Store(true)
-		_ = s.ln.Close()
-		return s.eng.shutdown(ctx)
+	var err error
+	if p, ok := s.h.(*Proxy); ok {
+		p.cut(false)
+		tick := time.NewTicker(10 * time.Millisecond)
+		for p.inFlight() > 0 && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+			p.cut(true)
+			// Give the cut exchanges a moment to record why they ended.
+			deadline := time.Now().Add(2 * time.Second)
+			for p.inFlight() > 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+		}
 	}
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
+	if serr := s.srv.Shutdown(ctx); serr != nil {
 		_ = s.srv.Close()
+		if err == nil {
+			err = serr
+		}
 	}
 	return err
 }
 
 // Close stops the server at once.
-func (s *Server) Close() error {
-	if s.eng != nil {
-		s.eng.closing.Store(true)
-		err := s.ln.Close()
-		s.eng.closeAll()
-		s.eng.closeIdle()
-		return err
-	}
-	return s.srv.Close()
-}
+func (s *Server) Close() error { return s.srv.Close() }

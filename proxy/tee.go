@@ -3,8 +3,6 @@ package proxy
 import (
 	"io"
 	"net/http"
-
-	"github.com/mcptape/mcptape/capture"
 )
 
 // teeWriter is the ResponseWriter the ReverseProxy writes to: it reports
@@ -50,8 +48,11 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	if !t.wroteHeader {
 		t.WriteHeader(http.StatusOK)
 	}
+	// The recorder hears of the bytes before the client can: a reader that
+	// asks the recorder (a Sync) after the client had them finds them.
+	// Should the write fail, the exchange ends aborted with the reason.
+	t.x.tap.ResponseBody(p)
 	n, err := t.ResponseWriter.Write(p)
-	t.x.tap.ResponseBody(p[:n])
 	t.x.mx.wrote(n)
 	if err != nil && t.writeErr == nil {
 		t.writeErr = err
@@ -96,58 +97,3 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// forwardBody is a request body larger than the proxy buffers: the buffered
-// prefix, then the rest of the inbound body as it arrives. It reports every
-// byte to the Tap and ends exactly at the declared length without reading
-// the inbound body again (libraries.md §3.6b).
-type forwardBody struct {
-	prefix []byte
-	rest   io.Reader
-	remain int64 // bytes of rest still expected; <0 when unknown (chunked)
-	tap    *capture.Tap
-	mx     *exchangeMetrics
-	done   bool
-}
-
-func (b *forwardBody) Read(p []byte) (int, error) {
-	if len(b.prefix) > 0 {
-		n := copy(p, b.prefix)
-		b.prefix = b.prefix[n:]
-		return n, nil
-	}
-	if b.done || b.remain == 0 {
-		b.finish()
-		return 0, io.EOF
-	}
-	if b.remain > 0 && int64(len(p)) > b.remain {
-		p = p[:b.remain]
-	}
-	n, err := b.rest.Read(p)
-	if n > 0 {
-		b.tap.RequestBody(p[:n])
-		b.mx.forwardedBytes(n)
-		if b.remain > 0 {
-			b.remain -= int64(n)
-		}
-	}
-	switch {
-	case err == io.EOF && b.remain > 0:
-		return n, io.ErrUnexpectedEOF
-	case err == io.EOF || b.remain == 0:
-		b.finish()
-		return n, io.EOF
-	case err != nil:
-		return n, err
-	}
-	return n, nil
-}
-
-func (b *forwardBody) finish() {
-	if !b.done {
-		b.done = true
-		b.tap.RequestEnd()
-	}
-}
-
-func (b *forwardBody) Close() error { return nil }

@@ -253,7 +253,7 @@ func (tw *tapeWriter) close() error {
 
 // Export writes the sessions of store named by ids as a tape; no ids means
 // every session, oldest first.
-func Export(ctx context.Context, store capture.Store, ids []string, w io.Writer, generator string) error {
+func Export(ctx context.Context, store capture.Reader, ids []string, w io.Writer, generator string) error {
 	if len(ids) == 0 {
 		for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 			if err != nil {

@@ -184,8 +184,8 @@ func TestOpenSchemaV1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, _ := item.ValueCopy(nil); string(v) != "2" {
-			t.Errorf("schema version after Open: %q, want 2", v)
+		if v, _ := item.ValueCopy(nil); string(v) != "3" {
+			t.Errorf("schema version after Open: %q, want 3", v)
 		}
 		return nil
 	})

@@ -2,7 +2,6 @@ package badgerstore
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -154,7 +153,7 @@ func tail8(key []byte) uint64 { return binary.BigEndian.Uint64(key[len(key)-8:])
 // repeated in the value. Changing a field, its order or an enum's numeric
 // value needs a new schemaVersion.
 
-var errCorrupt = errors.New("badgerstore: corrupt record")
+var errCorrupt = fmt.Errorf("badgerstore: corrupt record: %w", capture.ErrDamaged)
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -237,7 +236,34 @@ func appendSession(b []byte, s *capture.Session) []byte {
 	for _, l := range s.Labels {
 		b = appendString(b, l)
 	}
+	// Schema version 3: the leg, written only when it is not a reverse
+	// route's single upstream, so that those records are as before.
+	if s.Leg != capture.LegReverse || s.Route != "" || s.Command != nil {
+		b = append(b, byte(s.Leg))
+		b = appendString(b, s.Route)
+		b = appendCommand(b, s.Command)
+	}
 	return b
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+func appendCommand(b []byte, c *capture.Command) []byte {
+	if c == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = appendStrings(b, c.Args)
+	b = appendStrings(b, c.Env)
+	b = appendString(b, c.Dir)
+	b = binary.AppendVarint(b, int64(c.PID))
+	return appendString(b, c.Exit)
 }
 
 // appendExchange encodes an exchange but its ID and SessionID.
@@ -388,6 +414,19 @@ func (d *decoder) bytes() []byte {
 
 func (d *decoder) string() string { return string(d.bytes()) }
 
+// strings is appendStrings' list; nil when empty.
+func (d *decoder) strings() []string {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.string()
+	}
+	return ss
+}
+
 func (d *decoder) time() time.Time {
 	sec := d.varint()
 	nsec := d.uvarint()
@@ -466,10 +505,12 @@ func decodeSession(id string, b []byte) (*capture.Session, error) {
 	s.Status = capture.Status(d.byte())
 	s.Lost = d.int()
 	s.LossReason = d.string()
-	if n := d.count(1); n > 0 {
-		s.Labels = make([]string, n)
-		for i := range s.Labels {
-			s.Labels[i] = d.string()
+	s.Labels = d.strings()
+	if len(d.b) > 0 && d.err == nil {
+		s.Leg = capture.Leg(d.byte())
+		s.Route = d.string()
+		if d.bool() {
+			s.Command = &capture.Command{Args: d.strings(), Env: d.strings(), Dir: d.string(), PID: d.int(), Exit: d.string()}
 		}
 	}
 	return s, d.done("session " + id)

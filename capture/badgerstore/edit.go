@@ -196,6 +196,9 @@ func (s *Store) EditMessage(ctx context.Context, seq uint64, raw []byte, note st
 		return 0, err
 	}
 	defer s.gate.leave()
+	if err := s.writable(); err != nil {
+		return 0, err
+	}
 	if !json.Valid(raw) {
 		return 0, fmt.Errorf("badgerstore: edit of message %d: the new content is not valid JSON: %w", seq, capture.ErrInvalidEdit)
 	}
@@ -281,6 +284,9 @@ func (s *Store) SetLabels(ctx context.Context, sessionID string, labels []string
 		return err
 	}
 	defer s.gate.leave()
+	if err := s.writable(); err != nil {
+		return err
+	}
 	if slices.Contains(labels, "") {
 		return fmt.Errorf("badgerstore: labels of session %q: a label is empty: %w", sessionID, capture.ErrInvalidEdit)
 	}
@@ -333,4 +339,13 @@ func chunkEdit(raw []byte, room, limit int) (first []byte, rest [][]byte) {
 		raw = raw[c:]
 	}
 	return first, rest
+}
+
+// writable returns why the store takes no edits now, or nil: it is open
+// read-only, or short of space.
+func (s *Store) writable() error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	return s.space.check()
 }

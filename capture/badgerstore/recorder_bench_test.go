@@ -44,7 +44,7 @@ func BenchmarkRecorderPaced(b *testing.B) {
 	req.Header.Set("Mcp-Name", "echo")
 	call := func(i int) {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`, i)
-		t := rec.Begin(req, []byte(body), true)
+		t := rec.Begin(capture.RequestFrom(req, []byte(body), true))
 		time.Sleep(500 * time.Microsecond) // the upstream's answer
 		t.Response(200, h, false)
 		t.ResponseBody([]byte(fmt.Sprintf("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}\n\n", i)))

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcptape/mcptape/capture"
 )
@@ -22,11 +24,12 @@ var _ capture.Store = (*Store)(nil)
 
 // schemaVersion is the version of the key layout and record encodings this
 // package writes and reads. Version 2 appended the upstream's instants
-// (Exchange.Forwarded, UpstreamHeaders) to exchange records; a version 1
-// store is read as it is (its exchanges lack them) and marked version 2 on
-// open, so that an older mcptape refuses it rather than misreading new
-// records.
-const schemaVersion = 2
+// (Exchange.Forwarded, UpstreamHeaders) to exchange records, version 3 a
+// session's leg, route and command (Session.Leg, Route, Command); an older
+// store is read as it is (its records lack them) and marked with the
+// current version on open, so that an older mcptape refuses it rather than
+// misreading new records.
+const schemaVersion = 3
 
 // Errors callers branch on.
 var (
@@ -37,6 +40,9 @@ var (
 	// schema version this build does not read, or something that is not an
 	// mcptape store at all.
 	ErrSchema = errors.New("unsupported store schema")
+	// ErrReadOnly is returned by the writing methods of a store opened
+	// with Options.ReadOnly.
+	ErrReadOnly = errors.New("the store is open read-only")
 )
 
 // Options configures Open. A nil *Options means the defaults; every zero
@@ -66,6 +72,33 @@ type Options struct {
 	// go through. Zero means 16 MiB (Badger's own default is 256 MiB); less
 	// than 1 MiB is raised to 1 MiB.
 	BlockCacheSize int64
+	// MinFree is the free space, in bytes, the store keeps on its disk:
+	// when a write would leave less, Write refuses the batch's messages
+	// and exchanges (see Write) until there is room again. Badger writes
+	// through memory-mapped files, and a full disk would kill the process
+	// with SIGBUS, so this is what keeps a full disk from stopping the
+	// proxy. Zero means DefaultMinFree (256 MiB); a positive value below
+	// three memtables (24 MiB by default), Badger's working room, is
+	// raised to that; negative turns the floor off. Ignored in memory.
+	MinFree int64
+	// MaxSize, when positive, bounds the store's size on disk (as Size
+	// measures it): past 95% of it, the oldest sessions that are neither
+	// open nor active in the last five minutes are deleted, whole, down
+	// to 90%; when none can go, Write refuses messages as for MinFree.
+	// Badger gives deleted records' space back as it compacts, so the
+	// directory can stay above the bound for a while. Zero means no bound.
+	MaxSize int64
+	// ReadOnly opens the store for reading only: nothing in the directory
+	// is written, so it opens on a full disk, and Write, DeleteSession and
+	// the edits return ErrReadOnly. A store a process was killed in
+	// before it closed needs one read-write open (which replays Badger's
+	// log) before it opens read-only.
+	ReadOnly bool
+	// Registerer, if set, receives the store's metrics
+	// (mcptape_store_recording_paused, _free_bytes,
+	// _messages_refused_total, _sessions_deleted_total); Close
+	// unregisters them.
+	Registerer prometheus.Registerer
 }
 
 const (
@@ -123,6 +156,13 @@ func (o *Options) badgerOptions(dir string) (badger.Options, int) {
 	}
 	return bo.
 		WithLogger(logger).
+		WithReadOnly(o.ReadOnly && !o.InMemory).
+		// Corruption must not pass for missing records: every table
+		// block read from disk, and every value from the value log, is
+		// checked against its checksum (a CRC in hardware, next to free
+		// beside decompression).
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).
 		WithSyncWrites(o.SyncWrites).
 		WithMemTableSize(memtable).
 		WithNumMemtables(4).
@@ -166,6 +206,9 @@ type Store struct {
 	blobs     string // directory of large raw bytes; "" in memory
 	extras    extras // which messages have edits, which sessions labels
 	size      sizeCache
+	space     *space // the free-space floor and the size bound
+	readOnly  bool
+	unreg     func() // unregisters the metrics
 }
 
 // Open opens the store in dir, creating the directory and an empty store if
@@ -181,7 +224,11 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if !opts.InMemory {
-		if err := prepareDir(dir); err != nil {
+		if opts.ReadOnly {
+			if err := existingDir(dir); err != nil {
+				return nil, err
+			}
+		} else if err := prepareDir(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -192,20 +239,35 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 			return nil, fmt.Errorf("badgerstore: %s is in use by another mcptape process: stop it, "+
 				"or use the running recorder's API or dashboard instead of opening the store: %w", dir, ErrLocked)
 		}
+		// Badger wraps the cause as text, not with %w.
+		if opts.ReadOnly && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()) {
+			return nil, fmt.Errorf("badgerstore: %s: %w: the process that wrote it was killed before closing it, "+
+				"and reading it needs Badger to replay its log, which writes", dir, ErrUnclean)
+		}
 		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
 	}
-	s = &Store{db: db, dir: dir, log: log, rawLimit: rawLimit}
+	s = &Store{db: db, dir: dir, log: log, rawLimit: rawLimit, readOnly: opts.ReadOnly}
+	s.space = newSpace(s, opts, bopts.MemTableSize)
 	if !opts.InMemory {
 		s.blobs = filepath.Join(dir, blobDir)
-		if err := os.MkdirAll(s.blobs, 0o700); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("badgerstore: %w", err)
+		if !opts.ReadOnly {
+			if err := os.MkdirAll(s.blobs, 0o700); err != nil {
+				db.Close()
+				return nil, fmt.Errorf("badgerstore: %w", err)
+			}
 		}
 	}
 	if err := s.init(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if opts.Registerer != nil {
+		if s.unreg, err = s.registerSpace(opts.Registerer); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	s.space.start()
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
 	return s, nil
 }
@@ -229,6 +291,21 @@ func prepareDir(dir string) error {
 	return nil
 }
 
+// existingDir checks that dir is a store's directory, for a read-only open.
+func existingDir(dir string) error {
+	if dir == "" {
+		return errors.New("badgerstore: no directory given")
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("badgerstore: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("badgerstore: %s is a file, not a store's directory", dir)
+	}
+	return nil
+}
+
 // openBadger is badger.Open, with its option panics turned into errors.
 func openBadger(o badger.Options) (db *badger.DB, err error) {
 	defer func() {
@@ -242,48 +319,61 @@ func openBadger(o badger.Options) (db *badger.DB, err error) {
 // init checks the schema version, writing it into an empty store, and loads
 // the high-water marks.
 func (s *Store) init() error {
-	return s.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(keyVersion))
+	if s.readOnly {
+		return s.db.View(s.initTxn)
+	}
+	return s.db.Update(s.initTxn)
+}
+
+// initTxn is init's work in txn, which is read-only (and then never
+// written to) when the store is.
+func (s *Store) initTxn(txn *badger.Txn) error {
+	item, err := txn.Get([]byte(keyVersion))
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		it := txn.NewIterator(badger.IteratorOptions{})
+		it.Rewind()
+		empty := !it.Valid()
+		it.Close()
+		if !empty {
+			return fmt.Errorf("badgerstore: %s holds a Badger database with no mcptape schema version: "+
+				"it is not an mcptape store; give an empty or new directory: %w", s.dir, ErrSchema)
+		}
+		if s.readOnly {
+			break // an empty store: nothing to read
+		}
+		if err := txn.Set([]byte(keyVersion), []byte(strconv.Itoa(schemaVersion))); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("badgerstore: read schema version: %w", err)
+	default:
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("badgerstore: read schema version: %w", err)
+		}
+		n, perr := strconv.Atoi(string(v))
 		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
-			it := txn.NewIterator(badger.IteratorOptions{})
-			it.Rewind()
-			empty := !it.Valid()
-			it.Close()
-			if !empty {
-				return fmt.Errorf("badgerstore: %s holds a Badger database with no mcptape schema version: "+
-					"it is not an mcptape store; give an empty or new directory: %w", s.dir, ErrSchema)
+		case perr != nil:
+			return fmt.Errorf("badgerstore: %s: schema version %q is not a number: the store is corrupt: %w", s.dir, v, ErrSchema)
+		case n > schemaVersion:
+			return fmt.Errorf("badgerstore: %s: schema version %d is newer than this mcptape reads (%d): upgrade mcptape: %w", s.dir, n, schemaVersion, ErrSchema)
+		case n >= 1 && n < schemaVersion:
+			// Additive: older records decode as they are.
+			if s.readOnly {
+				break
 			}
 			if err := txn.Set([]byte(keyVersion), []byte(strconv.Itoa(schemaVersion))); err != nil {
 				return err
 			}
-		case err != nil:
-			return fmt.Errorf("badgerstore: read schema version: %w", err)
-		default:
-			v, err := item.ValueCopy(nil)
-			if err != nil {
-				return fmt.Errorf("badgerstore: read schema version: %w", err)
-			}
-			n, perr := strconv.Atoi(string(v))
-			switch {
-			case perr != nil:
-				return fmt.Errorf("badgerstore: %s: schema version %q is not a number: the store is corrupt: %w", s.dir, v, ErrSchema)
-			case n > schemaVersion:
-				return fmt.Errorf("badgerstore: %s: schema version %d is newer than this mcptape reads (%d): upgrade mcptape: %w", s.dir, n, schemaVersion, ErrSchema)
-			case n == 1:
-				// Additive: version 1 records decode as they are.
-				if err := txn.Set([]byte(keyVersion), []byte(strconv.Itoa(schemaVersion))); err != nil {
-					return err
-				}
-			case n != schemaVersion:
-				return fmt.Errorf("badgerstore: %s: unknown schema version %d (this mcptape reads %d): %w", s.dir, n, schemaVersion, ErrSchema)
-			}
+		case n != schemaVersion:
+			return fmt.Errorf("badgerstore: %s: unknown schema version %d (this mcptape reads %d): %w", s.dir, n, schemaVersion, ErrSchema)
 		}
-		if err := s.loadExtras(txn); err != nil {
-			return err
-		}
-		return s.loadLast(txn)
-	})
+	}
+	if err := s.loadExtras(txn); err != nil {
+		return err
+	}
+	return s.loadLast(txn)
 }
 
 // loadLast loads the high-water marks: the larger of keyLast and the
@@ -344,6 +434,10 @@ func (s *Store) Close() error {
 	first := false
 	s.closeOnce.Do(func() {
 		first = true
+		s.space.close() // retention deletes through the gate: stop it first
+		if s.unreg != nil {
+			s.unreg()
+		}
 		s.gate.close()
 		s.closeErr = s.db.Close()
 		if s.closeErr != nil {

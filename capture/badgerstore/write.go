@@ -2,10 +2,13 @@ package badgerstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -19,24 +22,127 @@ import (
 // committed in several transactions, in order, and a failure can leave a
 // prefix of it stored.
 //
+// When Badger refuses a batch for one of its records (a value too large
+// for it), Write stores the batch again record by record, so that only
+// that record is lost: it returns a [*capture.PartialWriteError] naming
+// the records it could not store. When space is short (see
+// [Options.MinFree] and [Options.MaxSize]) it refuses the batch's messages
+// and exchanges, writing only its session records while it can, with an
+// error wrapping [capture.ErrStoreFull].
+//
 // Write copies what it needs; it neither keeps nor changes b.
 func (s *Store) Write(ctx context.Context, b *capture.Batch) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	defer s.gate.leave()
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	if b == nil || b.Len() == 0 {
 		return nil
 	}
 	if err := validate(b); err != nil {
 		return err
 	}
+	// Admission first: over the size bound it waits for retention, which
+	// deletes through DeleteSession and so needs wmu.
+	need := batchBytes(b)
+	adm, why := s.space.admit(need)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	switch adm {
+	case admitSessions:
+		refused := &capture.Batch{Exchanges: b.Exchanges, Messages: b.Messages}
+		s.space.refused.Add(int64(len(b.Messages)))
+		if len(b.Sessions) > 0 {
+			if err := s.writeBatch(&capture.Batch{Sessions: b.Sessions}); err != nil {
+				return fmt.Errorf("badgerstore: write: %w (and %w)", err, why)
+			}
+		}
+		if refused.Len() == 0 {
+			return nil
+		}
+		return &capture.PartialWriteError{Refused: refused, Err: why}
+	case admitNone:
+		s.space.refused.Add(int64(len(b.Messages)))
+		return why
+	}
+	err := s.writeBatch(b)
+	if err != nil && recordFault(ctx, err) {
+		return s.writeEach(ctx, b, err)
+	}
+	if err == nil {
+		s.size.wrote(need)
+	}
+	return err
+}
 
+// recordFault reports whether a failed write may have failed for one of
+// its records (Badger refusing a value), so that writing its records one
+// by one would store the others: not when the context ended, the store
+// closed, or the file system failed.
+func recordFault(ctx context.Context, err error) bool {
+	var errno syscall.Errno
+	switch {
+	case ctx.Err() != nil, errors.Is(err, capture.ErrClosed), errors.Is(err, badger.ErrDBClosed),
+		errors.Is(err, badger.ErrBlockedWrites), errors.As(err, &errno):
+		return false
+	}
+	return true
+}
+
+// writeEach writes b record by record, after the batch as a whole failed
+// with first: every record Badger accepts is stored, and the error names
+// the others.
+func (s *Store) writeEach(ctx context.Context, b *capture.Batch, first error) error {
+	refused := &capture.Batch{}
+	var why error
+	one := func(r *capture.Batch) bool {
+		err := s.writeBatch(r)
+		if err == nil {
+			s.size.wrote(batchBytes(r))
+			return true
+		}
+		if why == nil {
+			why = err
+		}
+		return false
+	}
+	for _, x := range b.Sessions {
+		if !one(&capture.Batch{Sessions: []*capture.Session{x}}) {
+			refused.Sessions = append(refused.Sessions, x)
+		}
+	}
+	for _, x := range b.Exchanges {
+		if !one(&capture.Batch{Exchanges: []*capture.Exchange{x}}) {
+			refused.Exchanges = append(refused.Exchanges, x)
+			s.log.Warn("badger store: an exchange record was refused; the rest of its batch is stored",
+				logKeySession, x.SessionID, logKeyExchange, x.ID, logKeyErr, why)
+		}
+	}
+	for _, m := range b.Messages {
+		if !one(&capture.Batch{Messages: []*capture.Message{m}}) {
+			refused.Messages = append(refused.Messages, m)
+			s.log.Warn("badger store: a message was refused; the rest of its batch is stored",
+				logKeySession, m.SessionID, logKeySeq, m.Seq, logKeyErr, why)
+		}
+	}
+	if refused.Len() == 0 {
+		return nil
+	}
+	if refused.Len() == b.Len() {
+		return fmt.Errorf("badgerstore: write: %w", first)
+	}
+	return &capture.PartialWriteError{Refused: refused, Err: fmt.Errorf("badgerstore: write: %w", why)}
+}
+
+// writeBatch writes b as one transaction, split when Badger says it is too
+// big. s.wmu is held.
+func (s *Store) writeBatch(b *capture.Batch) error {
 	w := s.newWriter()
 	defer w.discard()
 	// One arena for all keys and values: slices of it stay valid as it
@@ -257,7 +363,9 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 		if err := os.WriteFile(blobPath(w.blobs, m.Seq), m.Raw, 0o600); err != nil {
 			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
 		}
-		first, rest, chunks = nil, nil, blobMarker
+		// The head holds the blob's CRC-32C, which reads check: a blob
+		// file has no checksum of its own. (Older heads hold none.)
+		first, rest, chunks = binary.BigEndian.AppendUint32(nil, crc32.Checksum(m.Raw, crcTable)), nil, blobMarker
 	}
 	start := len(w.arena)
 	w.arena = rawKey(w.arena, m.Seq)
@@ -320,6 +428,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	defer s.gate.leave()
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 

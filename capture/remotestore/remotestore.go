@@ -5,7 +5,7 @@
 // recorder serves [Handler] on a loopback port, guarded by a random token,
 // and announces both in a file in the data directory ([WriteAnnouncement]);
 // the CLI finds it with [Discover] and reads through [Client], which
-// implements the read side of capture.Store.
+// implements capture.Reader.
 //
 // # API
 //
@@ -22,6 +22,7 @@
 //	/v1/message?seq=N                                      a Message
 //	/v1/lastids                                            the highest Seq and exchange ID
 //	/v1/status                                             the recorder's Status
+//	/v1/verify                                             a capture.VerifyReport (stores that verify)
 //
 // Ids travel in the query string, since session ids are arbitrary text.
 //
@@ -39,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net/http"
 	"net/url"
@@ -51,9 +53,6 @@ import (
 	"github.com/mcptape/mcptape/capture"
 )
 
-// ErrReadOnly is returned by the client's write methods.
-var ErrReadOnly = errors.New("remotestore: the running recorder's store is read-only from here")
-
 // Status is what the recording process reports about itself.
 type Status struct {
 	PID      int           `json:"pid"`
@@ -63,9 +62,24 @@ type Status struct {
 	Stats    capture.Stats `json:"stats"`
 }
 
+// HandlerOptions configures Handler. Nil means defaults.
+type HandlerOptions struct {
+	// Status, if not nil, answers /v1/status.
+	Status func() Status
+	// Sync, if not nil, is called before every read, so that a read sees
+	// everything the recording process forwarded before it (the recorder
+	// writes in batches and rewrites busy sessions' records at intervals;
+	// capture.Recorder.Sync flushes both). Its error is the read's.
+	Sync func(ctx context.Context) error
+}
+
 // Handler serves store read-only at /v1/… for clients holding token.
-// status, if not nil, answers /v1/status.
-func Handler(store capture.Store, token string, status func() Status) http.Handler {
+func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Handler {
+	var o HandlerOptions
+	if opts != nil {
+		o = *opts
+	}
+	status := o.Status
 	mux := http.NewServeMux()
 	h := &handler{store: store}
 	mux.HandleFunc("GET /v1/sessions", h.sessions)
@@ -75,6 +89,7 @@ func Handler(store capture.Store, token string, status func() Status) http.Handl
 	mux.HandleFunc("GET /v1/exchange", h.exchange)
 	mux.HandleFunc("GET /v1/message", h.message)
 	mux.HandleFunc("GET /v1/lastids", h.lastIDs)
+	mux.HandleFunc("GET /v1/verify", h.verify)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		if status == nil {
 			writeErr(w, http.StatusNotFound, errors.New("no status"))
@@ -88,11 +103,17 @@ func Handler(store capture.Store, token string, status func() Status) http.Handl
 			writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong token"))
 			return
 		}
+		if o.Sync != nil && r.URL.Path != "/v1/status" {
+			if err := o.Sync(r.Context()); err != nil {
+				writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("waiting for the recorder to write what it has: %w", err))
+				return
+			}
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
 
-type handler struct{ store capture.Store }
+type handler struct{ store capture.Reader }
 
 const contentType = "application/x-gob"
 
@@ -224,6 +245,20 @@ func (h *handler) message(w http.ResponseWriter, r *http.Request) {
 	writeOne(w, *m)
 }
 
+func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.store.(capture.Verifier)
+	if !ok {
+		writeErr(w, http.StatusNotFound, errors.New("this store cannot check itself"))
+		return
+	}
+	rep, err := v.Verify(r.Context())
+	if err != nil {
+		storeErr(w, err)
+		return
+	}
+	writeOne(w, *rep)
+}
+
 type lastIDs struct{ Seq, Exchange uint64 }
 
 func (h *handler) lastIDs(w http.ResponseWriter, r *http.Request) {
@@ -235,15 +270,14 @@ func (h *handler) lastIDs(w http.ResponseWriter, r *http.Request) {
 	writeOne(w, lastIDs{Seq: seq, Exchange: x})
 }
 
-// Client reads a remote store. It implements capture.Store; writes return
-// ErrReadOnly.
+// Client reads a remote store. It implements capture.Reader.
 type Client struct {
 	base  string
 	token string
 	hc    *http.Client
 }
 
-var _ capture.Store = (*Client)(nil)
+var _ capture.Reader = (*Client)(nil)
 
 // NewClient reads the store served at base (e.g. "http://127.0.0.1:41234").
 func NewClient(base, token string) *Client {
@@ -334,18 +368,12 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return getOne[Status](c, ctx, "/v1/status")
 }
 
-// Write implements capture.Store; it always fails.
-func (c *Client) Write(context.Context, *capture.Batch) error { return ErrReadOnly }
-
-// DeleteSession implements capture.Store; it always fails.
-func (c *Client) DeleteSession(context.Context, string) error { return ErrReadOnly }
-
-// Session implements capture.Store.
+// Session implements capture.Reader.
 func (c *Client) Session(ctx context.Context, id string) (*capture.Session, error) {
 	return getOne[capture.Session](c, ctx, "/v1/session?id="+url.QueryEscape(id))
 }
 
-// Sessions implements capture.Store.
+// Sessions implements capture.Reader.
 func (c *Client) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[*capture.Session, error] {
 	v := url.Values{}
 	if q.Limit > 0 {
@@ -360,17 +388,17 @@ func (c *Client) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2
 	return getStream[capture.Session](c, ctx, "/v1/sessions?"+v.Encode())
 }
 
-// Exchanges implements capture.Store.
+// Exchanges implements capture.Reader.
 func (c *Client) Exchanges(ctx context.Context, sessionID string) iter.Seq2[*capture.Exchange, error] {
 	return getStream[capture.Exchange](c, ctx, "/v1/exchanges?session="+url.QueryEscape(sessionID))
 }
 
-// Exchange implements capture.Store.
+// Exchange implements capture.Reader.
 func (c *Client) Exchange(ctx context.Context, id uint64) (*capture.Exchange, error) {
 	return getOne[capture.Exchange](c, ctx, "/v1/exchange?id="+strconv.FormatUint(id, 10))
 }
 
-// Messages implements capture.Store.
+// Messages implements capture.Reader.
 func (c *Client) Messages(ctx context.Context, sessionID string, q capture.MessageQuery) iter.Seq2[*capture.Message, error] {
 	v := url.Values{"session": {sessionID}}
 	if q.After > 0 {
@@ -385,12 +413,12 @@ func (c *Client) Messages(ctx context.Context, sessionID string, q capture.Messa
 	return getStream[capture.Message](c, ctx, "/v1/messages?"+v.Encode())
 }
 
-// Message implements capture.Store.
+// Message implements capture.Reader.
 func (c *Client) Message(ctx context.Context, seq uint64) (*capture.Message, error) {
 	return getOne[capture.Message](c, ctx, "/v1/message?seq="+strconv.FormatUint(seq, 10))
 }
 
-// LastIDs implements capture.Store.
+// LastIDs implements capture.Reader.
 func (c *Client) LastIDs(ctx context.Context) (uint64, uint64, error) {
 	v, err := getOne[lastIDs](c, ctx, "/v1/lastids")
 	if err != nil {
@@ -399,7 +427,15 @@ func (c *Client) LastIDs(ctx context.Context) (uint64, uint64, error) {
 	return v.Seq, v.Exchange, nil
 }
 
-// Close implements capture.Store.
+// Verify implements capture.Verifier: the recorder that holds the store
+// checks it.
+func (c *Client) Verify(ctx context.Context) (*capture.VerifyReport, error) {
+	return getOne[capture.VerifyReport](c, ctx, "/v1/verify")
+}
+
+var _ capture.Verifier = (*Client)(nil)
+
+// Close releases the client's idle connections.
 func (c *Client) Close() error { c.hc.CloseIdleConnections(); return nil }
 
 // AnnouncementFile is the file, in the data directory, through which a
@@ -428,12 +464,27 @@ func NewToken() string {
 func WriteAnnouncement(dir string, a Announcement) (remove func(), err error) {
 	b, _ := json.Marshal(a)
 	path := filepath.Join(dir, AnnouncementFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A new file of our own, whatever was there (os.WriteFile would keep
+	// the mode of a file someone else left): the token stays 0600.
+	tmp, err := os.CreateTemp(dir, "."+AnnouncementFile+".*")
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
 		return nil, err
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return nil, werr
 	}
 	return func() {
 		// Remove only our own announcement.
@@ -456,13 +507,32 @@ func ReadAnnouncement(dir string) (*Announcement, error) {
 	return &a, nil
 }
 
+// RemoveStale removes dir's announcement, if there is one, for a process
+// that holds the store itself (and so knows that no other process serves
+// it): one left by a recorder that was killed. It reports whether there
+// was one.
+func RemoveStale(dir string) (bool, error) {
+	err := os.Remove(filepath.Join(dir, AnnouncementFile))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, err
+}
+
 // Discover returns a client for the recorder announced in dir, after
 // checking that it answers. It returns an error wrapping os.ErrNotExist
-// when nothing is announced.
+// when nothing is announced, or only a process that no longer runs.
 func Discover(ctx context.Context, dir string) (*Client, *Status, error) {
 	a, err := ReadAnnouncement(dir)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !processAlive(a.PID) {
+		return nil, nil, fmt.Errorf("%s names pid %d, which no longer runs (a recorder that was killed): %w",
+			filepath.Join(dir, AnnouncementFile), a.PID, fs.ErrNotExist)
 	}
 	c := NewClient(a.API, a.Token)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mcptape/mcptape/capture"
@@ -45,9 +48,9 @@ func TestConformanceThroughTheAPI(t *testing.T) {
 func TestTokenAndDiscover(t *testing.T) {
 	mem := memstore.New()
 	defer mem.Close()
-	srv := httptest.NewServer(remotestore.Handler(mem, "right", func() remotestore.Status {
-		return remotestore.Status{PID: 42, Stats: capture.Stats{Stored: 7}}
-	}))
+	srv := httptest.NewServer(remotestore.Handler(mem, "right", &remotestore.HandlerOptions{Status: func() remotestore.Status {
+		return remotestore.Status{PID: os.Getpid(), Stats: capture.Stats{Stored: 7}}
+	}}))
 	defer srv.Close()
 	if _, err := remotestore.NewClient(srv.URL, "wrong").Session(context.Background(), "x"); err == nil || errors.Is(err, capture.ErrNotFound) {
 		t.Errorf("wrong token: %v, want refused", err)
@@ -56,12 +59,20 @@ func TestTokenAndDiscover(t *testing.T) {
 	if _, _, err := remotestore.Discover(context.Background(), dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("nothing announced: %v", err)
 	}
-	remove, err := remotestore.WriteAnnouncement(dir, remotestore.Announcement{PID: 42, API: srv.URL, Token: "right"})
+	// A file left by someone else, readable by all: the announcement that
+	// replaces it is still 0600.
+	if err := os.WriteFile(filepath.Join(dir, remotestore.AnnouncementFile), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	remove, err := remotestore.WriteAnnouncement(dir, remotestore.Announcement{PID: os.Getpid(), API: srv.URL, Token: "right"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if fi, err := os.Stat(filepath.Join(dir, remotestore.AnnouncementFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the announcement's mode: %v, %v; want 0600", fi.Mode(), err)
+	}
 	c, st, err := remotestore.Discover(context.Background(), dir)
-	if err != nil || st.PID != 42 || st.Stats.Stored != 7 {
+	if err != nil || st.PID != os.Getpid() || st.Stats.Stored != 7 {
 		t.Fatalf("discover: %v %+v", err, st)
 	}
 	if _, err := c.Session(context.Background(), "missing"); !errors.Is(err, capture.ErrNotFound) {
@@ -72,8 +83,35 @@ func TestTokenAndDiscover(t *testing.T) {
 		t.Errorf("announcement not removed: %v", err)
 	}
 	srv.Close()
-	remotestore.WriteAnnouncement(dir, remotestore.Announcement{PID: 43, API: srv.URL, Token: "right"})
+	remotestore.WriteAnnouncement(dir, remotestore.Announcement{PID: os.Getpid(), API: srv.URL, Token: "right"})
 	if _, _, err := remotestore.Discover(context.Background(), dir); err == nil {
 		t.Error("a dead recorder's announcement was trusted")
+	}
+}
+
+// TestStaleAnnouncement: an announcement left by a process that no longer
+// runs (a recorder killed with SIGKILL) counts as none, and RemoveStale
+// removes it.
+func TestStaleAnnouncement(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := cmd.ProcessState.Pid()
+	dir := t.TempDir()
+	if _, err := remotestore.WriteAnnouncement(dir, remotestore.Announcement{PID: dead, API: "http://127.0.0.1:1", Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := remotestore.Discover(context.Background(), dir); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "no longer runs") {
+		t.Errorf("Discover with pid %d gone: %v, want a not-exist error saying the process no longer runs", dead, err)
+	}
+	if removed, err := remotestore.RemoveStale(dir); !removed || err != nil {
+		t.Errorf("RemoveStale = %v, %v", removed, err)
+	}
+	if _, err := remotestore.ReadAnnouncement(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the stale announcement is still there: %v", err)
+	}
+	if removed, err := remotestore.RemoveStale(dir); removed || err != nil {
+		t.Errorf("RemoveStale of nothing = %v, %v", removed, err)
 	}
 }

@@ -115,6 +115,13 @@ func fullSession(id string, start time.Time) *capture.Session {
 		Lost:               4,
 		LossReason:         "store: disk full",
 		Labels:             []string{"bug-123", "ünïcode", ""},
+		Leg:                capture.LegStdio,
+		Route:              "everything",
+		Command: &capture.Command{
+			Args: []string{"node", "dist/index.js", "--key=[redacted]"},
+			Env:  []string{"NODE_ENV=production", "API_KEY=[redacted]"},
+			Dir:  "/srv/mcp", PID: 4242, Exit: "exited with code 3",
+		},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
 )
 
@@ -47,12 +48,13 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".local", "share", "mcptape")
 }
 
-// openWrite opens the store for recording.
-func openWrite(dir string) (*badgerstore.Store, error) {
+// openWrite opens the store for recording (or importing); opts may be
+// nil.
+func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
 	}
-	st, err := badgerstore.Open(dir, nil)
+	st, err := badgerstore.Open(dir, opts)
 	if err != nil {
 		if errors.Is(err, badgerstore.ErrLocked) {
 			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
@@ -61,21 +63,60 @@ func openWrite(dir string) (*badgerstore.Store, error) {
 		}
 		return nil, err
 	}
+	if err := repairStale(dir, st); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return st, nil
 }
 
-// openRead opens the store for reading: directly when no process holds it,
-// else through the API of the recorder that does.
-func openRead(ctx context.Context, dir string) (capture.Store, error) {
+// openedStore is a store opened for reading.
+type openedStore interface {
+	capture.Reader
+	Close() error
+}
+
+// repairStale cleans up after a recorder that was killed, in a store this
+// process now holds: sessions it left open are recounted and marked
+// incomplete, and its announcement (which names a process that is gone)
+// is removed.
+func repairStale(dir string, st *badgerstore.Store) error {
+	if _, err := remotestore.RemoveStale(dir); err != nil {
+		return fmt.Errorf("removing the stale %s: %w", remotestore.AnnouncementFile, err)
+	}
+	if _, err := st.RepairOpenSessions(context.Background()); err != nil {
+		return fmt.Errorf("repairing the sessions a killed recorder left open in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// openRead opens the store for reading: directly and read-only when no
+// process holds it, else through the API of the recorder that does.
+func openRead(ctx context.Context, dir string) (openedStore, error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
 	}
 	if c, _, err := remotestore.Discover(ctx, dir); err == nil {
 		return c, nil
 	}
-	st, err := badgerstore.Open(dir, nil)
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); errors.Is(err, fs.ErrNotExist) {
+		// No store yet: what wraps recorded may be waiting in spools.
+		return withSpools(ctx, memstore.New(), dir)
+	}
+	// Read-only: a read command never writes, and so works on a full disk.
+	st, err := badgerstore.Open(dir, &badgerstore.Options{ReadOnly: true})
 	if err == nil {
-		return st, nil
+		s, err := withSpools(ctx, st, dir)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	if errors.Is(err, badgerstore.ErrUnclean) {
+		return nil, fmt.Errorf("%s: %w: the mcptape that recorded into it was killed (or the machine went down). "+
+			"Reading it first needs a repair, which writes, and this command only reads: open it once with `mcptape dashboard --data %s` "+
+			"or `mcptape record --data %s …`, which repair it, then try again", dir, badgerstore.ErrUnclean, dir, dir)
 	}
 	if errors.Is(err, badgerstore.ErrLocked) {
 		if _, _, derr := remotestore.Discover(ctx, dir); derr != nil && !errors.Is(derr, fs.ErrNotExist) {
@@ -87,7 +128,9 @@ func openRead(ctx context.Context, dir string) (capture.Store, error) {
 }
 
 // pseudonymKey is the per-store secret that keys session-id pseudonyms, so
-// they are stable across restarts but not guessable.
+// they are stable across restarts but not guessable. Several processes may
+// ask at once (wraps started together): the first to link its key in place
+// wins, and the others read that one.
 func pseudonymKey(dir string) ([]byte, error) {
 	path := filepath.Join(dir, "pseudonym.key")
 	if b, err := os.ReadFile(path); err == nil && len(b) >= 16 {
@@ -97,7 +140,29 @@ func pseudonymKey(dir string) ([]byte, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".pseudonym-*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, werr)
+	}
+	if err := os.Link(tmp.Name(), path); err == nil {
+		return b, nil
+	}
+	// Someone else's key is in place (or linking is not possible here).
+	if got, err := os.ReadFile(path); err == nil && len(got) >= 16 {
+		return got, nil
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return b, nil

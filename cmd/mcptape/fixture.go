@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/proxy"
 )
@@ -29,8 +31,13 @@ func runFixture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func runFixtureServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("fixture server", stderr)
 	listen := fs.String("listen", "127.0.0.1:3001", "address to listen on")
+	stdio := fs.Bool("stdio", false, "serve one client over stdin and stdout instead (a stdio server, e.g. for `mcptape wrap`)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *stdio {
+		// Nothing but the protocol goes to stdout.
+		return fixtures.NewServer(nil).Run(ctx, &mcp.StdioTransport{})
 	}
 	srv, err := proxy.Listen(*listen, fixtures.Handler(nil), nil)
 	if err != nil {

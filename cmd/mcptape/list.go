@@ -32,9 +32,9 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout)
 }
 
-func listSessions(ctx context.Context, store capture.Store, q capture.SessionQuery, asJSON bool, w io.Writer) error {
+func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQuery, asJSON bool, w io.Writer) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := newJSONLines(w)
 		for s, err := range store.Sessions(ctx, q) {
 			if err != nil {
 				return err
@@ -60,7 +60,7 @@ func listSessions(ctx context.Context, store capture.Store, q capture.SessionQue
 		if s.Lost > 0 {
 			status += fmt.Sprintf(" (%d lost)", s.Lost)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, eraName(s.Era, s.Opening), dash(s.Version),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", clean(s.ID), eraName(s.Era, s.Opening), dash(clean(s.Version)),
 			dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Start.Local().Format("2006-01-02 15:04:05"),
 			s.Calls, s.Errors, status)
 	}
@@ -87,17 +87,6 @@ func dash(s string) string {
 	return s
 }
 
-// clean makes recorded text safe for a terminal: recorded content is
-// hostile, so control characters (escape sequences) never reach it.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
-}
-
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("show", stderr)
 	data := fs.String("data", defaultDataDir(), "directory of the capture store")
@@ -109,7 +98,8 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() != 1 {
 		return usagef("name one session (its id from `mcptape ls`, or a unique prefix of it)")
 	}
-	store, err := openRead(ctx, *data)
+	// Past damage: what can be read is shown, then the damage named.
+	store, err := openTolerant(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -124,15 +114,21 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(t)
+			enc := newJSONLines(stdout)
+			enc.indent = "  "
+			if err := enc.Encode(t); err != nil {
+				return err
+			}
+			return store.err()
 		}
 		sessionHeader(stdout, s)
 		t.WriteText(stdout, nil)
-		return nil
+		return store.err()
 	}
-	return showSession(ctx, store, s, *asJSON, stdout)
+	if err := showSession(ctx, store, s, *asJSON, stdout); err != nil {
+		return err
+	}
+	return store.err()
 }
 
 // interleave moves flags after positional arguments to the front, so
@@ -160,13 +156,13 @@ func interleave(args []string) []string {
 
 func takesValue(flag string) bool {
 	switch strings.TrimLeft(flag, "-") {
-	case "data", "o":
+	case "data", "o", "config":
 		return true
 	}
 	return false
 }
 
-func findSession(ctx context.Context, store capture.Store, id string) (*capture.Session, error) {
+func findSession(ctx context.Context, store capture.Reader, id string) (*capture.Session, error) {
 	s, err := store.Session(ctx, id)
 	if err == nil {
 		return s, nil
@@ -188,7 +184,7 @@ func findSession(ctx context.Context, store capture.Store, id string) (*capture.
 	}
 	ids := make([]string, 0, len(matches))
 	for _, m := range matches {
-		ids = append(ids, m.ID)
+		ids = append(ids, clean(m.ID))
 	}
 	return nil, fmt.Errorf("%q matches %d sessions (%s); give more of the id", id, len(matches), strings.Join(ids, ", "))
 }
@@ -214,9 +210,9 @@ type shownMessage struct {
 	RawText string          `json:"rawText,omitempty"`
 }
 
-func showSession(ctx context.Context, store capture.Store, s *capture.Session, asJSON bool, w io.Writer) error {
+func showSession(ctx context.Context, store capture.Reader, s *capture.Session, asJSON bool, w io.Writer) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := newJSONLines(w)
 		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
 			if err != nil {
 				return err
@@ -276,6 +272,6 @@ func fmtOffset(d time.Duration) string {
 }
 
 func sessionHeader(w io.Writer, s *capture.Session) {
-	fmt.Fprintf(w, "session %s  %s %s  client %s  server %s  %s\n", s.ID, eraName(s.Era, s.Opening), dash(s.Version),
+	fmt.Fprintf(w, "session %s  %s %s  client %s  server %s  %s\n", clean(s.ID), eraName(s.Era, s.Opening), dash(clean(s.Version)),
 		dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Status)
 }

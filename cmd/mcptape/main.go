@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mcptape/mcptape/capture"
 )
 
 func main() {
@@ -36,6 +38,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"record", "--upstream URL [--listen ADDR] [--data DIR] [--dashboard ADDR|off]", "put the recording proxy in front of an MCP server", runRecord},
+		{"wrap", wrapUsage, "run a stdio MCP server and record its traffic (what goes in a client's config)", runWrap},
 		{"ls", "[--data DIR] [--json] [--limit N]", "list recorded sessions", runLs},
 		{"dashboard", "[--data DIR] [--listen ADDR]", "browse, search and edit a store in the web dashboard (a running record serves its own)", runDashboard},
 		{"show", "[--data DIR] [--json] [--tree] SESSION", "print a session's messages in order, or its causal tree", runShow},
@@ -43,7 +46,11 @@ func commands() []command {
 		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
 		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
+		{"verify", "[--data DIR]", "read the whole store and name any damage (checksums, unreadable records)", runVerify},
 		{"replay", "server --tape FILE [--stdio] | client --tape FILE --target URL", "stand in for a recorded server (over HTTP or stdio), or replay a recorded client", runReplay},
+		{"clients", clientsUsage, "list the MCP client configs on this machine (Claude Desktop, Claude Code, Cursor, VS Code) and their servers", runClients},
+		{"attach", attachUsage, "route a client's server through `mcptape wrap`, so that it is recorded", runAttach},
+		{"detach", detachUsage, "put an attached server's config entry back as it was", runDetach},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
 		{"metrics", metricsUsage, "print the Grafana dashboard for the metrics of record --metrics", runMetrics},
 		{"version", "", "print the version", runVersion},
@@ -71,16 +78,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		var ue *usageError
+		var ec exitCode
 		switch {
 		case err == nil:
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case errors.As(err, &ec):
+			return int(ec)
 		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "mcptape %s: %s\nusage: mcptape %s %s\n", c.name, ue.msg, c.name, c.args)
+			fmt.Fprintf(stderr, "mcptape %s: %s\nusage: mcptape %s %s\n", c.name, capture.TerminalLines(ue.msg), c.name, c.args)
 			return exitUsage
 		default:
-			fmt.Fprintf(stderr, "mcptape %s: %v\n", c.name, err)
+			// Errors can quote recorded values (ids, names, versions).
+			fmt.Fprintf(stderr, "mcptape %s: %s\n", c.name, capture.TerminalLines(err.Error()))
 			return exitError
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +46,15 @@ type recordConfig struct {
 	dashboard      string
 	dashboardToken string
 	dashboardFixed bool
+	// Store bounds (sizes as flags give them, e.g. 256MiB).
+	minFree, maxStoreSize, maxRecordBytes string
 }
+
+// Defaults of the store's bounds (documented in the README).
+const (
+	defaultMinFree        = "256MiB"
+	defaultMaxRecordBytes = "64MiB"
+)
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("record", stderr)
@@ -61,8 +70,11 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
-	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off; an address other than loopback needs a token")
-	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
+	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off")
+	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
+	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
+	fs.StringVar(&c.maxStoreSize, "max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
+	fs.StringVar(&c.maxRecordBytes, "max-record-bytes", defaultMaxRecordBytes, "the largest message stored whole; a larger one is forwarded whole and stored cut, with a finding (headers: at most 1MiB)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -128,6 +140,10 @@ type recording struct {
 	metrics  *metricsServer
 	dash     *runningDashboard
 	replays  *replayServers
+	ingest   *ingesting
+	// live is rec, for the dashboard's status, which may ask before rec
+	// is set.
+	live atomic.Pointer[capture.Recorder]
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -160,7 +176,12 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if c.metrics != "" || dashOn {
 		reg = newMetricsRegistry()
 	}
-	store, err := openWrite(c.data)
+	so, maxRecord, err := c.storeOptions()
+	if err != nil {
+		return nil, err
+	}
+	so.Logger, so.Registerer = logger, registerer(reg)
+	store, err := openWrite(c.data, so)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +192,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 	}()
 	ro := &capture.RecorderOptions{
-		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap,
+		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
 		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
 		Registerer: registerer(reg),
 	}
@@ -183,7 +204,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if dashOn {
 		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
 		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
-			metricsHandler(reg), rs.replays, logger); err != nil {
+			metricsHandler(reg), rs.replays, rs.status, logger); err != nil {
 			return nil, err
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
@@ -192,11 +213,14 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	rs.live.Store(rs.rec)
+	// The wraps' spools: this process owns the store now.
+	rs.ingest = startIngest(c.data, rs.rec, store, logger)
 	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost, Registerer: registerer(reg)})
 	if err != nil {
 		return nil, err
 	}
-	rs.srv, err = proxy.Listen(c.listen, p, logger)
+	rs.srv, err = proxy.Listen(c.listen, p, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +235,47 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	return rs, nil
 }
 
+// storeOptions turns the store's flags into options, and returns the
+// largest message recorded whole.
+func (c *recordConfig) storeOptions() (*badgerstore.Options, int, error) {
+	o := &badgerstore.Options{}
+	minFree, err := parseSize(orDefault(c.minFree, defaultMinFree))
+	if err != nil {
+		return nil, 0, usagef("--min-free: %v", err)
+	}
+	if o.MinFree = minFree; minFree == 0 {
+		o.MinFree = -1 // off
+	}
+	if o.MaxSize, err = parseSize(orDefault(c.maxStoreSize, "0")); err != nil {
+		return nil, 0, usagef("--max-store-size: %v", err)
+	}
+	maxRecord, err := parseSize(orDefault(c.maxRecordBytes, defaultMaxRecordBytes))
+	if err != nil || maxRecord < 1<<10 || maxRecord > 1<<30 {
+		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 64MiB", c.maxRecordBytes)
+	}
+	return o, int(maxRecord), nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// status is what the dashboard's banner reports: whether recording is
+// paused for space, and what was lost.
+func (rs *recording) status() dashboard.RecordingStatus {
+	sp := rs.store.Space()
+	st := dashboard.RecordingStatus{Recording: true, Paused: sp.Paused, Reason: sp.Reason, Since: sp.Since,
+		Free: sp.Free, MinFree: sp.MinFree, Size: sp.Size, MaxSize: sp.MaxSize}
+	if rec := rs.live.Load(); rec != nil {
+		s := rec.Stats()
+		st.Stored, st.Lost = s.Stored, s.Lost+s.Dropped
+	}
+	return st
+}
+
 // serveAPI lets `ls` and `show` read the store while this process holds it.
 func (rs *recording) serveAPI(c *recordConfig) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -220,8 +285,13 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	token := remotestore.NewToken()
 	started := time.Now()
 	listen := rs.srv.URL()
-	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, func() remotestore.Status {
-		return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, &remotestore.HandlerOptions{
+		Status: func() remotestore.Status {
+			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+		},
+		// A read sees everything forwarded before it: `export` right
+		// after a run must not find a session's record stale.
+		Sync: rs.rec.Sync,
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.api.Serve(ln) }()
 	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
@@ -253,6 +323,7 @@ func (rs *recording) close() (capture.Stats, error) {
 		rs.replays.close()
 	}
 	var stats capture.Stats
+	rs.ingest.stop()
 	if rs.rec != nil {
 		if err := rs.rec.Close(ctx); err != nil {
 			errs = append(errs, err)
@@ -273,8 +344,6 @@ func (rs *recording) close() (capture.Stats, error) {
 	}
 	return stats, errors.Join(errs...)
 }
-
-func trimURL(u string) string { return strings.TrimRight(u, "/") }
 
 // defaultMemoryLimit keeps a recorder's RSS near 100 MB even while several
 // 10 MiB results stream through it: without a limit the Go heap may grow to

@@ -230,10 +230,15 @@ func TestRecordIdleGap(t *testing.T) {
 	defer ts.Close()
 	r := startRecord(t, "--upstream", ts.URL+"/mcp", "--idle-gap", "300ms")
 	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
-	post(t, r.base+"/mcp", modern)
-	post(t, r.base+"/mcp", modern) // within the gap
+	// Each call with its own id: a client that sends an id again starts a
+	// new session whatever the gap (TestModernRunsTwice…).
+	call := func(id int) {
+		postBody(t, r.base+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, id), modern)
+	}
+	call(1)
+	call(2) // within the gap
 	time.Sleep(600 * time.Millisecond)
-	post(t, r.base+"/mcp", modern) // after it
+	call(3) // after it
 	xs, _ := r.exchanges(t)
 	sessions := map[string]int{}
 	for _, x := range xs {

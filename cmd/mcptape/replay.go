@@ -85,13 +85,13 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		return err
 	}
-	srv, err := proxy.Listen(*listen, s, logger)
+	srv, err := proxy.Listen(*listen, s, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "mcptape replay: serving %s (%d session(s)) at %s, timing %s\n", *tapePath, len(tape.Sessions), srv.URL(), tm)
 	for _, ts := range tape.Sessions {
-		fmt.Fprintf(stdout, "  %s%s  (%s %s, recorded from %s)\n", srv.URL(), ts.Session.Path, ts.Session.Era, ts.Session.Version, dash(clean(ts.Session.Client.String())))
+		fmt.Fprintf(stdout, "  %s%s  (%s %s, recorded from %s)\n", srv.URL(), clean(ts.Session.Path), ts.Session.Era, clean(ts.Session.Version), dash(clean(ts.Session.Client.String())))
 	}
 	fmt.Fprintln(stdout, "mcptape replay: Ctrl-C stops")
 	errc := make(chan error, 1)

@@ -105,7 +105,9 @@ func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Write
 	if rep == nil {
 		return err
 	}
-	if werr := rep.WriteText(stdout, *verbose); werr != nil && err == nil {
+	// The report quotes recorded and live values: through the terminal
+	// filter.
+	if werr := rep.WriteText(&terminalWriter{w: stdout}, *verbose); werr != nil && err == nil {
 		err = werr
 	}
 	if *junit != "" {

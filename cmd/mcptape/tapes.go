@@ -24,7 +24,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, interleave(args)); err != nil {
 		return err
 	}
-	store, err := openRead(ctx, *data)
+	// Past damage: the tape holds what can be read, and the damage is
+	// named after it is written.
+	store, err := openTolerant(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -105,12 +107,15 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if dest == "-" {
 			dest = "stdout"
 		}
-		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, messages, byteSize(cw.n.Load()), dest)
+		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, store.read, byteSize(cw.n.Load()), dest)
+	}
+	if err := store.err(); err != nil {
+		return fmt.Errorf("%w; the tape holds the %d message(s) that could be read", err, store.read)
 	}
 	return nil
 }
 
-func countSessions(ctx context.Context, store capture.Store) int {
+func countSessions(ctx context.Context, store capture.Reader) int {
 	n := 0
 	for _, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 		if err == nil {
@@ -150,7 +155,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer tape.Close()
-	store, err := openWrite(*data)
+	store, err := openWrite(*data, nil)
 	if err != nil {
 		return err
 	}
@@ -159,7 +164,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		err = cerr
 	}
 	for _, id := range ids {
-		fmt.Fprintln(stdout, id)
+		fmt.Fprintln(stdout, clean(id))
 	}
 	if err != nil {
 		if len(ids) > 0 {
@@ -169,7 +174,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for i, ts := range tape.Sessions {
 		if i < len(ids) && ids[i] != ts.Session.ID {
-			fmt.Fprintf(stderr, "mcptape import: %s was renamed %s (the store held that id already)\n", ts.Session.ID, ids[i])
+			fmt.Fprintf(stderr, "mcptape import: %s was renamed %s (the store held that id already)\n", clean(ts.Session.ID), clean(ids[i]))
 		}
 	}
 	fmt.Fprintf(stderr, "mcptape import: %d session(s) into %s\n", len(ids), *data)

@@ -82,7 +82,7 @@ func lines(s string) []string { return strings.Fields(strings.TrimSpace(s)) }
 func editMessage(t *testing.T, dir string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := openWrite(dir)
+	st, err := openWrite(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 // would compute, the same for the same capabilities in another key order,
 // and the memory stays bounded.
 func TestCapsHashRemembersCanonicalDigest(t *testing.T) {
-	p := &pipeline{caps: map[string]string{}}
+	p := &grouper{caps: map[string]string{}}
 	a := json.RawMessage(`{"sampling":{},"roots":{"listChanged":true}}`)
 	b := json.RawMessage(`{"roots":{"listChanged":true},"sampling":{}}`)
 	c := json.RawMessage(`{"roots":{}}`)

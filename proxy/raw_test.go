@@ -16,14 +16,10 @@ import (
 	"github.com/mcptape/mcptape/proxy"
 )
 
-// Tests of the proxy's own HTTP/1.1 engine, over raw TCP, for what clients
-// other than Go's send.
+// Tests over raw TCP, for what clients other than Go's send.
 
-func engineFront(t *testing.T, h http.Handler) (string, *rig) {
+func rawFront(t *testing.T, h http.Handler) (string, *rig) {
 	t.Helper()
-	if testEngine == "net/http" {
-		t.Skip("engine-only test")
-	}
 	r := newRig(t, h, nil)
 	return strings.TrimPrefix(r.px.URL, "http://"), r
 }
@@ -53,8 +49,8 @@ func echoBody() http.Handler {
 	})
 }
 
-func TestEngineChunkedRequestBody(t *testing.T) {
-	addr, _ := engineFront(t, echoBody())
+func TestRawChunkedRequestBody(t *testing.T) {
+	addr, _ := rawFront(t, echoBody())
 	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	req := "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
 		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
@@ -64,23 +60,37 @@ func TestEngineChunkedRequestBody(t *testing.T) {
 	}
 }
 
-func TestEngineExpectContinueAndHTTP10(t *testing.T) {
-	addr, _ := engineFront(t, echoBody())
+func TestRawExpectContinueAndHTTP10(t *testing.T) {
+	addr, _ := rawFront(t, echoBody())
 	body := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
-	got := rawExchange(t, addr, fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body))
-	if !strings.HasPrefix(got, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200") || !strings.HasSuffix(got, body) {
-		t.Fatalf("Expect: 100-continue: %q", got)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	got = rawExchange(t, addr, fmt.Sprintf("POST /mcp HTTP/1.0\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.HasSuffix(got, body) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body))
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("Expect: 100-continue: first line %q, %v", line, err)
+	}
+	br.ReadString('\n') // the blank line ending the interim response
+	io.WriteString(c, body)
+	rest, _ := io.ReadAll(br)
+	if !strings.HasPrefix(string(rest), "HTTP/1.1 200") || !strings.HasSuffix(string(rest), body) {
+		t.Fatalf("Expect: 100-continue: %q", rest)
+	}
+	got := rawExchange(t, addr, fmt.Sprintf("POST /mcp HTTP/1.0\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	if !strings.HasPrefix(got, "HTTP/1.0 200") || !strings.HasSuffix(got, body) {
 		t.Fatalf("HTTP/1.0 client: %q", got)
 	}
 }
 
 // An HTTP/1.0 client gets a chunked upstream response de-chunked, ended by
 // closing the connection.
-func TestEngineHTTP10ChunkedResponse(t *testing.T) {
-	addr, _ := engineFront(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func TestRawHTTP10ChunkedResponse(t *testing.T) {
+	addr, _ := rawFront(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "data: one\n\n")
 		w.(http.Flusher).Flush()
@@ -93,32 +103,35 @@ func TestEngineHTTP10ChunkedResponse(t *testing.T) {
 	}
 }
 
-func TestEngineRefusesBadRequests(t *testing.T) {
-	addr, _ := engineFront(t, echoBody())
+func TestRawRefusesBadRequests(t *testing.T) {
+	addr, _ := rawFront(t, echoBody())
 	for name, req := range map[string]string{
-		"both lengths": "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-		"bad length":   "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n",
-		"garbage":      "HELLO\r\n\r\n",
-		"http/2":       "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+		"bad length": "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n",
+		"garbage":    "HELLO\r\n\r\n",
 	} {
-		if got := rawExchange(t, addr, req); !strings.HasPrefix(got, "HTTP/1.1 400") || !strings.Contains(got, "mcptape: bad request") {
+		if got := rawExchange(t, addr, req); !strings.HasPrefix(got, "HTTP/1.1 400") {
 			t.Errorf("%s: %q", name, got)
 		}
 	}
+}
+
+// A protocol upgrade (WebSocket, h2c) is never switched to: the request
+// goes on as a plain one, without its Upgrade, so the upstream answers it
+// as one and no unrecorded tunnel opens.
+func TestRawUpgradeNotSwitched(t *testing.T) {
+	addr, _ := rawFront(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Got-Upgrade", r.Header.Get("Upgrade")+"|"+r.Header.Get("Connection"))
+		w.WriteHeader(http.StatusOK)
+	}))
 	got := rawExchange(t, addr, "GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-	if !strings.HasPrefix(got, "HTTP/1.1 501") {
+	if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, "X-Got-Upgrade: |\r\n") {
 		t.Errorf("upgrade: %q", got)
 	}
 }
 
 // Many requests on one client connection, with the upstream closing its
-// idle connections now and then: the engine retries on a fresh one, and
-// every response arrives.
-func TestEngineKeepAliveAndStaleUpstream(t *testing.T) {
-	if testEngine == "net/http" {
-		// net/http does not retry a POST on a stale connection: it answers 502.
-		t.Skip("engine-only test")
-	}
+// idle connections now and then: every response arrives.
+func TestRawKeepAliveAndStaleUpstream(t *testing.T) {
 	up := httptest.NewUnstartedServer(echoBody())
 	up.Config.SetKeepAlivesEnabled(true)
 	up.Start()
@@ -154,8 +167,8 @@ func TestEngineKeepAliveAndStaleUpstream(t *testing.T) {
 
 // A request body larger than the proxy buffers streams to the upstream,
 // whole.
-func TestEngineLargeRequestBody(t *testing.T) {
-	addr, r := engineFront(t, echoBody())
+func TestRawLargeRequestBody(t *testing.T) {
+	addr, r := rawFront(t, echoBody())
 	big := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","arguments":{"blob":"` + strings.Repeat("z", 3<<20) + `"}}}`
 	raw := rawExchange(t, addr, fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(big), big))
 	res, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
@@ -179,9 +192,9 @@ func TestEngineLargeRequestBody(t *testing.T) {
 }
 
 // A client that pipelines its next request while the upstream is slow to
-// answer the first has not gone away: the engine's watch for a disconnect
-// sees a byte, not a close, and both requests are answered in order.
-func TestEnginePipelinedWhileWaiting(t *testing.T) {
+// answer the first has not gone away: both requests are answered in order,
+// neither is recorded as aborted.
+func TestRawPipelinedWhileWaiting(t *testing.T) {
 	slowEcho := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if bytes.Contains(b, []byte(`"id":1`)) {
@@ -190,7 +203,7 @@ func TestEnginePipelinedWhileWaiting(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b)
 	})
-	addr, r := engineFront(t, slowEcho)
+	addr, r := rawFront(t, slowEcho)
 	var req strings.Builder
 	for i := 1; i <= 2; i++ {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)

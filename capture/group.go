@@ -1,0 +1,216 @@
+package capture
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// grouper decides which session an HTTP exchange belongs to. It holds the
+// indexes from what a request shows — an Mcp-Session-Id, a client
+// fingerprint, a remote address — to the live sessions, and nothing else:
+// the linking state of a session (requests in flight, progress tokens,
+// rounds) is the session's own ([sessState]). A stdio stream is a session
+// of its own and never passes through here. Owned by the pipeline
+// goroutine.
+type grouper struct {
+	p        *pipeline             // opens sessions
+	byKey    map[string]*sessState // raw Mcp-Session-Id → session; never stored
+	byFP     map[string]*sessState // modern fingerprint → latest session
+	probes   map[string]*sessState // ip|path|client → a session opened by server/discover
+	httpOnly map[string]*sessState // ip → session of non-MCP exchanges
+	recent   map[string]*sessState // ip|path → the latest session-less session
+	caps     map[string]string     // raw clientCapabilities → capsDigest
+}
+
+func newGrouper(p *pipeline) *grouper {
+	return &grouper{
+		p: p, byKey: map[string]*sessState{}, byFP: map[string]*sessState{}, probes: map[string]*sessState{},
+		httpOnly: map[string]*sessState{}, recent: map[string]*sessState{}, caps: map[string]string{},
+	}
+}
+
+// probeWindow bounds how long after a server/discover that found only
+// legacy versions an initialize from the same client still joins its session.
+const probeWindow = 30 * time.Second
+
+// sessionFor finds or opens the session of an exchange whose request body
+// has been decoded. See the package documentation for the rules.
+func (g *grouper) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) *sessState {
+	o := g.p.o
+	if xs.key != "" && !xs.refused {
+		if st := g.byKey[xs.key]; st != nil {
+			return st
+		}
+		st := g.p.newSession(xs, at, "mid-session")
+		g.bindKey(xs.key, st)
+		return st
+	}
+	var first *protocol.Message
+	for i := range msgs {
+		if msgs[i].Kind == protocol.KindRequest || msgs[i].Kind == protocol.KindNotification {
+			first = &msgs[i]
+			break
+		}
+	}
+	if first == nil && !xs.mcp || xs.refused {
+		// Plain HTTP (OAuth metadata, health checks), and requests the
+		// proxy refused itself: filed per client address, never in an MCP
+		// session whose traffic they are not.
+		hk := xs.ip + "|" + xs.route
+		if st := g.httpOnly[hk]; st != nil && at.Sub(st.last) < o.IdleGap {
+			return st
+		}
+		st := g.p.newSession(xs, at, "http")
+		st.httpKey = hk
+		g.httpOnly[hk] = st
+		return st
+	}
+	var params protocol.Params
+	if first != nil {
+		params, _ = protocol.ParseParams(first.Params)
+	}
+	client := params.ClientInfo.String()
+	probeFP := xs.ip + "|" + xs.route + "|" + xs.path + "|" + client
+	fp := probeFP + "|" + g.capsHash(params.ClientCapabilities)
+	method, id := "", ""
+	if first != nil {
+		method = first.Method
+		id = first.IDKey()
+	}
+	// A message that does not say who sent it (go-sdk's HTTP
+	// notifications/cancelled has no _meta) belongs with the latest
+	// session-less traffic from the same address and endpoint.
+	near := xs.ip + "|" + xs.route + "|" + xs.path
+	if params.ClientInfo == nil && method != protocol.MethodInitialize && method != protocol.MethodDiscover {
+		if st := g.recent[near]; st != nil && !st.keyed && at.Sub(st.last) < o.IdleGap && !st.usedID(id) {
+			return st
+		}
+	}
+	st := g.sessionByFP(xs, method, id, probeFP, fp, at)
+	g.recent[near] = st
+	return st
+}
+
+// joinable reports whether a session-less request from the fingerprint of
+// st may join it: st is still a modern session, recent, and has not seen
+// the request's id. A client never reuses a request id within a session,
+// so a reused one is a new run of the same program (a test run twice, say),
+// whose ids start again.
+func (g *grouper) joinable(st *sessState, id string, at time.Time) bool {
+	return st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < g.p.o.IdleGap && !st.usedID(id)
+}
+
+func (g *grouper) sessionByFP(xs *xState, method, id, probeFP, fp string, at time.Time) *sessState {
+	switch method {
+	case protocol.MethodInitialize:
+		if st := g.probes[probeFP]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < probeWindow &&
+			protocol.NewestModern(st.supported) == "" && !st.usedID(id) {
+			st.s.Opening = "discover+initialize"
+			delete(g.probes, probeFP)
+			if g.byFP[st.fp] == st {
+				delete(g.byFP, st.fp)
+			}
+			return st
+		}
+		return g.p.newSession(xs, at, "initialize")
+	case protocol.MethodDiscover:
+		if st := g.byFP[fp]; g.joinable(st, id, at) {
+			return st
+		}
+		st := g.p.newSession(xs, at, "discover")
+		st.fp, st.probeFP = fp, probeFP
+		g.byFP[fp] = st
+		g.probes[probeFP] = st
+		return st
+	}
+	if st := g.byFP[fp]; g.joinable(st, id, at) {
+		return st
+	}
+	st := g.p.newSession(xs, at, "request")
+	st.fp = fp
+	g.byFP[fp] = st
+	return st
+}
+
+// bindKey makes key name st: the response that opens a legacy session names
+// it, and a server may mint the same id again after the client deleted the
+// session that had it — the new session takes the id over.
+func (g *grouper) bindKey(key string, st *sessState) bool {
+	if other := g.byKey[key]; other != nil && other != st && !other.deleted {
+		return false
+	}
+	g.byKey[key] = st
+	st.keyed = true
+	st.s.Key = g.p.red.pseudonym(key)
+	if g.probes[st.probeFP] == st {
+		delete(g.probes, st.probeFP)
+	}
+	return true
+}
+
+// forget drops every index entry that points at st (a purged session).
+func (g *grouper) forget(st *sessState) {
+	for k, v := range g.byKey {
+		if v == st {
+			delete(g.byKey, k)
+		}
+	}
+	if g.byFP[st.fp] == st {
+		delete(g.byFP, st.fp)
+	}
+	if g.probes[st.probeFP] == st {
+		delete(g.probes, st.probeFP)
+	}
+	if g.httpOnly[st.httpKey] == st {
+		delete(g.httpOnly, st.httpKey)
+	}
+	for k, v := range g.recent {
+		if v == st {
+			delete(g.recent, k)
+		}
+	}
+}
+
+// capsCacheMax bounds the distinct capabilities texts whose digest the
+// grouper remembers; capsCacheText bounds the length of one.
+const (
+	capsCacheMax  = 256
+	capsCacheText = 4 << 10
+)
+
+// capsHash is capsDigest, remembered by the raw text: a 2026-07-28 client
+// sends the same capabilities with every request, and canonicalising them
+// (a JSON decode, encode and SHA-256) cost more than the rest of the
+// request's correlation.
+func (g *grouper) capsHash(raw json.RawMessage) string {
+	if len(raw) == 0 || len(raw) > capsCacheText {
+		return capsDigest(raw)
+	}
+	if h, ok := g.caps[string(raw)]; ok {
+		return h
+	}
+	h := capsDigest(raw)
+	if len(g.caps) >= capsCacheMax {
+		clear(g.caps)
+	}
+	g.caps[string(raw)] = h
+	return h
+}
+
+// capsDigest is a short digest of canonical capabilities JSON.
+func capsDigest(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "?"
+	}
+	b, _ := json.Marshal(v) // maps marshal with sorted keys
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:6])
+}

@@ -1,0 +1,125 @@
+package capture_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// A stdio server's traffic is one session of the stdio leg: every line in
+// both directions a message, linked as over HTTP (a sampling request to the
+// call in flight, the client's answer to it, the result to its call), stderr
+// kept as log lines, a stdout line that is not JSON-RPC forwarded and named
+// in a finding, and the command's secrets redacted everywhere.
+func TestStreamRecordsAStdioSession(t *testing.T) {
+	d := newDriver(t, nil)
+	s := d.rec.OpenStream(&capture.StreamInfo{Name: "weather", Command: capture.Command{
+		Args: []string{"node", "build/index.js", "--api-key", "sk-live-0123456789abcdef", "--port=3000"},
+		Env:  []string{"WEATHER_TOKEN=tok-9f8e7d6c5b4a39281706", "NODE_ENV=production"},
+		Dir:  "/srv/weather", PID: 4242,
+	}})
+	in := func(l string) { s.Line(protocol.ClientToServer, []byte(l)) }
+	out := func(l string) { s.Line(protocol.ServerToClient, []byte(l)) }
+	in(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"claude-ai","version":"0.1.0"}}}`)
+	s.Stderr([]byte("weather server starting on stdio"))
+	out(`Server listening on port 3000`)
+	out(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"weather","version":"1.2.0"}}}`)
+	in(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	in(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"forecast","arguments":{"city":"Paris"},"_meta":{"progressToken":"p1"}}}`)
+	out(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p1","progress":1}}`)
+	out(`{"jsonrpc":"2.0","id":0,"method":"sampling/createMessage","params":{"messages":[],"maxTokens":9}}`)
+	in(`{"jsonrpc":"2.0","id":0,"result":{"role":"assistant","content":{"type":"text","text":"sunny"},"model":"m"}}`)
+	out(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"sunny; key sk-live-0123456789abcdef"}]}}`)
+	s.Close("exited with code 3")
+
+	ms := d.messages("s01")
+	sess := d.session("s01")
+	if sess.Leg != capture.LegStdio || sess.Route != "weather" || sess.Era != protocol.EraLegacy || sess.Client.Name != "claude-ai" || sess.Server.Name != "weather" {
+		t.Errorf("session = leg %s route %q era %s client %q server %q", sess.Leg, sess.Route, sess.Era, sess.Client.Name, sess.Server.Name)
+	}
+	if sess.Status != capture.StatusClosed || sess.Command == nil || sess.Command.Exit != "exited with code 3" || sess.Command.PID != 4242 {
+		t.Errorf("session status %s command %+v", sess.Status, sess.Command)
+	}
+	args := strings.Join(sess.Command.Args, " ")
+	env := strings.Join(sess.Command.Env, " ")
+	if strings.Contains(args, "sk-live") || strings.Contains(env, "tok-9f8e") || !strings.Contains(args, "--port=3000") || !strings.Contains(env, "NODE_ENV=production") {
+		t.Errorf("command not redacted as expected: args %q env %q", args, env)
+	}
+	if len(ms) != 10 || sess.Messages != 10 {
+		t.Fatalf("%d messages stored, session counts %d; want 10", len(ms), sess.Messages)
+	}
+	by := map[string]*capture.Message{}
+	for _, m := range ms {
+		if strings.Contains(string(m.Raw), "sk-live") {
+			t.Errorf("message %d keeps the command's secret: %s", m.Seq, m.Raw)
+		}
+		switch {
+		case m.Kind == protocol.KindStderr:
+			by["stderr"] = m
+		case m.Kind == protocol.KindInvalid:
+			by["garbage"] = m
+		case m.Kind == protocol.KindRequest:
+			by[m.Method] = m
+		case m.Kind == protocol.KindResult:
+			by["result "+m.Method] = m
+		case m.Kind == protocol.KindNotification:
+			by[m.Method] = m
+		}
+	}
+	if m := by["stderr"]; m == nil || string(m.Raw) != "weather server starting on stdio" || m.Direction != protocol.ServerToClient {
+		t.Errorf("stderr line = %+v", m)
+	}
+	if m := by["garbage"]; m == nil || len(m.Findings) == 0 || !strings.Contains(m.Findings[0].Message, `"Server listening on port 3000"`) ||
+		m.Findings[0].Kind != capture.FindingInvalidFrame {
+		t.Errorf("the stdout line that is not JSON-RPC: %+v", m)
+	}
+	call, sampling := by[protocol.MethodToolsCall], by[protocol.MethodSampling]
+	if call == nil || sampling == nil || sampling.Links.Parent != call.Seq {
+		t.Fatalf("sampling request not linked to the call in flight: call %+v sampling %+v", call, sampling)
+	}
+	if r := by["result "+protocol.MethodSampling]; r == nil || r.Links.Request != sampling.Seq || r.Direction != protocol.ClientToServer {
+		t.Errorf("the client's sampling answer = %+v", r)
+	}
+	if r := by["result "+protocol.MethodToolsCall]; r == nil || r.Links.Request != call.Seq {
+		t.Errorf("the call's result = %+v", r)
+	}
+	if p := by[protocol.MethodProgress]; p == nil || p.Links.Request != call.Seq {
+		t.Errorf("progress = %+v", p)
+	}
+	tree, text := d.tree("s01")
+	if tree.Stderr != 1 || !strings.Contains(text, "sampling/createMessage") {
+		t.Errorf("tree: %d stderr lines, text:\n%s", tree.Stderr, text)
+	}
+	var xs []*capture.Exchange
+	for x, err := range d.store.Exchanges(t.Context(), "s01") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, x)
+	}
+	if len(xs) != 1 || xs[0].Method != "STDIO" || xs[0].End.IsZero() || xs[0].RequestBytes == 0 || xs[0].ResponseBytes == 0 {
+		t.Errorf("stream exchange = %+v", xs)
+	}
+}
+
+// Two stdio servers at once are two sessions; neither's messages land in
+// the other.
+func TestStreamsAreSessionsOfTheirOwn(t *testing.T) {
+	d := newDriver(t, nil)
+	a := d.rec.OpenStream(&capture.StreamInfo{Name: "a", Command: capture.Command{Args: []string{"a"}}})
+	b := d.rec.OpenStream(&capture.StreamInfo{Name: "b", Command: capture.Command{Args: []string{"b"}}})
+	for _, s := range []*capture.Stream{a, b, a, b} {
+		s.Line(protocol.ClientToServer, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	}
+	a.Close("")
+	b.Close("")
+	for _, id := range []string{"s01", "s02"} {
+		ms := d.messages(id)
+		if len(ms) != 4 {
+			t.Errorf("session %s holds %d messages, want 4", id, len(ms))
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// childEnv carries the command line (JSON) of an mcptape run as a child
+// process of a test: the test binary re-executes itself with only
+// TestChildProcess selected, and that runs the command. Fault tests need
+// a real process: one a test can kill, one whose crash (a SIGBUS) is not
+// the test's own.
+const childEnv = "MCPTAPE_TEST_CHILD_ARGS"
+
+// TestChildProcess is not a test of its own: it is how startChild's
+// processes run.
+func TestChildProcess(t *testing.T) {
+	raw := os.Getenv(childEnv)
+	if raw == "" {
+		t.Skip("runs only as a child process of another test")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", childEnv, err)
+		os.Exit(exitUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// proc is an mcptape command running as a child process.
+type proc struct {
+	cmd         *exec.Cmd
+	out, errOut *syncBuffer
+	exited      chan struct{} // closed when it has exited; cmd.ProcessState is then set
+}
+
+// startChild starts `mcptape args...` as a child process; the test's end
+// kills it if it still runs.
+func startChild(t *testing.T, args ...string) *proc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(args)
+	c := &proc{out: &syncBuffer{}, errOut: &syncBuffer{}, exited: make(chan struct{})}
+	c.cmd = exec.Command(exe, "-test.run=^TestChildProcess$")
+	c.cmd.Env = append(os.Environ(), childEnv+"="+string(b))
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.errOut
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	})
+	return c
+}
+
+// wait returns the rest of the first output line that holds prefix,
+// waiting up to 20 seconds; the test fails if the child exits first.
+func (c *proc) wait(t *testing.T, prefix string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if v := outputValue(c.out.String(), prefix); v != "" {
+			return v
+		}
+		select {
+		case <-c.exited:
+			t.Fatalf("the child exited (%v) before printing %q:\n%s%s", c.cmd.ProcessState, prefix, c.out.String(), c.errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child printed no %q:\n%s%s", prefix, c.out.String(), c.errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive fails the test if the child has exited.
+func (c *proc) alive(t *testing.T, when string) {
+	t.Helper()
+	select {
+	case <-c.exited:
+		t.Fatalf("mcptape died %s: %v\nstdout:\n%s\nstderr:\n%s", when, c.cmd.ProcessState, c.out.String(), c.errOut.String())
+	default:
+	}
+}
+
+// interrupt sends SIGINT (Ctrl-C) and returns the exit code.
+func (c *proc) interrupt(t *testing.T) int {
+	t.Helper()
+	c.alive(t, "before it was stopped")
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("mcptape did not stop within 30s of SIGINT:\n%s%s", c.out.String(), c.errOut.String())
+	}
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("mcptape was killed by %v:\n%s%s", ws.Signal(), c.out.String(), c.errOut.String())
+	}
+	return c.cmd.ProcessState.ExitCode()
+}
+
+// kill sends SIGKILL and waits for the child to go.
+func (c *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.exited
+}
+
+// tmpfs mounts a tmpfs of the given size (as mount's size= takes it) on a
+// new directory and unmounts it when the test ends. It needs root (or
+// CAP_SYS_ADMIN); otherwise the test is skipped, saying so.
+func tmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("this test mounts a %s tmpfs to fill a real disk, which needs root; skipped as uid %d", size, os.Geteuid())
+	}
+	dir := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			t.Skipf("this test mounts a %s tmpfs to fill a real disk, and mounting is not allowed here (%v); skipped", size, err)
+		}
+		t.Fatalf("mounting a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// freeOn is the free space on dir's file system.
+func freeOn(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// fill writes a ballast file in dir until dir's file system has at most
+// leave bytes free (0: until it is full), and returns its path.
+func fill(t *testing.T, dir, name string, leave int64) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 256<<10)
+	for i := range block {
+		block[i] = byte(i*7 + 1)
+	}
+	for {
+		free := freeOn(t, dir)
+		if free <= leave {
+			return path
+		}
+		n := min(int64(len(block)), free-leave)
+		if _, err := f.Write(block[:n]); err != nil {
+			if errors.Is(err, unix.ENOSPC) {
+				return path
+			}
+			t.Fatal(err)
+		}
+	}
+}

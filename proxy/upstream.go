@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// upstream is the RoundTripper the ReverseProxy uses: the configured
+// transport, plus what the proxy adds around each request — the instants
+// for the metrics and the record, the wait for the response head bounded
+// by Options.UpstreamTimeout, and one retry on a fresh connection when a
+// pooled one turns out closed.
+//
+// The retry: an upstream closes idle keep-alive connections when it likes
+// (Node's HTTP server after 5 s), and a request sent on one just as it
+// closes fails before any response byte. net/http's transport retries that
+// only for requests it can replay and deems idempotent, never a POST. The
+// proxy holds the whole body of a buffered request, so it can replay it;
+// and a connection that failed before answering anything, on its first
+// use since it sat idle, did not process it.
+type upstream struct {
+	rt      http.RoundTripper
+	fresh   http.RoundTripper // never reuses a connection
+	timeout time.Duration     // <= 0: no limit
+}
+
+func newUpstream(rt http.RoundTripper, timeout time.Duration) *upstream {
+	u := &upstream{rt: rt, fresh: rt, timeout: timeout}
+	if t, ok := rt.(*http.Transport); ok {
+		f := t.Clone()
+		f.DisableKeepAlives = true
+		u.fresh = f
+	}
+	return u
+}
+
+func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	x, _ := req.Context().Value(ctxKey{}).(*exchange)
+	if x == nil {
+		return u.rt.RoundTrip(req)
+	}
+	res, retry, err := u.attempt(u.rt, req, x)
+	if retry {
+		again := req.Clone(req.Context())
+		again.Body = io.NopCloser(bytes.NewReader(x.body))
+		res, _, err = u.attempt(u.fresh, again, x)
+	}
+	return res, err
+}
+
+// attempt sends req once. retry reports a failure the request may be
+// retried after: a reused connection that failed before any response byte,
+// with the whole body in hand and the client still waiting.
+func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange) (_ *http.Response, retry bool, _ error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	a := &attemptState{cancel: cancel, d: u.timeout}
+	trace := &httptrace.ClientTrace{
+		GotConn:              func(ci httptrace.GotConnInfo) { a.reused.Store(ci.Reused) },
+		WroteRequest:         func(httptrace.WroteRequestInfo) { a.arm() },
+		GotFirstResponseByte: func() { a.gotByte.Store(true) },
+	}
+	x.mx.forwarded = time.Now()
+	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	a.disarm()
+	if err == nil {
+		x.mx.upHeaders = time.Now()
+		res.Body = &attemptBody{ReadCloser: res.Body, cancel: cancel}
+		return res, false, nil
+	}
+	cancel(nil)
+	if a.timedOut.Load() {
+		return nil, false, &headTimeoutError{u.timeout}
+	}
+	retry = a.reused.Load() && !a.gotByte.Load() && x.complete && x.ctx.Err() == nil && connGone(err)
+	return nil, retry, err
+}
+
+// attemptState is one attempt's view of its connection, and the timer
+// that bounds the wait for the response head once the request is sent.
+type attemptState struct {
+	reused, gotByte, timedOut atomic.Bool
+	cancel                    context.CancelCauseFunc
+	d                         time.Duration
+	mu                        sync.Mutex
+	t                         *time.Timer
+	over                      bool
+}
+
+func (a *attemptState) arm() {
+	if a.d <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.over || a.t != nil {
+		return
+	}
+	a.t = time.AfterFunc(a.d, func() {
+		a.timedOut.Store(true)
+		a.cancel(&headTimeoutError{a.d})
+	})
+}
+
+func (a *attemptState) disarm() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.over = true
+	if a.t != nil {
+		a.t.Stop()
+	}
+}
+
+// attemptBody releases the attempt's context when the response is over.
+type attemptBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *attemptBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
+// headTimeoutError is an upstream that sent no response head within the
+// upstream timeout.
+type headTimeoutError struct{ d time.Duration }
+
+func (e *headTimeoutError) Error() string {
+	return fmt.Sprintf("no response head within %v", e.d)
+}
+func (e *headTimeoutError) Timeout() bool   { return true }
+func (e *headTimeoutError) Temporary() bool { return false }
+
+// connGone reports an error of a connection the upstream had closed.
+func connGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "server closed idle connection")
+}
