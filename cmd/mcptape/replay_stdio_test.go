@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,33 +15,6 @@ import (
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/fixtures/interop"
 )
-
-// execArg, as the first argument of this package's test binary, makes it
-// the mcptape command instead: a test that needs mcptape as a process (a
-// stdio server a client spawns) runs the binary with execArg and the
-// command's arguments.
-const execArg = "mcptape-exec"
-
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == execArg {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := run(ctx, os.Args[2:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
-
-// mcptapeCommand is the command line that runs mcptape with args, as a
-// client config would spawn it.
-func mcptapeCommand(t *testing.T, args ...string) []string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]string{self, execArg}, args...)
-}
 
 // `replay server --stdio` speaks on stdin and stdout, and keeps stdout for
 // the protocol: the banner, the logs and the strict report go to stderr.
@@ -100,8 +71,8 @@ func TestReplayServerStdioTypeScriptClient(t *testing.T) {
 	if code, _, errOut := mcptape(t, "export", "--data", rec.data, "-o", tape, "-q"); code != 0 {
 		t.Fatalf("export: %s", errOut)
 	}
-	replayed, err := interop.RunClient(ctx, "stdio", &interop.ClientOptions{Transport: "stdio", Transcript: true,
-		Command: mcptapeCommand(t, "replay", "server", "--stdio", "--tape", tape, "--strict")})
+	replayed, err := interop.RunClient(ctx, "", &interop.ClientOptions{Transport: interop.TransportStdio, Transcript: true,
+		Command: mcptapeArgv(t, "replay", "server", "--stdio", "--tape", tape, "--strict"), Env: []string{asMcptapeEnv + "=1"}})
 	if err != nil {
 		t.Fatalf("the TypeScript stdio client against the replay: %v", err)
 	}
