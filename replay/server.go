@@ -297,9 +297,15 @@ func prepare(ix *sessionIndex, s *capture.Session, ld loader) *recSession {
 	}
 	byX := map[uint64]*call{}
 	bySeq := map[uint64]*call{}
+	// A stdio session's one "exchange" is the server's process: its
+	// messages belong where their links say, as if it had none.
+	stdio := s.Leg == capture.LegStdio
 	for i := range ix.ms {
 		m := &ix.ms[i]
 		x := xs[m.ExchangeID]
+		if stdio {
+			x = nil
+		}
 		switch {
 		case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindRequest:
 			c := &call{rs: rs, req: m, x: x, method: m.Method}
@@ -325,7 +331,7 @@ func prepare(ix *sessionIndex, s *capture.Session, ld loader) *recSession {
 				}
 				continue
 			}
-			// No exchange (a stdio recording): a message belongs to the
+			// No HTTP exchange (a stdio recording): a message belongs to the
 			// call its links name — the request it answers or reports on,
 			// or the call whose stream carried a server→client request;
 			// the rest the server sent on its own, as on a GET stream.

@@ -212,3 +212,47 @@ func TestDeleteDeliversWhatWasRecordedBefore(t *testing.T) {
 		}
 	})
 }
+
+// A call's response waits for no later request. Each direction is timed
+// apart when recording (a stdio wrap reads the client's and the server's
+// pipes on their own), so a recording can show the client's next request
+// a few microseconds before the response the client waited for; that
+// request sets the response off no more than any other.
+func TestResponseWaitsForNoLaterRequest(t *testing.T) {
+	tape := getStreamTape()
+	ts := tape.Sessions[0]
+	at := ts.Messages[3].Time // the call, at 100 ms
+	msg := func(seq uint64, dir protocol.Direction, d time.Duration, raw string, links capture.Links) *capture.Message {
+		m := protocol.Decode([]byte(raw))
+		return &capture.Message{Seq: seq, SessionID: "s", ExchangeID: 4, Direction: dir, Time: at.Add(d), Kind: m.Kind, Method: m.Method,
+			ID: m.ID, Raw: []byte(raw), Size: len(raw), Batch: -1, Links: links}
+	}
+	// The call at 100 ms; the client's next request at 110 ms; the
+	// call's response stamped 6 µs after it.
+	ts.Messages = append(ts.Messages[:4],
+		msg(5, protocol.ClientToServer, 10*time.Millisecond, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, capture.Links{}),
+		msg(6, protocol.ServerToClient, 10*time.Millisecond+6*time.Microsecond, `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"went"}]}}`, capture.Links{Request: 4}),
+		msg(7, protocol.ServerToClient, 11*time.Millisecond, `{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}`, capture.Links{Request: 5}))
+	ts.Exchanges[3].ResponseBody = capture.BodySSE
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: replay.TimingRecorded, Strict: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, legacyRequest(ctx, "POST", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+		sid := w.Result().Header.Get("Mcp-Session-Id")
+		start := time.Now()
+		w = httptest.NewRecorder()
+		s.ServeHTTP(w, legacyRequest(ctx, "POST", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"go","arguments":{}}}`))
+		if !strings.Contains(w.Body.String(), `"went"`) {
+			t.Fatalf("tools/call: %d %s", w.Code, w.Body)
+		}
+		if took := time.Since(start); took != 10*time.Millisecond+6*time.Microsecond {
+			t.Errorf("the call's response came after %v; recorded after 10.006ms", took)
+		}
+	})
+}

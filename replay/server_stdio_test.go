@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,10 +107,11 @@ func TestStdioServerErrors(t *testing.T) {
 		[]string{`"id":3,"error":{"code":-32000,"message":"mcptape replay: injected fault: HTTP status 503`})
 }
 
-// A tape recorded over stdio has no HTTP exchanges: its messages say
-// which call they belong to by their links alone, and the replay over
-// stdio answers from them — the progress of a call, its response, and what
-// the server sent on its own after it.
+// A tape recorded over stdio has no HTTP exchanges (one record stands for
+// the server's process): its messages say which call they belong to by
+// their links alone, and the replay over stdio answers from them — the
+// progress of a call, its response, and what the server sent on its own
+// after it; what the server wrote to stderr stays off stdout.
 func TestStdioServerServesAStdioTape(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var msgs []*capture.Message
@@ -124,13 +126,20 @@ func TestStdioServerServesAStdioTape(t *testing.T) {
 	init := add(c2s, 0, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, capture.Links{})
 	add(s2c, 1, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"stdio-server","version":"1"}}}`, capture.Links{Request: init})
 	add(c2s, 2, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, capture.Links{})
+	msgs = append(msgs, &capture.Message{Seq: uint64(len(msgs) + 1), SessionID: "stdio", Direction: s2c, Time: t0.Add(3 * time.Millisecond),
+		Kind: protocol.KindStderr, Raw: []byte("server log: ready"), Batch: -1}) // went to stderr: never on stdout
 	call := add(c2s, 10, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"recorded-token"}}}`, capture.Links{})
 	add(s2c, 12, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"recorded-token","progress":1,"total":1}}`, capture.Links{Request: call})
 	add(s2c, 14, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"slow done"}]}}`, capture.Links{Request: call})
 	add(s2c, 15, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"on its own"}}`, capture.Links{})
+	// As a wrap records it: one "exchange" for the process, the leg stdio.
+	for _, m := range msgs {
+		m.ExchangeID = 1
+	}
 	tape := &replay.Tape{Sessions: []*replay.TapeSession{{
-		Session:  &capture.Session{ID: "stdio", Era: protocol.EraLegacy, Version: "2025-11-25", Opening: "initialize", Start: t0},
-		Messages: msgs,
+		Session:   &capture.Session{ID: "stdio", Era: protocol.EraLegacy, Version: "2025-11-25", Opening: "stdio", Leg: capture.LegStdio, Start: t0},
+		Exchanges: []*capture.Exchange{{ID: 1, SessionID: "stdio", Method: "STDIO", URL: "node server.js", Start: t0}},
+		Messages:  msgs,
 	}}}
 	s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: replay.TimingRecorded, Strict: true})
 	if err != nil {
@@ -140,6 +149,9 @@ func TestStdioServerServesAStdioTape(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- s.ServeStdio(context.Background(), inR, outW); outW.Close() }()
+	// A replay that never answers must fail the test, not hang it.
+	watchdog := time.AfterFunc(10*time.Second, func() { inW.CloseWithError(errors.New("timed out")); outR.Close() })
+	defer watchdog.Stop()
 	sc := bufio.NewScanner(outR)
 	next := func() string {
 		t.Helper()

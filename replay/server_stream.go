@@ -65,11 +65,14 @@ func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *p
 	return streamOpen
 }
 
-// triggerAfter is the request a stream message waits for: the recorded
-// request that last preceded it, unless that is the call itself.
+// triggerAfter is the request a message of call c's stream waits for: the
+// recorded request that last preceded it, unless that is the call itself.
+// The call's response waits for no later request: nothing later causes it,
+// and the recording can show the client's next request a few microseconds
+// before the response it waited for (each direction is timed apart).
 func (rs *recSession) triggerAfter(m *msgRef, c *call) uint64 {
 	t := rs.trigger(m.Seq)
-	if c != nil && t <= c.req.Seq {
+	if c != nil && (t <= c.req.Seq || m.Kind.IsResponse() && m.Links.Request == c.req.Seq) {
 		return 0
 	}
 	return t
@@ -142,13 +145,19 @@ func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef,
 	if sm == nil {
 		return false
 	}
-	if sm.Kind == protocol.KindFrame || sm.Kind == protocol.KindInvalid {
+	switch sm.Kind {
+	case protocol.KindFrame, protocol.KindInvalid:
 		return o.frame(sm) == nil
+	case protocol.KindStderr:
+		// A stdio server's log line: it went to its stderr, never to the
+		// client. The replay's log carries it.
+		s.log.Info("the recorded server's stderr", "line", string(sm.Raw))
+		return true
 	}
 	data := sm.Raw
 	var ask string
 	switch {
-	case sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq:
+	case sm.Kind.IsResponse() && c.req != nil && sm.Links.Request == c.req.Seq:
 		data = responseWithID(data, m.ID)
 	case sm.Kind == protocol.KindRequest:
 		l.mu.Lock()

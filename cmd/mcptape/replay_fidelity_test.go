@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +25,9 @@ import (
 )
 
 // fidelityRuns is how many times each fidelity test records, exports and
-// replays: a replay must satisfy the recorded client every time.
+// replays: a replay must satisfy the recorded client every time. The runs
+// go two at a time (go test's -parallel): they mostly wait, on the
+// recorded pace and on node.
 const fidelityRuns = 10
 
 // requirePeers skips the test when the npm peers are not installed, unless
@@ -86,9 +89,10 @@ func observe(r *interop.ClientReport) observed {
 func TestReplayFidelityEverything(t *testing.T) {
 	requirePeers(t)
 	for i := 1; i <= fidelityRuns; i++ {
-		if !fidelityEverything(t, i) {
-			t.Fatalf("run %d of %d differed (above)", i, fidelityRuns)
-		}
+		t.Run(fmt.Sprintf("run%02d", i), func(t *testing.T) {
+			t.Parallel() // each run has its own server, store and ports
+			fidelityEverything(t, i)
+		})
 	}
 }
 
@@ -251,9 +255,10 @@ func (b *tapBody) finish() {
 // the recorded run, and the strict replay finds nothing, run after run.
 func TestReplayFidelityGoSDKMRTR(t *testing.T) {
 	for i := 1; i <= fidelityRuns; i++ {
-		if !fidelityGoSDK(t, i) {
-			t.Fatalf("run %d of %d differed (above)", i, fidelityRuns)
-		}
+		t.Run(fmt.Sprintf("run%02d", i), func(t *testing.T) {
+			t.Parallel() // each run has its own server, store and ports
+			fidelityGoSDK(t, i)
+		})
 	}
 }
 
@@ -315,4 +320,64 @@ func hasRounds(r *fixtures.Report) bool {
 		}
 	}
 	return false
+}
+
+// The official TypeScript client over stdio, through `mcptape wrap` around
+// server-everything in stdio mode: export at once (nothing owns the store:
+// export reads the wrap's spool), the wrapped server is gone once the
+// client closed, replay the tape with `mcptape replay server --stdio
+// --strict` at recorded timing — the client observes what it observed
+// against the real server (see overStdio), and the strict replay finds
+// nothing, run after run.
+func TestReplayFidelityStdio(t *testing.T) {
+	requirePeers(t)
+	ev, err := interop.EverythingCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= fidelityRuns; i++ {
+		t.Run(fmt.Sprintf("run%02d", i), func(t *testing.T) {
+			t.Parallel() // each run has its own server, store and ports
+			fidelityStdio(t, i, ev)
+		})
+	}
+}
+
+func fidelityStdio(t *testing.T, run int, ev []string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data := t.TempDir()
+	opts := func(args ...string) *interop.ClientOptions {
+		return &interop.ClientOptions{Transport: interop.TransportStdio, Transcript: true, Command: mcptapeArgv(t, args...),
+			Env: []string{asMcptapeEnv + "=1"}}
+	}
+	recorded, err := interop.RunClient(ctx, "", opts(append([]string{"wrap", "--data", data, "--name", "everything", "--"}, ev...)...))
+	if err != nil {
+		t.Fatalf("run %d, recording through wrap: %v", run, err)
+	}
+	tape := filepath.Join(t.TempDir(), "stdio.tape.json")
+	if code, _, errOut := mcptape(t, "export", "--data", data, "-o", tape, "-q"); code != 0 {
+		t.Fatalf("run %d, export: exit %d: %s", run, code, errOut)
+	}
+	replayed, err := interop.RunClient(ctx, "", opts("replay", "server", "--stdio", "--tape", tape, "--strict", "--timing", "recorded"))
+	if err != nil {
+		t.Errorf("run %d: the TypeScript stdio client against the replay: %v", run, err)
+		return false
+	}
+	ok := !t.Failed()
+	if d := cmp.Diff(overStdio(observe(recorded)), overStdio(observe(replayed))); d != "" {
+		t.Errorf("run %d: the client observed something else from the replay (-recorded +replayed):\n%s", run, d)
+		ok = false
+	}
+	progressBeforeResponse(t, replayed)
+	if len(recorded.Transcript) < 20 || recorded.Counts.Log == 0 || recorded.Counts.ResourceUpdated == 0 {
+		t.Errorf("run %d: the recorded run proves little: %d messages received, counts %+v", run, len(recorded.Transcript), recorded.Counts)
+		ok = false
+	}
+	if !strings.Contains(replayed.Stderr, ", 0 miss(es)") || strings.Contains(replayed.Stderr, "strict replay found") {
+		t.Errorf("run %d: the strict stdio replay's report:\n%s", run, replayed.Stderr)
+		ok = false
+	}
+	return ok && !t.Failed()
 }
