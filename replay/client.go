@@ -554,13 +554,10 @@ func planSession(ts *TapeSession) *clientPlan {
 // unsupported says why the session cannot be replayed, or "".
 func (p *clientPlan) unsupported() string {
 	s := p.ts.Session
-	if s.Version == protocol.V20241105 {
-		for _, x := range p.ts.Exchanges {
-			if x.Method == http.MethodGet && x.ResponseBody == capture.BodySSE {
-				return "the session used the 2024-11-05 HTTP+SSE transport, which the replay client does not speak (it speaks Streamable HTTP)"
-			}
-			break
-		}
+	// A 2024-11-05 session that began with a GET event stream used the
+	// legacy HTTP+SSE transport.
+	if xs := p.ts.Exchanges; s.Version == protocol.V20241105 && len(xs) > 0 && xs[0].Method == http.MethodGet && xs[0].ResponseBody == capture.BodySSE {
+		return "the session used the 2024-11-05 HTTP+SSE transport, which the replay client does not speak (it speaks Streamable HTTP)"
 	}
 	if p.modern {
 		return ""

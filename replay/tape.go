@@ -2,7 +2,6 @@ package replay
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -430,17 +429,4 @@ func (r renumbering) of(v uint64) uint64 {
 		return 0
 	}
 	return r[i][1]
-}
-
-// equalRaw reports whether two raw JSON values are the same JSON
-// (insignificant whitespace aside).
-func equalRaw(a, b []byte) bool {
-	if bytes.Equal(a, b) {
-		return true
-	}
-	var ca, cb bytes.Buffer
-	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
-		return false
-	}
-	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
