@@ -88,7 +88,8 @@ type ServerOptions struct {
 }
 
 // Server is a recorded MCP server: an http.Handler that answers live
-// clients from a tape over Streamable HTTP, on both eras.
+// clients from a tape over Streamable HTTP, on both eras, and over stdio
+// with ServeStdio.
 type Server struct {
 	opts     ServerOptions
 	matcher  *Matcher
