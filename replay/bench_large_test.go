@@ -241,12 +241,14 @@ func peakHeap(fn func() (keep any)) (peak uint64, took time.Duration) {
 // BenchmarkLargeTape opens a large generated tape (500 MB unless
 // MCPTAPE_LARGE_TAPE_MB says otherwise) and imports it, then loads it into
 // a replay server and asks it for recorded calls: the peak heap of each.
-// The import is measured twice: into a store that keeps nothing (what the
-// import itself holds: the tape's index, the batch being written) and into
-// a Badger store on disk (what `mcptape import` holds; Badger's compaction
-// buffers, which grow with how fast it is written, are most of it).
-// Targets, for the 500 MB tape: the import's own peak and the replay's
-// under 200 MB (the Badger import is reported, not held to a target).
+// The import is measured into a store that keeps nothing: what the import
+// itself holds, the tape's index and the batch being written. With
+// MCPTAPE_LARGE_TAPE_BADGER=1 it is measured again into a Badger store on
+// disk, what `mcptape import` holds: Badger's compaction buffers are most
+// of it (1.1 to 1.6 GB for the 527 MB tape, however the writes are paced),
+// and they take half a minute more, so CI leaves it out. Targets, for the
+// 500 MB tape: the import's own peak and the replay's under 200 MB (the
+// Badger import is reported, not held to a target).
 func BenchmarkLargeTape(b *testing.B) {
 	dir := b.TempDir()
 	lt := writeLargeTape(b, dir, int64(largeTapeMB(b))<<20)
@@ -274,19 +276,22 @@ func BenchmarkLargeTape(b *testing.B) {
 		}
 
 		data := filepath.Join(dir, fmt.Sprintf("store-%d", i))
-		p, took = peakHeap(func() any {
-			st, err := badgerstore.Open(data, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			keep := importInto(st)
-			if err := st.Close(); err != nil {
-				b.Fatal(err)
-			}
-			return keep
-		})
+		p, took = 0, 0
+		if os.Getenv("MCPTAPE_LARGE_TAPE_BADGER") == "1" {
+			p, took = peakHeap(func() any {
+				st, err := badgerstore.Open(data, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				keep := importInto(st)
+				if err := st.Close(); err != nil {
+					b.Fatal(err)
+				}
+				return keep
+			})
+			os.RemoveAll(data)
+		}
 		badgerPeak, badgerTook = max(badgerPeak, p), max(badgerTook, took)
-		os.RemoveAll(data)
 
 		p, took = peakHeap(func() any {
 			tape, err := openLargeTape(lt.path)
@@ -319,8 +324,10 @@ func BenchmarkLargeTape(b *testing.B) {
 	b.ReportMetric(float64(lt.messages), "messages")
 	b.ReportMetric(float64(importPeak)/(1<<20), "import-peak-heap-MB")
 	b.ReportMetric(importTook.Seconds(), "import-s")
-	b.ReportMetric(float64(badgerPeak)/(1<<20), "import-badger-peak-heap-MB")
-	b.ReportMetric(badgerTook.Seconds(), "import-badger-s")
+	if badgerPeak > 0 {
+		b.ReportMetric(float64(badgerPeak)/(1<<20), "import-badger-peak-heap-MB")
+		b.ReportMetric(badgerTook.Seconds(), "import-badger-s")
+	}
 	b.ReportMetric(float64(loadPeak)/(1<<20), "replay-peak-heap-MB")
 	b.ReportMetric(loadTook.Seconds(), "replay-load-s")
 	// The target: 100 MB (the largest message, the decoder's buffers) and
