@@ -189,12 +189,17 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
 		return
 	}
-	if l.rs.getX == nil {
+	// What a stdio server sent on its own goes on the GET stream too.
+	if l.rs.getX == nil && len(l.rs.get) == 0 {
 		http.Error(w, "mcptape replay: the recording has no standalone GET stream", http.StatusMethodNotAllowed)
 		return
 	}
-	if x := l.rs.exchange(l.rs.getX); x != nil {
-		copyHeaders(w.Header(), x.ResponseHeader)
+	start := l.rs.s.Start
+	if l.rs.getX != nil {
+		start = l.rs.getX.Start
+		if x := l.rs.exchange(l.rs.getX); x != nil {
+			copyHeaders(w.Header(), x.ResponseHeader)
+		}
 	}
 	w.Header().Set("Content-Type", protocol.ContentTypeSSE)
 	w.WriteHeader(http.StatusOK)
@@ -204,7 +209,7 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 	l.gets = append(l.gets, out)
 	l.mu.Unlock()
 	defer closeOnce(out)
-	pc := &pacer{prevRec: l.rs.getX.Start, prevLive: time.Now()}
+	pc := &pacer{prevRec: start, prevLive: time.Now()}
 	for _, sm := range l.rs.get {
 		trigger := l.rs.trigger(sm.Seq)
 		if !l.draining() && !s.pace(r.Context(), l, pc, sm, trigger, l.drain) {

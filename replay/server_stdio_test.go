@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,7 +113,11 @@ func TestStdioServerErrors(t *testing.T) {
 // their links alone, and the replay over stdio answers from them — the
 // progress of a call, its response, and what the server sent on its own
 // after it; what the server wrote to stderr stays off stdout.
-func TestStdioServerServesAStdioTape(t *testing.T) {
+// stdioTape is a session as mcptape wrap records a stdio server: one
+// record for the process, the leg stdio, its messages linked: initialize,
+// a stderr line, a tools/call "slow" with a progress notification and its
+// response, then a log notification the server sent on its own.
+func stdioTape() *replay.Tape {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var msgs []*capture.Message
 	add := func(dir protocol.Direction, ms int, raw string, links capture.Links) uint64 {
@@ -141,6 +146,11 @@ func TestStdioServerServesAStdioTape(t *testing.T) {
 		Exchanges: []*capture.Exchange{{ID: 1, SessionID: "stdio", Method: "STDIO", URL: "node server.js", Start: t0}},
 		Messages:  msgs,
 	}}}
+	return tape
+}
+
+func TestStdioServerServesAStdioTape(t *testing.T) {
+	tape := stdioTape()
 	s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: replay.TimingRecorded, Strict: true})
 	if err != nil {
 		t.Fatal(err)
@@ -178,4 +188,42 @@ func TestStdioServerServesAStdioTape(t *testing.T) {
 	if r := s.Report(); !r.OK() || r.Served != 2 {
 		t.Errorf("strict replay: served %d, failures %q", r.Served, r.Failures)
 	}
+}
+
+// A stdio tape served over HTTP: the calls are answered on their POST
+// streams, and what the server sent on its own comes on the standalone
+// GET stream.
+func TestStdioTapeOverHTTP(t *testing.T) {
+	s, hs := serve(t, stdioTape(), &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
+	tape := &replay.Tape{Sessions: []*replay.TapeSession{{Messages: []*capture.Message{{Direction: protocol.ClientToServer, Method: "initialize",
+		Raw: []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)}}}}}
+	h := openLegacy(t, tape, hs.URL+"/mcp")
+	req, _ := http.NewRequest("GET", hs.URL+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second} // a stream that never carries it fails the test
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %d", res.StatusCode)
+	}
+	_, body, err := post(t, hs.URL+"/mcp", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"p"}}}`, h)
+	if err != nil || !strings.Contains(string(body), `"progressToken":"p"`) || !strings.Contains(string(body), `"id":5,"result"`) {
+		t.Fatalf("tools/call: %v %s", err, body)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"data":"on its own"`) {
+			if r := s.Report(); !r.OK() {
+				t.Errorf("strict replay: %q", r.Failures)
+			}
+			return
+		}
+	}
+	t.Fatalf("the GET stream ended without what the server sent on its own: %v", sc.Err())
 }
