@@ -49,7 +49,7 @@ type pendKey struct {
 type pending struct {
 	seq    uint64
 	at     time.Time // when the request crossed
-	x      uint64 // the exchange whose body carried the request
+	x      uint64    // the exchange whose body carried the request
 	method string
 	name   string
 	caps   json.RawMessage // a modern request's clientCapabilities
@@ -565,6 +565,7 @@ func (p *pipeline) response(xs *xState, ev event) {
 		xs.sess.s.Findings++
 	}
 	xs.x.Synthesized = ev.synth
+	xs.x.Rewritten = ev.rewritten
 	if !ev.synth {
 		xs.x.Forwarded, xs.x.UpstreamHeaders = ev.forwarded, ev.upHeaders
 	}

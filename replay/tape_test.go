@@ -25,7 +25,8 @@ func handTape() *replay.Tape {
 		Client: protocol.Implementation{Name: "hand", Version: "1"}, Path: "/mcp", Start: at, End: at.Add(time.Second),
 		ClientCapabilities: []byte(`{ "roots" : {} }`), Status: capture.StatusClosed}
 	x := &capture.Exchange{ID: 7, SessionID: s.ID, Method: "POST", URL: "/mcp", Status: 200, Start: at,
-		RequestBody: capture.BodyJSON, ResponseBody: capture.BodySSE}
+		RequestBody: capture.BodyJSON, ResponseBody: capture.BodySSE,
+		Rewritten: `WWW-Authenticate resource_metadata → "http://127.0.0.1:7411/.well-known/oauth-protected-resource/mcp"`}
 	req := []byte("{ \"jsonrpc\" : \"2.0\",\n  \"id\" : 1 ,\t\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"\\u00e9t\\u00e9 \\/ \\\"q\\\"\"}}}")
 	resp := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"été / \"q\""}]}}   `)
 	frame := []byte(": keep-alive\r\n\r\n")
@@ -93,6 +94,14 @@ func TestTapeKeepsRawBytes(t *testing.T) {
 	}
 	if _, err := replay.Import(ctx, dst, tape, nil); err != nil {
 		t.Fatal(err)
+	}
+	for x, err := range dst.Exchanges(ctx, ts.Session.ID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Rewritten != ts.Exchanges[0].Rewritten {
+			t.Errorf("exchange %d after export and import: rewritten %q, want %q", x.ID, x.Rewritten, ts.Exchanges[0].Rewritten)
+		}
 	}
 	for _, m := range ts.Messages {
 		g, err := dst.Message(ctx, m.Seq)
