@@ -512,7 +512,7 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 		}
 	}
 	xs.mcp = !xs.refused && (rpc || xs.key != "" || strings.Contains(xs.headers.Get("Accept"), protocol.ContentTypeSSE) ||
-		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost)
+		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost && !plainJSON(body))
 	st := p.groups.sessionFor(xs, msgs, at)
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
@@ -530,6 +530,8 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 		}
 	}
 	if !xs.mcp {
+		p.plainBody(xs, protocol.ClientToServer, xs.reqBuf, xs.reqOver, xs.x.RequestBytes, xs.headers.Get("Content-Type"), xs.reqEnc, at)
+		xs.reqBuf = nil
 		return
 	}
 	if encProblem != "" {
@@ -602,6 +604,7 @@ func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
 	}
 	xs.x.ResponseBytes += int64(len(b))
 	if !xs.mcp {
+		p.bufferPlain(xs, b)
 		return
 	}
 	if xs.sse != nil {
@@ -665,6 +668,9 @@ func (p *pipeline) end(xs *xState, ev event) {
 		case len(xs.respBuf) > 0:
 			p.jsonResponse(xs, ev.at, ev.aborted)
 		}
+	} else if xs.resp {
+		p.plainBody(xs, protocol.ServerToClient, xs.respBuf, xs.respOver, xs.x.ResponseBytes,
+			xs.x.ResponseHeader.Get("Content-Type"), xs.respEnc, ev.at)
 	}
 	xs.respBuf = nil
 	if xs.legacyStream {
@@ -684,6 +690,11 @@ func (p *pipeline) jsonResponse(xs *xState, at time.Time, aborted bool) {
 	if xs.respOver {
 		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, at, FindingOversize,
 			fmt.Sprintf("response body larger than %d bytes; stored cut", p.o.MaxMessageSize)), nil)
+		return
+	}
+	if xs.x.Status >= 400 && plainJSON(body) {
+		// An HTTP error's own JSON (an OAuth 401's), no JSON-RPC message.
+		p.plainBody(xs, protocol.ServerToClient, body, false, int64(len(body)), xs.x.ResponseHeader.Get("Content-Type"), "", at)
 		return
 	}
 	msgs := protocol.Split(body)
