@@ -104,6 +104,7 @@ type Proxy struct {
 	upTimeout time.Duration
 	checkHost bool
 	m         *metrics // nil without a Registerer
+	oauth     oauthRewrites
 
 	// live holds the exchanges in flight, so that a shutdown can cut them
 	// with ErrShutdown as their cause.
@@ -215,6 +216,8 @@ type exchange struct {
 	mu       sync.Mutex
 	upErr    error // a non-EOF error reading the upstream body
 	mx       exchangeMetrics
+	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
+	orig     *original // set when the response was rewritten (oauth.go)
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -265,6 +268,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	x := &exchange{tap: tap, body: body, complete: complete, stream: r.Method == http.MethodGet, ctx: ctx, client: r.Context(), cancel: cancel, in: in}
+	x.front.up = p.up
+	x.front.scheme, x.front.host = frontOf(r)
 	if !p.track(x) && x.stream {
 		cancel(ErrShutdown) // it arrived as the drain began
 	}
@@ -354,6 +359,9 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		return errSwitched
 	}
 	x, _ := res.Request.Context().Value(ctxKey{}).(*exchange)
+	if err := p.rewriteOAuth(res, x); err != nil {
+		return err
+	}
 	if x != nil && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
 	}
