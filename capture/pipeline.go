@@ -36,9 +36,8 @@ type pipeline struct {
 	groups     *grouper
 	xs         map[uint64]*xState
 	// records ingested from another recorder, for the next batch
-	foreignS  []*Session
-	foreignX  []*Exchange
-	lastPurge time.Time
+	foreignS []*Session
+	foreignX []*Exchange
 }
 
 type pendKey struct {

@@ -101,16 +101,15 @@ type Recorder struct {
 
 	nextExchange atomic.Uint64
 
-	messages, stored, lost   atomic.Int64
-	exchanges, inflight      atomic.Int64
-	dropped, storeErrors     atomic.Int64
-	lastErr                  atomic.Pointer[string]
-	failing                  atomic.Bool
-	lossMu                   sync.Mutex
-	lossBySession            map[string]lossNote
-	pipe                     *pipeline
-	met                      *recorderMetrics // nil without a Registerer
-	storeLogOnce, recoverLog sync.Once
+	messages, stored, lost atomic.Int64
+	exchanges, inflight    atomic.Int64
+	dropped, storeErrors   atomic.Int64
+	lastErr                atomic.Pointer[string]
+	failing                atomic.Bool
+	lossMu                 sync.Mutex
+	lossBySession          map[string]lossNote
+	pipe                   *pipeline
+	met                    *recorderMetrics // nil without a Registerer
 }
 
 type lossNote struct {

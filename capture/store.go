@@ -129,3 +129,31 @@ type MessageQuery struct {
 	// NoRaw leaves Raw nil (Size is still set), for listings.
 	NoRaw bool
 }
+
+// Verifier is implemented by a store that can check itself for damage
+// (mcptape verify).
+type Verifier interface {
+	// Verify reads the whole store and reports what is damaged. It only
+	// reads; the error is for Verify itself failing, not for damage.
+	Verify(ctx context.Context) (*VerifyReport, error)
+}
+
+// VerifyReport is what a Verify checked and found.
+type VerifyReport struct {
+	Tables, Sessions, Messages, Exchanges int
+	// Damage lists what is wrong; empty when the store is sound.
+	Damage []Damage `json:"damage,omitempty"`
+}
+
+// OK reports whether Verify found no damage.
+func (r *VerifyReport) OK() bool { return len(r.Damage) == 0 }
+
+// Damage is one thing Verify found wrong: where, and what.
+type Damage struct {
+	// Where names the file, session or record: "table 000012.sst",
+	// "session 20260301-…".
+	Where string `json:"where"`
+	What  string `json:"what"`
+}
+
+func (d Damage) String() string { return d.Where + ": " + d.What }

@@ -127,8 +127,7 @@ func CallTree(ctx context.Context, store Reader, seq uint64) (*Node, error) {
 
 // Find returns the outermost node that holds message seq.
 func (t *Tree) Find(seq uint64) *Node {
-	var find func(ns []*Node) *Node
-	find = func(ns []*Node) *Node {
+	find := func(ns []*Node) *Node {
 		for _, n := range ns {
 			if n.holds(seq) {
 				return n

@@ -721,5 +721,6 @@ func TestAPITapes(t *testing.T) {
 func serve(t testing.TB, d *dashboard.Server) string {
 	srv := newTestServer(d)
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	knowToken(t, srv.URL, d.Token())
 	return srv.URL
 }

@@ -29,6 +29,7 @@ type browser struct {
 	mu         sync.Mutex
 	exceptions []string
 	console    []string
+	loggedIn   map[string]bool // dashboards whose token cookie the browser holds
 }
 
 // newBrowser starts Chromium, or skips the test when it is not installed
@@ -44,7 +45,7 @@ func newBrowser(t testing.TB) *browser {
 	// Screenshots are test artifacts: they outlive the test, in
 	// $MCPTAPE_ARTIFACTS (.ci/run sets ./artifacts) or else in
 	// $TMPDIR/mcptape-artifacts.
-	b := &browser{t: t, artifacts: os.Getenv("MCPTAPE_ARTIFACTS")}
+	b := &browser{t: t, artifacts: os.Getenv("MCPTAPE_ARTIFACTS"), loggedIn: map[string]bool{}}
 	if b.artifacts == "" {
 		b.artifacts = filepath.Join(os.TempDir(), "mcptape-artifacts")
 	}
@@ -140,8 +141,18 @@ func (b *browser) waitFor(what, cond string, timeout time.Duration) {
 	}
 }
 
+// open navigates to url. The first time it opens a test dashboard, it goes
+// through the address mcptape prints, with ?token=, which trades the
+// token for the cookie the rest of the visit carries.
 func (b *browser) open(url string) {
 	b.t.Helper()
+	if tok := tokenOf(url); tok != "" {
+		base := url[:len("http://")+strings.IndexByte(url[len("http://"):]+"/", '/')]
+		if !b.loggedIn[base] {
+			b.run("log in to "+base, chromedp.Navigate(base+"/?token="+tok))
+			b.loggedIn[base] = true
+		}
+	}
 	b.run("open "+url, chromedp.Navigate(url))
 }
 

@@ -27,6 +27,10 @@
 // or host, 401 token, 501 unsupported).
 //
 //	GET    /info                              version, data dir, which features cmd wired
+//	GET    /status                            the recording's state (Options.Status): {"recording", "paused",
+//	                                          "reason", "since", "stored", "lost", "free", "minFree", "size",
+//	                                          "maxSize"}; the page polls it and shows a banner when recording is
+//	                                          paused or messages were lost
 //	GET    /sessions                          sessions newest first: ?method= &tool= &status=open|closed|incomplete|errors|ok
 //	                                          &era=legacy|modern|http &findings=1|0 &label= &since= &until= (RFC 3339)
 //	                                          &q= (text in params and results) &limit= (≤500) &offset=
@@ -74,9 +78,13 @@
 // base64 checks out. Every response carries [ContentSecurityPolicy] (no
 // inline script or style) and X-Content-Type-Options: nosniff.
 //
-// [Listen] binds loopback addresses freely; any other address needs a
-// token (Options.Token), given once as ?token= (traded for an HttpOnly
-// cookie) or as Authorization: Bearer. On a loopback listener the Host
+// Every request needs the dashboard's token (Options.Token, random by
+// default), on loopback too, since every user of the machine reaches
+// loopback: given once as ?token= (traded for an HttpOnly, SameSite=Strict
+// cookie named after the port, and a redirect to the address without it),
+// then by that cookie, or as Authorization: Bearer (Prometheus scraping
+// /metrics; the local read API of remotestore has a token of its own).
+// [Listen] refuses to serve without one. On a loopback listener the Host
 // header must name a loopback host, against DNS rebinding. Requests that
 // change anything (POST, PUT, DELETE) must come from the dashboard's own
 // origin (Origin and Sec-Fetch-Site, when the browser sends them) and

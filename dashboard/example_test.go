@@ -32,7 +32,12 @@ func ExampleNew() {
 	srv := httptest.NewServer(d)
 	defer srv.Close()
 
-	res, err := http.Get(srv.URL + "/api/v1/sessions?limit=10")
+	// Every request carries the dashboard's token (random unless
+	// Options.Token sets one): a browser once in the URL, then a cookie;
+	// a script as a bearer token.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/sessions?limit=10", nil)
+	req.Header.Set("Authorization", "Bearer "+d.Token())
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		panic(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,7 +72,39 @@ func newRig(t testing.TB, opts *dashboard.Options) *rig {
 	t.Cleanup(func() { r.px.CloseClientConnections(); r.up.CloseClientConnections() })
 	r.srv = httptest.NewServer(r.dash)
 	t.Cleanup(func() { r.srv.CloseClientConnections(); r.srv.Close() })
+	knowToken(t, r.srv.URL, r.dash.Token())
 	return r
+}
+
+// dashTokens maps a test dashboard's base URL to its token, so that the
+// helpers that talk to it (newAPIClient, bearer, the browser's open) pass
+// it as a user would: the first request through the printed ?token= URL,
+// which sets the cookie, or Authorization: Bearer for scripts.
+var dashTokens sync.Map
+
+func knowToken(t testing.TB, base, token string) {
+	dashTokens.Store(base, token)
+	t.Cleanup(func() { dashTokens.Delete(base) })
+}
+
+// tokenOf is the token of the dashboard at base (any URL under it).
+func tokenOf(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	tok, _ := dashTokens.Load(u.Scheme + "://" + u.Host)
+	s, _ := tok.(string)
+	return s
+}
+
+// bearer sets the Authorization header a script sends to the dashboard
+// at req's URL.
+func bearer(req *http.Request) *http.Request {
+	if tok := tokenOf(req.URL.String()); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return req
 }
 
 // runClient runs the fixture client through the proxy, only the steps
@@ -163,11 +196,16 @@ type apiClient struct {
 func newAPIClient(t testing.TB, base string) *apiClient {
 	jar, _ := cookiejar.New(nil)
 	c := &apiClient{t: t, base: base, hc: &http.Client{Jar: jar, Transport: &http.Transport{Proxy: nil}}}
-	res, err := c.hc.Get(base + "/api/v1/info")
+	// Log in as the printed URL does: ?token= sets the token cookie and
+	// redirects to the page, which sets the CSRF cookie.
+	res, err := c.hc.Get(base + "/?token=" + url.QueryEscape(tokenOf(base)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("logging in to the dashboard at %s: %s", base, res.Status)
+	}
 	return c
 }
 

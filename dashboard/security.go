@@ -12,10 +12,10 @@ import (
 
 // The security model (see the package documentation): the page is served
 // with a strict Content-Security-Policy; on a loopback listener the Host
-// must be a loopback name (DNS rebinding); a token guards a dashboard that
-// is not on loopback; every request that changes something carries the
-// CSRF token of a double-submit cookie in a header and comes from the
-// dashboard's own origin.
+// must be a loopback name (DNS rebinding); a token guards every dashboard,
+// on loopback too (Jupyter's rule: other local users reach loopback); every
+// request that changes something carries the CSRF token of a double-submit
+// cookie in a header and comes from the dashboard's own origin.
 
 // ContentSecurityPolicy is sent with every response: no inline script or
 // style, nothing from elsewhere, images and audio also from data: URLs
@@ -61,22 +61,21 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			refuse(w, r, http.StatusForbidden, "the Host header names no loopback host, on a loopback listener (DNS rebinding?)", "host")
 			return
 		}
-		if s.opts.Token != "" {
-			switch ok, fromURL := s.tokenOK(r); {
-			case ok && fromURL:
-				// Trade the token in the URL for a cookie, and take it out
-				// of the address bar (and so of history and bookmarks).
-				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.opts.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-				q := r.URL.Query()
-				q.Del(tokenParam)
-				u := *r.URL
-				u.RawQuery = q.Encode()
-				http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-				return
-			case !ok:
-				refuse(w, r, http.StatusUnauthorized, "this dashboard needs its token: open the URL mcptape printed (…/?token=…), or send Authorization: Bearer TOKEN", "token")
-				return
-			}
+		// Always, on loopback too: every user of the machine reaches it.
+		switch ok, fromURL := s.tokenOK(r); {
+		case ok && fromURL:
+			// Trade the token in the URL for a cookie, and take it out of
+			// the address bar (and so of history and bookmarks).
+			http.SetCookie(w, &http.Cookie{Name: tokenCookieName(r), Value: s.opts.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			q := r.URL.Query()
+			q.Del(tokenParam)
+			u := *r.URL
+			u.RawQuery = q.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			return
+		case !ok:
+			refuse(w, r, http.StatusUnauthorized, "this dashboard needs its token: open the URL mcptape printed (…/?token=…), or send Authorization: Bearer TOKEN", "token")
+			return
 		}
 		csrf := ""
 		if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 32 {
@@ -104,7 +103,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 func (s *Server) tokenOK(r *http.Request) (ok, fromURL bool) {
 	want := []byte(s.opts.Token)
 	eq := func(v string) bool { return v != "" && subtle.ConstantTimeCompare([]byte(v), want) == 1 }
-	if c, err := r.Cookie(tokenCookie); err == nil && eq(c.Value) {
+	if c, err := r.Cookie(tokenCookieName(r)); err == nil && eq(c.Value) {
 		return true, false
 	}
 	if v, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found && eq(v) {
@@ -114,6 +113,25 @@ func (s *Server) tokenOK(r *http.Request) (ok, fromURL bool) {
 		return true, true
 	}
 	return false, false
+}
+
+// tokenCookieName is the token cookie's name for the listener r came in
+// on. Browsers keep cookies per host, not per port: two dashboards on
+// 127.0.0.1 (a recorder's and a replay client's) would otherwise overwrite
+// each other's cookie, as Jupyter's servers would without their port in
+// the name.
+func tokenCookieName(r *http.Request) string {
+	port := ""
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		_, port, _ = net.SplitHostPort(local.String())
+	}
+	if port == "" {
+		_, port, _ = net.SplitHostPort(r.Host)
+	}
+	if port == "" {
+		return tokenCookie
+	}
+	return tokenCookie + "_" + port
 }
 
 // sameOrigin returns why a mutating request is not from the dashboard's

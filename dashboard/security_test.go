@@ -190,7 +190,7 @@ func TestHostCheck(t *testing.T) {
 	} {
 		req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/info", nil)
 		req.Host = host
-		res, err := http.DefaultTransport.RoundTrip(req)
+		res, err := http.DefaultTransport.RoundTrip(bearer(req))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,51 +202,87 @@ func TestHostCheck(t *testing.T) {
 	}
 }
 
+// TestToken: every dashboard asks for its token, on loopback too (other
+// users of the machine reach loopback): without options a random one; the
+// printed URL's ?token= is traded for an HttpOnly, SameSite=Strict cookie
+// named after the port and a redirect to the clean address; the cookie or
+// a bearer token gets in after that, /metrics included.
 func TestToken(t *testing.T) {
-	const token = "s3cret-token"
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Token: token})
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path string, hdr map[string]string, cookies ...*http.Cookie) *http.Response {
-		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		res, err := noRedirect.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res
-	}
-	for _, path := range []string{"/", "/sessions", "/api/v1/info", "/static/js/app.js", "/api/v1/live"} {
-		if res := get(path, nil); res.StatusCode != http.StatusUnauthorized {
-			t.Errorf("GET %s without the token: %d, want 401", path, res.StatusCode)
-		}
-	}
-	if res := get("/api/v1/info?token=wrong", nil); res.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a wrong token: %d", res.StatusCode)
-	}
-	res := get("/sessions?era=legacy&token="+token, nil)
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/sessions?era=legacy" {
-		t.Fatalf("?token=: %d to %q, want 303 to the page without the token", res.StatusCode, res.Header.Get("Location"))
-	}
-	var cookie *http.Cookie
-	for _, c := range res.Cookies() {
-		if c.Name == "mcptape_token" {
-			cookie = c
-		}
-	}
-	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
-		t.Fatalf("token cookie %+v, want HttpOnly SameSite=Strict", cookie)
-	}
-	if res := get("/api/v1/info", nil, cookie); res.StatusCode != http.StatusOK {
-		t.Errorf("with the cookie: %d", res.StatusCode)
-	}
-	if res := get("/api/v1/info", map[string]string{"Authorization": "Bearer " + token}); res.StatusCode != http.StatusOK {
-		t.Errorf("with Authorization: %d", res.StatusCode)
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "mcptape_up 1\n") })
+	for _, tt := range []struct {
+		name string
+		opts *dashboard.Options
+	}{
+		{"random", &dashboard.Options{Metrics: metrics}},
+		{"given", &dashboard.Options{Token: "s3cret-token", Metrics: metrics}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, base := newDash(t, smallStore(t), tt.opts)
+			token := d.Token()
+			if len(token) < 32 && tt.opts.Token == "" {
+				t.Fatalf("a random token of %d characters", len(token))
+			}
+			if tt.opts.Token != "" && token != tt.opts.Token {
+				t.Fatalf("Token() = %q, want the one given", token)
+			}
+			noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			get := func(path string, hdr map[string]string, cookies ...*http.Cookie) *http.Response {
+				req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+				for k, v := range hdr {
+					req.Header.Set(k, v)
+				}
+				for _, c := range cookies {
+					req.AddCookie(c)
+				}
+				res, err := noRedirect.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				return res
+			}
+			// The test server listens on 127.0.0.1: no way in without it.
+			for _, path := range []string{"/", "/sessions", "/api/v1/info", "/api/v1/sessions", "/static/js/app.js", "/api/v1/live", "/metrics"} {
+				if res := get(path, nil); res.StatusCode != http.StatusUnauthorized {
+					t.Errorf("GET %s without the token, on loopback: %d, want 401", path, res.StatusCode)
+				}
+			}
+			if res := get("/api/v1/info?token=wrong", nil); res.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a wrong token: %d", res.StatusCode)
+			}
+			if res := get("/api/v1/info", map[string]string{"Authorization": "Bearer wrong"}); res.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a wrong bearer token: %d", res.StatusCode)
+			}
+			res := get("/sessions?era=legacy&token="+token, nil)
+			if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/sessions?era=legacy" {
+				t.Fatalf("?token=: %d to %q, want 303 to the page without the token", res.StatusCode, res.Header.Get("Location"))
+			}
+			u, _ := url.Parse(base)
+			_, port, _ := net.SplitHostPort(u.Host)
+			var cookie *http.Cookie
+			for _, c := range res.Cookies() {
+				if c.Name == "mcptape_token_"+port {
+					cookie = c
+				}
+			}
+			if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Value != token {
+				t.Fatalf("token cookie %+v (of %v), want mcptape_token_%s, HttpOnly, SameSite=Strict", cookie, res.Cookies(), port)
+			}
+			if res := get("/api/v1/info", nil, cookie); res.StatusCode != http.StatusOK {
+				t.Errorf("with the cookie: %d", res.StatusCode)
+			}
+			// Another dashboard's cookie (another port) does not do.
+			other := &http.Cookie{Name: "mcptape_token_1", Value: token}
+			if res := get("/api/v1/info", nil, other); res.StatusCode != http.StatusUnauthorized {
+				t.Errorf("with a cookie of another port: %d, want 401", res.StatusCode)
+			}
+			if res := get("/api/v1/info", map[string]string{"Authorization": "Bearer " + token}); res.StatusCode != http.StatusOK {
+				t.Errorf("with Authorization: %d", res.StatusCode)
+			}
+			if res := get("/metrics", map[string]string{"Authorization": "Bearer " + token}); res.StatusCode != http.StatusOK {
+				t.Errorf("/metrics with the bearer token (Prometheus): %d", res.StatusCode)
+			}
+		})
 	}
 }
 
@@ -255,12 +291,13 @@ func TestListen(t *testing.T) {
 		addr, token string
 		ok          bool
 	}{
-		{"127.0.0.1:0", "", true},
-		{"localhost:0", "", true},
-		{"[::1]:0", "", true},
+		{"127.0.0.1:0", "tok", true},
+		{"localhost:0", "tok", true},
+		{"[::1]:0", "tok", true},
+		{"0.0.0.0:0", "tok", true},
+		{"127.0.0.1:0", "", false},
 		{"0.0.0.0:0", "", false},
 		{":0", "", false},
-		{"0.0.0.0:0", "tok", true},
 	} {
 		ln, err := dashboard.Listen(tt.addr, tt.token)
 		if ln != nil {
@@ -372,7 +409,7 @@ func readLive(t *testing.T, base string, start func(), want func(typ, data strin
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/live", nil)
-	res, err := http.DefaultClient.Do(req)
+	res, err := http.DefaultClient.Do(bearer(req))
 	if err != nil {
 		t.Fatal(err)
 	}

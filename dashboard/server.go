@@ -23,9 +23,10 @@ import (
 // otherwise: loopback, next to the proxy (7411) and the replay server (7412).
 const DefaultAddr = "127.0.0.1:7413"
 
-// ErrNeedToken is returned by [Listen] for an address that is not loopback
-// when no token guards the dashboard.
-var ErrNeedToken = errors.New("a dashboard reachable from other machines needs a token")
+// ErrNeedToken is returned by [Listen] when no token guards the
+// dashboard: every dashboard needs one, on loopback too, since other users
+// of the machine reach loopback as well.
+var ErrNeedToken = errors.New("a dashboard needs a token")
 
 // Feed says where the live tail's new records come from.
 type Feed uint8
@@ -52,10 +53,12 @@ func (f Feed) String() string {
 type Options struct {
 	// Logger receives the dashboard's own events. Nil discards them.
 	Logger *slog.Logger
-	// Token, when set, must accompany every request: as `?token=` once
-	// (the dashboard then sets a cookie and redirects), as that cookie, or
-	// as `Authorization: Bearer`. "" requires none, which [Listen] allows
-	// on loopback addresses only.
+	// Token must accompany every request, on loopback too (other users of
+	// the machine reach loopback as well): as `?token=` once (the dashboard
+	// then sets an HttpOnly, SameSite=Strict cookie and redirects to the
+	// address without it), as that cookie, or as `Authorization: Bearer`
+	// (Prometheus scraping /metrics). "" means a random one, which
+	// [Server.Token] returns.
 	Token string
 	// Version is shown in the page footer and /api/v1/info. "" shows "dev".
 	Version string
@@ -89,6 +92,10 @@ type Options struct {
 	// Metrics, if set, is served at /metrics (the Prometheus registry's
 	// handler). Nil serves no /metrics.
 	Metrics http.Handler
+	// Status, if set, is what /api/v1/status reports about the recording
+	// in progress, which the page shows in a banner when recording is
+	// paused or has lost messages. Nil reports that nothing records.
+	Status func() RecordingStatus
 	// Pending holds the requests a replay client waits on a person to
 	// answer (the manual sampling provider): the /pending page lists them
 	// and takes the answers, and the live tail announces changes. Nil
@@ -144,6 +151,9 @@ func New(store capture.Store, opts *Options) (*Server, error) {
 	if s.opts.MaxImportBytes <= 0 {
 		s.opts.MaxImportBytes = 512 << 20
 	}
+	if s.opts.Token == "" {
+		s.opts.Token = NewToken()
+	}
 	s.log = s.opts.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -178,11 +188,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // pages to reload.
 func (s *Server) Publish(b *capture.Batch) { s.live.publish(b) }
 
-// Listen listens on addr for the dashboard. An address that is not loopback
-// needs a token (ErrNeedToken otherwise).
+// Token is the token every request must carry (Options.Token, or the
+// random one New made).
+func (s *Server) Token() string { return s.opts.Token }
+
+// Listen listens on addr for a dashboard guarded by token (ErrNeedToken
+// when it is "").
 func Listen(addr, token string) (net.Listener, error) {
-	if token == "" && !IsLoopback(addr) {
-		return nil, fmt.Errorf("dashboard: %s is not a loopback address: %w (give --dashboard-token, or let mcptape generate one)", addr, ErrNeedToken)
+	if token == "" {
+		return nil, fmt.Errorf("dashboard: %s: %w (give --dashboard-token, or let mcptape generate one)", addr, ErrNeedToken)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -266,6 +280,7 @@ func (s *Server) routes() *mux.Router {
 	api.Use(jsonErrors)
 	get, post, put, del := http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
 	api.HandleFunc("/info", s.apiInfo).Methods(get)
+	api.HandleFunc("/status", s.apiStatus).Methods(get)
 	api.HandleFunc("/sessions", s.apiSessions).Methods(get)
 	api.HandleFunc("/sessions/{id}", s.apiSession).Methods(get)
 	api.HandleFunc("/sessions/{id}", s.apiDeleteSession).Methods(del)
@@ -340,4 +355,36 @@ func (s *Server) staticHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	})
+}
+
+// RecordingStatus is what /api/v1/status reports about the recording in
+// progress (Options.Status).
+type RecordingStatus struct {
+	// Recording is set while a recorder writes into the store.
+	Recording bool `json:"recording"`
+	// Paused is set while the recorder stores nothing for want of space
+	// (traffic still flows), Reason says why, since Since.
+	Paused bool      `json:"paused"`
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	// Stored and Lost count the messages stored and not stored since the
+	// recorder started; the sessions that lost some are incomplete.
+	Stored int64 `json:"stored"`
+	Lost   int64 `json:"lost"`
+	// Free is the free space on the store's disk (-1 when unknown),
+	// MinFree what the store keeps free, Size the store's size on disk,
+	// MaxSize its bound (0: none).
+	Free    int64 `json:"free"`
+	MinFree int64 `json:"minFree"`
+	Size    int64 `json:"size"`
+	MaxSize int64 `json:"maxSize,omitempty"`
+}
+
+func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {
+	st := RecordingStatus{Free: -1}
+	if s.opts.Status != nil {
+		st = s.opts.Status()
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, st)
 }

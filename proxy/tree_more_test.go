@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the test drives roots, which the 2026-07-28 revision deprecates but mcptape still records
+
 package proxy_test
 
 import (

@@ -2,7 +2,6 @@ package badgerstore
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -154,7 +153,7 @@ func tail8(key []byte) uint64 { return binary.BigEndian.Uint64(key[len(key)-8:])
 // repeated in the value. Changing a field, its order or an enum's numeric
 // value needs a new schemaVersion.
 
-var errCorrupt = errors.New("badgerstore: corrupt record")
+var errCorrupt = fmt.Errorf("badgerstore: corrupt record: %w", capture.ErrDamaged)
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))

@@ -3,11 +3,14 @@ package badgerstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"iter"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -102,10 +105,12 @@ func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[
 				since = makeTimeKey(q.Since)
 			}
 			n := 0
+			var dmg damage
 			for ; it.Valid(); it.Next() {
 				key := it.Item().Key()
 				if len(key) < len(prefix)+timeKeyLen {
-					return fmt.Errorf("%w: time index key %q", errCorrupt, key)
+					dmg.add(fmt.Sprintf("%q", key), "a time index key too short")
+					continue
 				}
 				tk := key[len(prefix) : len(prefix)+timeKeyLen]
 				if !q.Until.IsZero() && bytes.Compare(tk, until[:]) >= 0 {
@@ -120,7 +125,11 @@ func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[
 				id := string(key[len(prefix)+timeKeyLen:])
 				x, err := getSession(txn, id)
 				if errors.Is(err, capture.ErrNotFound) {
-					s.log.Warn("badger store: time index names a missing session; skipped", logKeySession, id)
+					dmg.add(id, "listed in the time index, but its record is missing")
+					continue
+				}
+				if errors.Is(err, capture.ErrDamaged) {
+					dmg.add(id, "its record does not read")
 					continue
 				}
 				if err == nil {
@@ -136,7 +145,7 @@ func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[
 					return nil
 				}
 			}
-			return nil
+			return dmg.err("the session list")
 		})
 	}
 }
@@ -148,27 +157,32 @@ func (s *Store) Exchanges(ctx context.Context, sessionID string) iter.Seq2[*capt
 			prefix := exchangePrefix(nil, sessionID)
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			defer it.Close()
+			var dmg damage
 			for it.Rewind(); it.Valid(); it.Next() {
 				if !next() {
 					return nil
 				}
 				item := it.Item()
 				if len(item.Key()) != len(prefix)+8 {
-					return fmt.Errorf("%w: exchange key %q", errCorrupt, item.Key())
+					dmg.add(fmt.Sprintf("%q", item.Key()), "an exchange key of the wrong length")
+					continue
 				}
+				id := tail8(item.Key())
 				v, err := item.ValueCopy(nil)
 				if err != nil {
-					return err
+					dmg.add(fmt.Sprintf("exchange %d", id), err.Error())
+					continue
 				}
-				x, err := decodeExchange(tail8(item.Key()), sessionID, v)
+				x, err := decodeExchange(id, sessionID, v)
 				if err != nil {
-					return err
+					dmg.add(fmt.Sprintf("exchange %d", id), "its record does not decode")
+					continue
 				}
 				if !yield(x, nil) {
 					return nil
 				}
 			}
-			return nil
+			return dmg.err(fmt.Sprintf("session %s: exchanges", sessionID))
 		})
 	}
 }
@@ -288,9 +302,14 @@ func rawFromHead(txn *badger.Txn, blobs string, seq uint64, key, v []byte) (stri
 		if blobs == "" {
 			return "", nil, fmt.Errorf("%w: key %q points at a blob file in an in-memory store", errCorrupt, key)
 		}
+		sum := raw
 		raw, err := os.ReadFile(blobPath(blobs, seq))
 		if err != nil {
-			return "", nil, fmt.Errorf("badgerstore: raw bytes of message %d: %w", seq, err)
+			return "", nil, fmt.Errorf("badgerstore: raw bytes of message %d: %w: %w", seq, capture.ErrDamaged, err)
+		}
+		if len(sum) == 4 && binary.BigEndian.Uint32(sum) != crc32.Checksum(raw, crcTable) {
+			return "", nil, fmt.Errorf("badgerstore: raw bytes of message %d: the file %s fails its checksum: %w",
+				seq, blobPath(blobs, seq), capture.ErrDamaged)
 		}
 		return sid, raw, nil
 	}
@@ -336,26 +355,42 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q capture.Messag
 				defer raws.Close()
 			}
 			n := 0
+			var dmg damage
 			for it.Seek(be8(bytes.Clone(prefix), q.After+1)); it.Valid(); it.Next() {
 				if !next() {
 					return nil
 				}
 				item := it.Item()
 				if len(item.Key()) != len(prefix)+8 {
-					return fmt.Errorf("%w: message key %q", errCorrupt, item.Key())
+					dmg.add(fmt.Sprintf("%q", item.Key()), "a message key of the wrong length")
+					continue
 				}
 				seq := tail8(item.Key())
 				v, err := item.ValueCopy(nil)
 				if err != nil {
-					return err
+					dmg.add(fmt.Sprintf("message %d", seq), err.Error())
+					continue
 				}
 				m, err := decodeMessage(seq, sessionID, v)
 				if err != nil {
-					return err
+					dmg.add(fmt.Sprintf("message %d", seq), "its record does not decode")
+					continue
 				}
 				if !q.NoRaw {
 					if _, m.Raw, err = raws.read(seq); err != nil {
-						return fmt.Errorf("badgerstore: raw bytes of message %d: %w", seq, err)
+						if errors.Is(err, capture.ErrClosed) || ctx.Err() != nil {
+							return err
+						}
+						why := "its raw bytes do not read: " + err.Error()
+						switch {
+						case errors.Is(err, badger.ErrKeyNotFound):
+							why = "its raw bytes are missing"
+						case errors.Is(err, capture.ErrDamaged):
+							why = "its raw bytes do not read: " + strings.TrimPrefix(err.Error(), "badgerstore: ")
+							why = strings.TrimSuffix(why, ": "+capture.ErrDamaged.Error())
+						}
+						dmg.add(fmt.Sprintf("message %d", seq), why)
+						continue
 					}
 				}
 				if err := s.applyEdits(txn, m, q.NoRaw); err != nil {
@@ -368,7 +403,7 @@ func (s *Store) Messages(ctx context.Context, sessionID string, q capture.Messag
 					return nil
 				}
 			}
-			return nil
+			return dmg.err(fmt.Sprintf("session %s", sessionID))
 		})
 	}
 }
@@ -411,3 +446,42 @@ func (s *Store) LastIDs(ctx context.Context) (seq, exchange uint64, err error) {
 	defer s.gate.leave()
 	return s.lastSeq.Load(), s.lastX.Load(), nil
 }
+
+// damage collects what an iteration could not read, to report after
+// everything it could: the error it makes wraps capture.ErrDamaged.
+// (Records in a table block that fails its checksum are not met at all:
+// Badger's iterators skip what they cannot read. Verify finds those.)
+type damage struct {
+	n     int      // records that did not read
+	first []string // the first few of them, described
+}
+
+// damageShown is how many damaged records an error names.
+const damageShown = 5
+
+func (d *damage) add(what, why string) {
+	if d.n++; len(d.first) < damageShown {
+		d.first = append(d.first, what+" ("+why+")")
+	}
+}
+
+// err is nil when nothing was damaged.
+func (d *damage) err(where string) error {
+	if d.n == 0 {
+		return nil
+	}
+	more := ""
+	if d.n > len(d.first) {
+		more = fmt.Sprintf(", and %d more", d.n-len(d.first))
+	}
+	return &damageError{where, fmt.Sprintf("%d record(s) cannot be read: %s%s", d.n, strings.Join(d.first, ", "), more), d.n}
+}
+
+// damageError is what an iteration could not read (n records), where.
+type damageError struct {
+	where, what string
+	n           int
+}
+
+func (e *damageError) Error() string { return "badgerstore: " + e.where + ": " + e.what }
+func (e *damageError) Unwrap() error { return capture.ErrDamaged }

@@ -67,12 +67,11 @@ type space struct {
 	resume  int64 // free space at which a store paused at the floor writes again
 	maxSize int64 // 0: no bound
 
-	mu     sync.Mutex
-	why    pause
-	text   string
-	since  time.Time
-	free   int64 // the latest measurement; -1 when unknown
-	kicked bool  // retention asked to run
+	mu    sync.Mutex
+	why   pause
+	text  string
+	since time.Time
+	free  int64 // the latest measurement; -1 when unknown
 
 	refused atomic.Int64 // messages refused for space
 	deleted atomic.Int64 // sessions deleted to stay under the bound

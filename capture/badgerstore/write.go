@@ -2,8 +2,10 @@ package badgerstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -361,7 +363,9 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 		if err := os.WriteFile(blobPath(w.blobs, m.Seq), m.Raw, 0o600); err != nil {
 			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
 		}
-		first, rest, chunks = nil, nil, blobMarker
+		// The head holds the blob's CRC-32C, which reads check: a blob
+		// file has no checksum of its own. (Older heads hold none.)
+		first, rest, chunks = binary.BigEndian.AppendUint32(nil, crc32.Checksum(m.Raw, crcTable)), nil, blobMarker
 	}
 	start := len(w.arena)
 	w.arena = rawKey(w.arena, m.Seq)

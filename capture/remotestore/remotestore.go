@@ -22,6 +22,7 @@
 //	/v1/message?seq=N                                      a Message
 //	/v1/lastids                                            the highest Seq and exchange ID
 //	/v1/status                                             the recorder's Status
+//	/v1/verify                                             a capture.VerifyReport (stores that verify)
 //
 // Ids travel in the query string, since session ids are arbitrary text.
 //
@@ -88,6 +89,7 @@ func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Hand
 	mux.HandleFunc("GET /v1/exchange", h.exchange)
 	mux.HandleFunc("GET /v1/message", h.message)
 	mux.HandleFunc("GET /v1/lastids", h.lastIDs)
+	mux.HandleFunc("GET /v1/verify", h.verify)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		if status == nil {
 			writeErr(w, http.StatusNotFound, errors.New("no status"))
@@ -241,6 +243,20 @@ func (h *handler) message(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeOne(w, *m)
+}
+
+func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.store.(capture.Verifier)
+	if !ok {
+		writeErr(w, http.StatusNotFound, errors.New("this store cannot check itself"))
+		return
+	}
+	rep, err := v.Verify(r.Context())
+	if err != nil {
+		storeErr(w, err)
+		return
+	}
+	writeOne(w, *rep)
 }
 
 type lastIDs struct{ Seq, Exchange uint64 }
@@ -410,6 +426,14 @@ func (c *Client) LastIDs(ctx context.Context) (uint64, uint64, error) {
 	}
 	return v.Seq, v.Exchange, nil
 }
+
+// Verify implements capture.Verifier: the recorder that holds the store
+// checks it.
+func (c *Client) Verify(ctx context.Context) (*capture.VerifyReport, error) {
+	return getOne[capture.VerifyReport](c, ctx, "/v1/verify")
+}
+
+var _ capture.Verifier = (*Client)(nil)
 
 // Close releases the client's idle connections.
 func (c *Client) Close() error { c.hc.CloseIdleConnections(); return nil }

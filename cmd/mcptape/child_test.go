@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -195,15 +193,4 @@ func fill(t *testing.T, dir, name string, leave int64) string {
 			t.Fatal(err)
 		}
 	}
-}
-
-// lineWith returns the first line of out that holds s, or "".
-func lineWith(out, s string) string {
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), s) {
-			return sc.Text()
-		}
-	}
-	return ""
 }

@@ -36,8 +36,8 @@ const dashboardOff = "off"
 func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dashboard", stderr)
 	data := fs.String("data", defaultDataDir(), "directory of the capture store")
-	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on; other than loopback needs a token")
-	token := fs.String("token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
+	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on (loopback unless told otherwise)")
+	token := fs.String("token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -57,7 +57,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, logger)
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func announce(store capture.Store, data, dashURL string) (func(), error) {
 type runningDashboard struct {
 	srv  *dashboard.Server
 	base string // http://host:port/, without the token
-	// token guards the dashboard, /metrics included; "" on loopback.
+	// token guards the dashboard, /metrics included, on loopback too.
 	token string
 	errc  chan error
 }
@@ -160,51 +160,42 @@ type runningDashboard struct {
 func (d *runningDashboard) url() string { return d.pageURL("/") }
 
 // pageURL is the address of one of the dashboard's pages, with the token
-// when there is one.
+// (the page trades it for a cookie and takes it out of the address).
 func (d *runningDashboard) pageURL(path string) string {
-	u := strings.TrimSuffix(d.base, "/") + path
-	if d.token != "" {
-		u += "?token=" + d.token
-	}
-	return u
+	return strings.TrimSuffix(d.base, "/") + path + "?token=" + d.token
 }
 
 // metricsNote says where the dashboard's listener serves /metrics and how
 // a scraper gets past the token: Prometheus sends it as a bearer token
 // (authorization: {credentials: TOKEN} in its scrape config).
 func (d *runningDashboard) metricsNote() string {
-	if d.token == "" {
-		return "Prometheus metrics at " + d.base + "metrics"
-	}
-	return "Prometheus metrics at " + d.base + "metrics (send the dashboard's token: Authorization: Bearer TOKEN)"
+	return "Prometheus metrics at " + d.base + "metrics (send the token of the dashboard's URL as a bearer token: Authorization: Bearer TOKEN)"
 }
 
 // startDashboard starts the dashboard over store on addr. fixed says addr
 // was asked for: when the default address is taken (another recorder),
 // a free loopback port is used instead.
+// status, if set, is what the dashboard's banner reports about recording.
 func startDashboard(store capture.Store, data, addr, token string, fixed bool, feed dashboard.Feed, metrics http.Handler,
-	replays *replayServers, logger *slog.Logger) (*runningDashboard, error) {
+	replays *replayServers, status func() dashboard.RecordingStatus, logger *slog.Logger) (*runningDashboard, error) {
 	opts := dashboardOptions(data, replays, logger)
-	opts.Token, opts.Feed, opts.Metrics = token, feed, metrics
+	opts.Token, opts.Feed, opts.Metrics, opts.Status = token, feed, metrics, status
 	return serveDashboard(store, opts, addr, fixed)
 }
 
 // serveDashboard serves a dashboard with opts over store on addr (see
-// startDashboard); an address off loopback gets a token when opts has
-// none.
+// startDashboard), with opts.Token or a random token: every dashboard has
+// one, on loopback too.
 func serveDashboard(store capture.Store, opts *dashboard.Options, addr string, fixed bool) (*runningDashboard, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Token == "" && !dashboard.IsLoopback(addr) {
-		opts.Token = dashboard.NewToken()
-	}
-	token := opts.Token
 	srv, err := dashboard.New(store, opts)
 	if err != nil {
 		return nil, err
 	}
+	token := srv.Token()
 	ln, err := dashboard.Listen(addr, token)
 	if err != nil && !fixed && errors.Is(err, syscall.EADDRINUSE) {
 		logger.Info("the dashboard's default address is taken; using a free port", "addr", addr)

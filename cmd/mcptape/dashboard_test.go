@@ -92,11 +92,39 @@ type dashClient struct {
 	hc   *http.Client
 }
 
-func newDashClient(t *testing.T, base string) *dashClient {
+// newDashClient logs in to the dashboard at printed, the URL mcptape
+// printed (with its ?token=), as a browser does: the token is traded for
+// a cookie, and the page sets the CSRF cookie.
+func newDashClient(t *testing.T, printed string) *dashClient {
 	jar, _ := cookiejar.New(nil)
-	c := &dashClient{t: t, base: strings.TrimRight(base, "/"), hc: &http.Client{Jar: jar, Transport: &http.Transport{Proxy: nil}}}
-	c.do(http.MethodGet, "/api/v1/info", nil)
-	return c
+	hc := &http.Client{Jar: jar, Transport: &http.Transport{Proxy: nil}}
+	return &dashClient{t: t, base: dashLogin(t, hc, printed), hc: hc}
+}
+
+// dashLogin opens the URL a dashboard printed with hc (which needs a
+// cookie jar) and returns the dashboard's base URL, without a slash.
+func dashLogin(t *testing.T, hc *http.Client, printed string) string {
+	t.Helper()
+	u, err := url.Parse(printed)
+	if err != nil || u.Query().Get("token") == "" {
+		t.Fatalf("the dashboard's printed URL %q carries no token", printed)
+	}
+	res, err := hc.Get(printed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Request.URL.RawQuery != "" {
+		t.Fatalf("opening %s: %s at %s, want the page, without the token in its address", printed, res.Status, res.Request.URL)
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// dashMetrics is the /metrics URL of the dashboard that printed printed,
+// with its token in the query, which scrapeText sends as Prometheus does.
+func dashMetrics(printed string) string {
+	u, _ := url.Parse(printed)
+	return u.Scheme + "://" + u.Host + "/metrics?token=" + u.Query().Get("token")
 }
 
 func (c *dashClient) do(method, path string, v any) int {
@@ -222,9 +250,9 @@ func TestRecordServesTheDashboard(t *testing.T) {
 
 // TestDashboardServesMetrics: a default `mcptape record` (dashboard on, no
 // --metrics) collects the proxy's and the recorder's metrics and serves them
-// at /metrics on the dashboard's listener: without a token on loopback,
-// behind the dashboard's token elsewhere. `mcptape dashboard`, where nothing
-// records, serves the process's.
+// at /metrics on the dashboard's listener, behind the dashboard's token (a
+// bearer token, as Prometheus sends it), on loopback too. `mcptape
+// dashboard`, where nothing records, serves the process's.
 func TestDashboardServesMetrics(t *testing.T) {
 	up := httptest.NewServer(fixtures.Handler(nil))
 	defer up.Close()
@@ -233,8 +261,15 @@ func TestDashboardServesMetrics(t *testing.T) {
 	dashURL, out, stop := startCmd(t, "dashboard at ", "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0",
 		"--data", data, "--dashboard", "127.0.0.1:0")
 	proxyURL := outputValue(out.String(), "point your MCP client at ")
-	if got := outputValue(out.String(), "Prometheus metrics at "); got != dashURL+"metrics" {
-		t.Errorf("record printed metrics at %q, want %smetrics", got, dashURL)
+	base, _, _ := strings.Cut(dashURL, "?")
+	if got := outputValue(out.String(), "Prometheus metrics at "); !strings.HasPrefix(got, base+"metrics (") || !strings.Contains(got, "Authorization: Bearer") {
+		t.Errorf("record printed metrics at %q, want %smetrics and how to send the token", got, base)
+	}
+	// On loopback too, /metrics wants the token.
+	if res, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Get(base + "metrics"); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/metrics on loopback without the token: %v %v, want 401", res.Status, err)
+	} else {
+		res.Body.Close()
 	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	defer hc.CloseIdleConnections()
@@ -247,7 +282,7 @@ func TestDashboardServesMetrics(t *testing.T) {
 		"method=tools/call,tool=echo": 3, "method=tools/call,tool=add": 2, "method=tools/call,tool=error": 1,
 		"method=tools/list,tool=": 2, "method=server/discover,tool=": 1,
 	}
-	fams := scrapeUntil(t, hc, dashURL+"metrics", func(fams map[string]*dto.MetricFamily) bool {
+	fams := scrapeUntil(t, hc, dashMetrics(dashURL), func(fams map[string]*dto.MetricFamily) bool {
 		return familyValues(fams, "mcptape_capture_messages_stored_total")[""] == float64(2*len(calls)) // each call and its answer
 	})
 	if got := familyValues(fams, "mcptape_proxy_upstream_latency_seconds"); !maps.Equal(got, want) {
@@ -300,7 +335,7 @@ func TestDashboardServesMetrics(t *testing.T) {
 
 	// Nothing records: the build, Go and process metrics only.
 	dashURL, _, stop = startCmd(t, "dashboard of "+data+" at ", "dashboard", "--data", data, "--listen", "127.0.0.1:0")
-	fams = scrapeText(t, hc, dashURL+"metrics")
+	fams = scrapeText(t, hc, dashMetrics(dashURL))
 	for _, name := range []string{"mcptape_build_info", "go_goroutines", "process_resident_memory_bytes"} {
 		if fams[name] == nil {
 			t.Errorf("mcptape dashboard's /metrics has no %s", name)

@@ -114,9 +114,9 @@ func openRead(ctx context.Context, dir string) (openedStore, error) {
 		return s, nil
 	}
 	if errors.Is(err, badgerstore.ErrUnclean) {
-		return nil, fmt.Errorf("%s was not closed cleanly: the mcptape that recorded into it was killed (or the machine went down). "+
+		return nil, fmt.Errorf("%s: %w: the mcptape that recorded into it was killed (or the machine went down). "+
 			"Reading it first needs a repair, which writes, and this command only reads: open it once with `mcptape dashboard --data %s` "+
-			"or `mcptape record --data %s …`, which repair it, then try again", dir, dir, dir)
+			"or `mcptape record --data %s …`, which repair it, then try again", dir, badgerstore.ErrUnclean, dir, dir)
 	}
 	if errors.Is(err, badgerstore.ErrLocked) {
 		if _, _, derr := remotestore.Discover(ctx, dir); derr != nil && !errors.Is(derr, fs.ErrNotExist) {

@@ -166,6 +166,25 @@ func TestRecordFullDisk(t *testing.T) {
 	if stored+lostN != sent || lostN == 0 {
 		t.Errorf("the recorder stored %d and lost %d messages of %d sent; want stored+lost = sent, some lost", stored, lostN, sent)
 	}
+
+	// The read commands on the full disk: they work, and write nothing.
+	fill(t, disk, "ballast-3", 0)
+	before := dirSnapshot(t, data)
+	tape := filepath.Join(t.TempDir(), "full.tape.json") // elsewhere: this disk is full
+	for _, args := range [][]string{{"ls", "--data", data}, {"verify", "--data", data}, {"export", "--data", data, "-o", tape}} {
+		if code, out, errOut := mcptape(t, args...); code != 0 {
+			t.Errorf("%s on the full disk: exit %d\n%s%s", args[0], code, out, errOut)
+		}
+	}
+	for _, s := range lsJSON(t, data) {
+		if code, _, errOut := mcptape(t, "show", "--data", data, s.ID, "--json"); code != 0 {
+			t.Errorf("show %s on the full disk: exit %d: %s", s.ID, code, errOut)
+		}
+	}
+	if after := dirSnapshot(t, data); !equalSnapshots(before, after) {
+		t.Error("a read command on the full disk changed the store's directory")
+	}
+
 	st, err := badgerstore.Open(data, &badgerstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,8 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() != 1 {
 		return usagef("name one session (its id from `mcptape ls`, or a unique prefix of it)")
 	}
-	store, err := openRead(ctx, *data)
+	// Past damage: what can be read is shown, then the damage named.
+	store, err := openTolerant(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -115,13 +116,19 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *asJSON {
 			enc := newJSONLines(stdout)
 			enc.indent = "  "
-			return enc.Encode(t)
+			if err := enc.Encode(t); err != nil {
+				return err
+			}
+			return store.err()
 		}
 		sessionHeader(stdout, s)
 		t.WriteText(stdout, nil)
-		return nil
+		return store.err()
 	}
-	return showSession(ctx, store, s, *asJSON, stdout)
+	if err := showSession(ctx, store, s, *asJSON, stdout); err != nil {
+		return err
+	}
+	return store.err()
 }
 
 // interleave moves flags after positional arguments to the front, so

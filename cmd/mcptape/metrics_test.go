@@ -82,6 +82,10 @@ func TestRecordMetrics(t *testing.T) {
 			t.Fatalf("the scrape never showed 10 stored messages: %v", fams["mcptape_capture_messages_stored_total"])
 		}
 	}
+	// A scrape reads each family in turn, not all at one instant: the one
+	// that saw the last message stored may have read other families before
+	// it was decoded. The next scrape sees everything.
+	fams = scrapeText(t, hc, metricsURL)
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "mcptape_build_info",
 		"mcptape_proxy_upstream_latency_seconds", "mcptape_capture_store_size_bytes"} {
 		if fams[name] == nil {
@@ -162,7 +166,7 @@ func TestLatencyChartMatchesMetric(t *testing.T) {
 	if chart.Measure != "upstream" {
 		t.Errorf("the chart's default measure is %q, want upstream", chart.Measure)
 	}
-	fams := scrapeText(t, hc, dashURL+"metrics")
+	fams := scrapeText(t, hc, dashMetrics(dashURL))
 	hist := fams["mcptape_proxy_upstream_latency_seconds"]
 	check := func(what string, s series, label, value string) {
 		t.Helper()
@@ -292,9 +296,15 @@ func familyValues(fams map[string]*dto.MetricFamily, name string) map[string]flo
 	return out
 }
 
-func scrapeText(t *testing.T, hc *http.Client, url string) map[string]*dto.MetricFamily {
+// scrapeText scrapes u as Prometheus does; a token in u's query goes as a
+// bearer token (a dashboard's /metrics).
+func scrapeText(t *testing.T, hc *http.Client, u string) map[string]*dto.MetricFamily {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	req, _ := http.NewRequest("GET", u, nil)
+	if tok := req.URL.Query().Get("token"); tok != "" {
+		req.URL.RawQuery = ""
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	req.Header.Set("Accept", "text/plain; version=0.0.4")
 	res, err := hc.Do(req)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,8 +70,8 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
-	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off; an address other than loopback needs a token")
-	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
+	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off")
+	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
 	fs.StringVar(&c.maxStoreSize, "max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
 	fs.StringVar(&c.maxRecordBytes, "max-record-bytes", defaultMaxRecordBytes, "the largest message stored whole; a larger one is forwarded whole and stored cut, with a finding (headers: at most 1MiB)")
@@ -140,6 +141,9 @@ type recording struct {
 	dash     *runningDashboard
 	replays  *replayServers
 	ingest   *ingesting
+	// live is rec, for the dashboard's status, which may ask before rec
+	// is set.
+	live atomic.Pointer[capture.Recorder]
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -200,7 +204,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if dashOn {
 		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
 		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
-			metricsHandler(reg), rs.replays, logger); err != nil {
+			metricsHandler(reg), rs.replays, rs.status, logger); err != nil {
 			return nil, err
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
@@ -209,6 +213,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	rs.live.Store(rs.rec)
 	// The wraps' spools: this process owns the store now.
 	rs.ingest = startIngest(c.data, rs.rec, store, logger)
 	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost, Registerer: registerer(reg)})
@@ -256,6 +261,19 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// status is what the dashboard's banner reports: whether recording is
+// paused for space, and what was lost.
+func (rs *recording) status() dashboard.RecordingStatus {
+	sp := rs.store.Space()
+	st := dashboard.RecordingStatus{Recording: true, Paused: sp.Paused, Reason: sp.Reason, Since: sp.Since,
+		Free: sp.Free, MinFree: sp.MinFree, Size: sp.Size, MaxSize: sp.MaxSize}
+	if rec := rs.live.Load(); rec != nil {
+		s := rec.Stats()
+		st.Stored, st.Lost = s.Stored, s.Lost+s.Dropped
+	}
+	return st
 }
 
 // serveAPI lets `ls` and `show` read the store while this process holds it.
@@ -326,8 +344,6 @@ func (rs *recording) close() (capture.Stats, error) {
 	}
 	return stats, errors.Join(errs...)
 }
-
-func trimURL(u string) string { return strings.TrimRight(u, "/") }
 
 // defaultMemoryLimit keeps a recorder's RSS near 100 MB even while several
 // 10 MiB results stream through it: without a limit the Go heap may grow to

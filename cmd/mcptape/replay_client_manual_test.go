@@ -66,9 +66,12 @@ type pendingClient struct {
 	hc   *http.Client
 }
 
-func newPendingClient(t *testing.T, base string) *pendingClient {
+// newPendingClient logs in at printed, the pending page's URL mcptape
+// printed, with its token.
+func newPendingClient(t *testing.T, printed string) *pendingClient {
 	jar, _ := cookiejar.New(nil)
-	c := &pendingClient{base: base, hc: &http.Client{Jar: jar, Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}}
+	c := &pendingClient{hc: &http.Client{Jar: jar, Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}}
+	c.base = dashLogin(t, c.hc, printed)
 	var info struct {
 		Features map[string]bool `json:"features"`
 	}
@@ -121,7 +124,7 @@ func TestReplayClientManual(t *testing.T) {
 			"--dashboard", "127.0.0.1:0", "--timeout", "5s"}, &out, &errOut)
 	}()
 
-	announce := regexp.MustCompile(`sampling requests wait for you at (http://127\.0\.0\.1:\d+)/pending \(each for at most 10m0s\)`)
+	announce := regexp.MustCompile(`sampling requests wait for you at (http://127\.0\.0\.1:\d+/pending\?token=[0-9a-f]+) \(each for at most 10m0s\)`)
 	var base string
 	for base == "" {
 		if m := announce.FindStringSubmatch(errOut.String()); m != nil {
@@ -207,7 +210,7 @@ answering:
 		t.Errorf("a call failed:\n%s", o)
 	}
 	// The dashboard is gone with the run.
-	if _, err := http.Get(base + "/api/v1/info"); err == nil {
+	if _, err := http.Get(c.base + "/api/v1/info"); err == nil {
 		t.Error("the dashboard still serves after the run")
 	}
 }

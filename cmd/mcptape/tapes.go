@@ -23,7 +23,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, interleave(args)); err != nil {
 		return err
 	}
-	store, err := openRead(ctx, *data)
+	// Past damage: the tape holds what can be read, and the damage is
+	// named after it is written.
+	store, err := openTolerant(ctx, *data)
 	if err != nil {
 		return err
 	}
@@ -104,7 +106,10 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if dest == "-" {
 			dest = "stdout"
 		}
-		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, messages, byteSize(cw.n.Load()), dest)
+		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, store.read, byteSize(cw.n.Load()), dest)
+	}
+	if err := store.err(); err != nil {
+		return fmt.Errorf("%w; the tape holds the %d message(s) that could be read", err, store.read)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import { latencyPage } from './pages/latency.js';
 import { profilesPage, profilePage } from './pages/profiles.js';
 import { importPage } from './pages/import.js';
 import { pendingPage } from './pages/pending.js';
+import { watchStatus } from './banner.js';
 
 const routes = [
   [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
@@ -93,6 +94,7 @@ async function boot() {
   // The page renders at once; the header and footer follow what the
   // server says it can do.
   render();
+  watchStatus();
   try {
     const i = await info();
     for (const a of document.querySelectorAll('#nav a[data-feature]')) a.hidden = !i.features[a.dataset.feature];

@@ -1,0 +1,43 @@
+// The recording banner, in the shared layout: it polls /api/v1/status and
+// says when recording is paused (the disk is short of space, or the store
+// is at its size bound) or has lost messages. Traffic flows either way;
+// the banner says what is not being kept. Text only: the reason quotes a
+// directory, which may hold anything.
+
+import { api } from './api.js';
+
+const every = 5000;
+
+function fmtBytes(n) {
+  if (!(n >= 0)) return '';
+  if (n >= 2 ** 30) return `${(n / 2 ** 30).toFixed(1)} GiB`;
+  if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(1)} MiB`;
+  return `${Math.round(n / 2 ** 10)} KiB`;
+}
+
+// sentence makes the store's reason read as one.
+function sentence(s) {
+  s = s.trim();
+  if (!s) return s;
+  s = s[0].toUpperCase() + s.slice(1);
+  return /[.!?]$/.test(s) ? s : s + '.';
+}
+
+export function watchStatus() {
+  const el = document.getElementById('banner');
+  if (!el) return;
+  const show = (st) => {
+    let text = '';
+    if (st.paused) {
+      text = `${sentence(st.reason || 'Recording is paused.')} ${st.lost} message(s) not recorded so far.`;
+      if (st.free >= 0) text += ` ${fmtBytes(st.free)} free.`;
+    } else if (st.lost > 0) {
+      text = `${st.lost} message(s) were not recorded (the store refused or could not keep up); the sessions that lost them are marked incomplete. Recording goes on.`;
+    }
+    el.textContent = text;
+    el.hidden = !text;
+    el.dataset.state = st.paused ? 'paused' : (st.lost > 0 ? 'lost' : 'ok');
+  };
+  const poll = () => api('/status').then(show).catch(() => {}).finally(() => setTimeout(poll, every));
+  poll();
+}
