@@ -43,7 +43,7 @@ func commands() []command {
 		{"dashboard", "[--data DIR] [--listen ADDR]", "browse, search and edit a store in the web dashboard (a running record serves its own)", runDashboard},
 		{"show", "[--data DIR] [--json] [--tree] SESSION", "print a session's messages in order, or its causal tree", runShow},
 		{"demo", "[--keep-running]", "record the built-in fixture client and server on both protocol eras", runDemo},
-		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
+		{"fixture", "server|oauth|client ...", "run the reference MCP server (also behind OAuth) or scripted client", runFixture},
 		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"verify", "[--data DIR]", "read the whole store and name any damage (checksums, unreadable records)", runVerify},
