@@ -51,6 +51,7 @@ func commands() []command {
 		{"clients", clientsUsage, "list the MCP client configs on this machine (Claude Desktop, Claude Code, Cursor, VS Code) and their servers", runClients},
 		{"attach", attachUsage, "route a client's server through `mcptape wrap`, so that it is recorded", runAttach},
 		{"detach", detachUsage, "put an attached server's config entry back as it was", runDetach},
+		{"ca", caUsage, "create mcptape's own CA (for intercepting HTTPS), or print its certificate's path", runCA},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
 		{"metrics", metricsUsage, "print the Grafana dashboard for the metrics of record --metrics", runMetrics},
 		{"version", "", "print the version", runVersion},
