@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // OAuth through a reverse proxy.
@@ -152,6 +153,7 @@ func (o *original) recorded(h http.Header) http.Header {
 // that the client's fetch of one is rewritten too; and of the foreign
 // origins it has warned about.
 type oauthRewrites struct {
+	some   atomic.Int32 // len(paths)
 	mu     sync.Mutex
 	paths  map[string]bool // upstream paths of protected-resource metadata
 	warned map[string]bool
@@ -170,12 +172,16 @@ func (o *oauthRewrites) remember(set *map[string]bool, v string) bool {
 		return false
 	}
 	(*set)[v] = true
+	o.some.Store(int32(len(o.paths)))
 	return true
 }
 
 func (o *oauthRewrites) isMetadataPath(p string) bool {
 	if strings.HasPrefix(p, wellKnownPRM) && (len(p) == len(wellKnownPRM) || p[len(wellKnownPRM)] == '/') {
 		return true
+	}
+	if o.some.Load() == 0 {
+		return false // no other path remembered: no lock for an MCP stream's GET
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -188,12 +194,17 @@ func (p *Proxy) rewriteOAuth(res *http.Response, x *exchange) error {
 	if x == nil || x.front.up == nil {
 		return nil
 	}
+	// The common case, every MCP response, costs these two tests.
+	challenge := (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden) && len(res.Header["Www-Authenticate"]) > 0
+	metadata := res.StatusCode == http.StatusOK && res.Request.Method == http.MethodGet && p.oauth.isMetadataPath(res.Request.URL.Path)
+	if !challenge && !metadata {
+		return nil
+	}
 	o := &original{header: http.Header{}}
-	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
+	if challenge {
 		p.rewriteChallenges(res, x.front, o)
 	}
-	req := res.Request
-	if req.Method == http.MethodGet && res.StatusCode == http.StatusOK && p.oauth.isMetadataPath(req.URL.Path) {
+	if metadata {
 		if err := p.rewriteMetadata(res, x.front, o); err != nil {
 			return err
 		}
