@@ -28,9 +28,9 @@ func NewRemap() *Remap {
 	return &Remap{Seq: map[uint64]uint64{}, Exchange: map[uint64]uint64{}, asked: map[uint64]time.Time{}}
 }
 
-// ErrIngest is returned by Ingest when the store refused the write: the
-// records were not stored, and ingesting them again (with the same Remap)
-// stores them once.
+// ErrIngest is returned by Ingest when the store refused the write (the
+// disk is nearly full, say): the records were not stored, nor counted lost,
+// and ingesting them again (with the same Remap) stores them once.
 var ErrIngest = errors.New("the store did not take the ingested records")
 
 type ingestReq struct {
@@ -120,6 +120,10 @@ func (p *pipeline) ingest(q *ingestReq) {
 			}
 		}
 		p.msgs = append(p.msgs, &nm)
+		if p.foreignM == nil {
+			p.foreignM = map[*Message]struct{}{}
+		}
+		p.foreignM[&nm] = struct{}{}
 		p.batchBytes += len(nm.Raw)
 		p.r.messages.Add(1)
 		var pm *protocol.Message

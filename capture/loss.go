@@ -15,16 +15,31 @@ func (r *Recorder) writeFailed(b *Batch, err error) {
 	if errors.As(err, &pe) && pe.Refused != nil {
 		refused = pe.Refused
 	}
+	// Refused messages from a spool are not lost: the spool keeps them,
+	// and they are counted again when its ingester tries again.
+	retried, all := 0, refused
+	if len(b.foreign) > 0 {
+		kept := refused.Messages[:0:0]
+		for _, m := range refused.Messages {
+			if _, ok := b.foreign[m]; ok {
+				retried++
+				continue
+			}
+			kept = append(kept, m)
+		}
+		refused = &Batch{Sessions: refused.Sessions, Exchanges: refused.Exchanges, Messages: kept}
+		r.messages.Add(-int64(retried))
+	}
 	lost := int64(len(refused.Messages))
 	r.lost.Add(lost)
-	r.stored.Add(int64(len(b.Messages)) - lost)
+	r.stored.Add(int64(len(b.Messages)) - lost - int64(retried))
 	if !r.failing.Swap(true) {
 		r.log.Error("store write failed; traffic still flows but is not recorded",
 			LogKeyError, err, LogKeyLost, lost)
 	}
 	r.noteLoss(refused, err)
-	if refused != b && r.opts.OnBatch != nil {
-		if stored := storedPart(b, refused); stored.Len() > 0 {
+	if (refused != b || retried > 0) && r.opts.OnBatch != nil {
+		if stored := storedPart(b, all); stored.Len() > 0 {
 			r.opts.OnBatch(stored)
 		}
 	}

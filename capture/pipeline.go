@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -38,6 +40,7 @@ type pipeline struct {
 	// records ingested from another recorder, for the next batch
 	foreignS []*Session
 	foreignX []*Exchange
+	foreignM map[*Message]struct{}
 }
 
 type pendKey struct {
@@ -80,6 +83,9 @@ type sessState struct {
 	tools       map[string]*toolInfo
 	written     time.Time // when the record was last handed to the writer
 	urgent      bool      // a change readers must see at once (a key bound, a loss)
+
+	// forms are the elicitation forms waiting for their answers.
+	forms map[elicitKey]*jsonschema.Resolved
 }
 
 // usedID reports whether the client already sent a request with id in this
@@ -303,7 +309,8 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 	}
 	b.Sessions = append(b.Sessions, p.foreignS...)
 	b.Exchanges = append(b.Exchanges, p.foreignX...)
-	p.foreignS, p.foreignX = nil, nil
+	b.foreign = p.foreignM
+	p.foreignS, p.foreignX, p.foreignM = nil, nil, nil
 	if b.Len() == 0 && len(b.syncs) == 0 {
 		return
 	}

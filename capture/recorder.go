@@ -360,6 +360,14 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 		b.Exchanges = append(b.Exchanges, nb.Exchanges...)
 		b.Messages = append(b.Messages, nb.Messages...)
 		b.syncs = append(b.syncs, nb.syncs...)
+		if len(nb.foreign) > 0 {
+			if b.foreign == nil {
+				b.foreign = map[*Message]struct{}{}
+			}
+			for m := range nb.foreign {
+				b.foreign[m] = struct{}{}
+			}
+		}
 		if len(nb.syncs) > 0 {
 			return b, true
 		}

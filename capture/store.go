@@ -97,6 +97,10 @@ type Batch struct {
 
 	syncs    []chan struct{} // closed once the batch is written (Recorder.Sync)
 	lingered bool            // gathered over pipeLinger: the writer does not linger for it
+	// foreign are the batch's messages ingested from a spool
+	// (Recorder.Ingest): should the store refuse them, they are not lost,
+	// since the spool keeps them and its ingester tries again.
+	foreign map[*Message]struct{}
 }
 
 // rawBytes is the raw bytes the batch's messages hold.

@@ -314,7 +314,13 @@ func LoadTape(path string) (*Tape, error) {
 // ReadTape reads and checks a tape document. It streams: each message is
 // decoded and converted in turn, so a tape costs about its records' size.
 func ReadTape(r io.Reader) (*Tape, error) {
-	dec := json.NewDecoder(r)
+	br := bufio.NewReaderSize(r, sniffBytes)
+	if head, _ := br.Peek(sniffBytes); notATape(head) != "" {
+		// A HAR file, a profile, a gzip: say what it is, not how it
+		// fails to be a tape.
+		return nil, fmt.Errorf("%w: %s", ErrNotTape, notATape(head))
+	}
+	dec := json.NewDecoder(br)
 	t := &Tape{}
 	fail := func(err error) (*Tape, error) {
 		var se *json.SyntaxError
@@ -323,7 +329,7 @@ func ReadTape(r io.Reader) (*Tape, error) {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, fmt.Errorf("%w: field %q at byte %d: %v", ErrTapeInvalid, te.Field, te.Offset, err)
+			return nil, fmt.Errorf("%w: field %q at byte %d: %s where %s belongs", ErrTapeInvalid, te.Field, te.Offset, aJSON(te.Value), jsonKindOf(te.Type))
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: the document ends early, at byte %d (a truncated file?)", ErrNotTape, dec.InputOffset())

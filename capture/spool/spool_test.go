@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcptape/mcptape/capture"
@@ -324,5 +325,67 @@ func TestIngestFeedsMetrics(t *testing.T) {
 	}
 	if calls != 5 || toolErrors != 1 {
 		t.Errorf("metrics after ingesting 5 stdio calls, one an isError: %d call durations, %v tool errors", calls, toolErrors)
+	}
+}
+
+// failingWriter refuses every write while full is set, as a store does
+// when its disk is nearly full.
+type failingWriter struct {
+	capture.Writer
+	full atomic.Bool
+}
+
+func (w *failingWriter) Write(ctx context.Context, b *capture.Batch) error {
+	if w.full.Load() {
+		return fmt.Errorf("recording paused: %w", capture.ErrStoreFull)
+	}
+	return w.Writer.Write(ctx, b)
+}
+
+// While the store refuses writes (a full disk), the spools wait: nothing
+// of them is counted lost, and once there is room they are stored, once.
+func TestIngestWaitsWhileTheStoreIsFull(t *testing.T) {
+	dir := t.TempDir()
+	wrapSide(t, dir, "srv", 20, true)
+	st, err := badgerstore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fw := &failingWriter{Writer: st}
+	fw.full.Store(true)
+	rec, err := capture.NewRecorder(context.Background(), fw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	ing := spool.NewIngester(dir, rec, st, nil)
+	for range 3 {
+		if _, err := ing.Once(context.Background()); err == nil {
+			t.Fatal("ingesting into a full store reported no error")
+		}
+	}
+	if s := rec.Stats(); s.Lost != 0 || s.Stored != 0 {
+		t.Errorf("while full: %d lost, %d stored; want none of either", s.Lost, s.Stored)
+	}
+	if files, _ := spool.Files(dir); len(files) != 1 {
+		t.Fatalf("the spool did not wait: %q", files)
+	}
+	fw.full.Store(false)
+	if _, err := ing.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ss := onlySessions(t, st)
+	if len(ss) != 1 {
+		t.Fatalf("%d sessions, want 1", len(ss))
+	}
+	if ms := messagesOf(t, st, ss[0].ID); len(ms) != 42 {
+		t.Errorf("%d messages stored once there was room, want 42", len(ms))
+	}
+	if s := rec.Stats(); s.Lost != 0 || s.Stored != 42 || s.Messages != 42 {
+		t.Errorf("after: %+v; want 42 messages, 42 stored, none lost", s)
+	}
+	if files, _ := spool.Files(dir); len(files) != 0 {
+		t.Errorf("spool left: %q", files)
 	}
 }

@@ -376,7 +376,7 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario, each round one %s per target in rotating order (interleaved); %s in all\n",
 		r.Config["rounds"], batch, r.Duration.Round(time.Second))
-	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (no §3.6b fix); "+
+	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (without mcptape's fix for the request-body race); "+
 		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
 		"replay = `mcptape replay server` on a tape recorded from the fixture server (replay scenario only)\n", m.TempDir)
 	for _, t := range r.Targets {
@@ -485,7 +485,7 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 				case "5":
 					what = "mcptape against nginx"
 				}
-				fmt.Fprintf(w, "\n### issue %s: %s\n\n", issue, what)
+				fmt.Fprintf(w, "\n### %s\n\n", what)
 			}
 			status := "**FAIL**"
 			switch {

@@ -88,8 +88,8 @@ func TestBench(t *testing.T) {
 		"|  | peak RSS during the scenario (MB) |", "| whole run | peak RSS (MB) |",
 		"## mcptape's recorder: client counts = stored counts",
 		"| replay vs live | calls/s |", "|  | calls/s ÷ live (direct) |",
-		"## targets", "### issue 2: mcptape against the plain Go proxy",
-		"### issue 4: the replay server against the live server",
+		"## targets", "### mcptape against the plain Go proxy",
+		"### the replay server against the live server",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)

@@ -20,16 +20,19 @@ func runCA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usagef("say which: `mcptape ca init` (create mcptape's CA) or `mcptape ca path` (print its certificate's path)")
 	}
+	if isHelp(args[0]) {
+		return groupHelp(stderr, "ca", "init", "path")
+	}
+	switch args[0] {
+	case "init", "path":
+	default:
+		return usagef("unknown ca command %q: want init or path%s", args[0], didYouMean(args[0], "init", "path"))
+	}
 	fs := newFlags("ca "+args[0], stderr)
 	data := fs.String("data", defaultDataDir(), "the data directory; the CA lives in its ca folder")
 	force := false
 	if args[0] == "init" {
 		fs.BoolVar(&force, "force", false, "replace an existing CA (clients that trusted the old one must be told to trust the new one)")
-	}
-	switch args[0] {
-	case "init", "path":
-	default:
-		return usagef("unknown ca command %q: want init or path", args[0])
 	}
 	if err := parse(fs, args[1:]); err != nil {
 		return err

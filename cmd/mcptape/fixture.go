@@ -19,6 +19,9 @@ func runFixture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(args) == 0 {
 		return usagef("say which: `mcptape fixture server`, `mcptape fixture oauth` or `mcptape fixture client --url URL`")
 	}
+	if isHelp(args[0]) {
+		return groupHelp(stderr, "fixture", "server", "oauth", "client")
+	}
 	switch args[0] {
 	case "server":
 		return runFixtureServer(ctx, args[1:], stdout, stderr)
@@ -27,7 +30,7 @@ func runFixture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "client":
 		return runFixtureClient(ctx, args[1:], stdout, stderr)
 	}
-	return usagef("unknown fixture %q: want server, oauth or client", args[0])
+	return usagef("unknown fixture %q: want server, oauth or client%s", args[0], didYouMean(args[0], "server", "oauth", "client"))
 }
 
 func runFixtureOAuth(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -204,7 +204,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if dashOn {
 		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
 		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
-			metricsHandler(reg), rs.replays, rs.status, logger); err != nil {
+			metricsHandler(reg), rs.replays, rs.status, rs.sync, logger); err != nil {
 			return nil, err
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
@@ -223,6 +223,9 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	rs.srv, err = proxy.Listen(c.listen, p, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return nil, err
+	}
+	if rs.dash != nil {
+		rs.dash.srv.SetProxyURL(rs.srv.URL())
 	}
 	if err := rs.serveAPI(c); err != nil {
 		return nil, err
@@ -303,6 +306,15 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 		return fmt.Errorf("announcing the local API in %s: %w", c.data, err)
 	}
 	return nil
+}
+
+// sync waits until the recorder has written what it was given, once it
+// runs.
+func (rs *recording) sync(ctx context.Context) error {
+	if rs.rec == nil {
+		return nil
+	}
+	return rs.rec.Sync(ctx)
 }
 
 // close stops everything in order: no new traffic, the proxy's streams
