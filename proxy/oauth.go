@@ -250,7 +250,7 @@ func (p *Proxy) rewriteChallenges(res *http.Response, m frontMap, o *original) {
 // warnForeign logs, once per URL, a metadata URL the proxy cannot route.
 func (p *Proxy) warnForeign(what, u string) {
 	if p.oauth.remember(&p.oauth.warned, what+" "+u) {
-		p.log.Warn("OAuth metadata names another origin than the upstream's, which reverse mode cannot route; a client checking it against mcptape's address may refuse it (record in forward mode instead)",
+		p.log.Warn("OAuth metadata names another origin than the upstream's, which reverse mode cannot route; a client that checks it against mcptape's address may refuse it, and must then reach the server by its own URL (through a forward proxy that records it)",
 			"what", what, "url", u, "upstream", p.up.Scheme+"://"+p.up.Host)
 	}
 }
