@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -13,6 +14,8 @@ type teeWriter struct {
 	http.ResponseWriter
 	x           *exchange
 	wroteHeader bool
+	declared    int64 // the response's Content-Length, -1 when none
+	written     int64
 	synthesized bool
 	writeErr    error
 	aborted     bool
@@ -36,6 +39,12 @@ func (t *teeWriter) WriteHeader(code int) {
 	}
 	if _, ok := h["Date"]; !ok {
 		h["Date"] = nil
+	}
+	t.declared = -1
+	if cl := h.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			t.declared = n
+		}
 	}
 	if !t.synthesized {
 		t.x.tap.Upstream(t.x.mx.forwarded, t.x.mx.upHeaders)
@@ -65,6 +74,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 		t.x.tap.ResponseBody(p)
 	}
 	n, err := t.ResponseWriter.Write(p)
+	t.written += int64(n)
 	t.x.mx.wrote(n)
 	if err != nil && t.writeErr == nil {
 		t.writeErr = err
@@ -73,9 +83,18 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 }
 
 // FlushError lets http.ResponseController flush through the wrapper.
+//
+// Once a response of known length has all its bytes written, the flush
+// is skipped: those last bytes then leave when the handler returns, that is
+// after the exchange was reported ended, so a client that has read a whole
+// response finds it recorded. (ReverseProxy flushes every write of an SSE
+// response, whatever its length.)
 func (t *teeWriter) FlushError() error {
 	if !t.wroteHeader {
 		t.WriteHeader(http.StatusOK)
+	}
+	if t.declared >= 0 && t.written >= t.declared {
+		return nil
 	}
 	return http.NewResponseController(t.ResponseWriter).Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,16 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 		GotConn:              func(ci httptrace.GotConnInfo) { a.reused.Store(ci.Reused) },
 		WroteRequest:         func(httptrace.WroteRequestInfo) { a.arm() },
 		GotFirstResponseByte: func() { a.gotByte.Store(true) },
+		// net/http leaves bounding interim responses to whoever sees them
+		// (ReverseProxy relays each to the client). The error a hook
+		// returns is lost when traces are composed: cancel instead.
+		Got1xxResponse: func(int, textproto.MIMEHeader) error {
+			if a.interim++; a.interim > maxInterim {
+				cancel(errTooManyInterim)
+				return errTooManyInterim
+			}
+			return nil
+		},
 	}
 	x.mx.forwarded = time.Now()
 	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
@@ -90,6 +101,7 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 // that bounds the wait for the response head once the request is sent.
 type attemptState struct {
 	reused, gotByte, timedOut atomic.Bool
+	interim                   int // 1xx responses seen (read on the transport's reading goroutine only)
 	cancel                    context.CancelCauseFunc
 	d                         time.Duration
 	mu                        sync.Mutex
@@ -132,6 +144,13 @@ func (b *attemptBody) Close() error {
 	b.cancel(nil)
 	return err
 }
+
+// maxInterim bounds the interim (1xx) responses an upstream may send
+// before its final one: 103 Early Hints, 100 Continue and 102 Processing
+// come one or two at a time.
+const maxInterim = 10
+
+var errTooManyInterim = fmt.Errorf("the upstream sent more than %d interim (1xx) responses", maxInterim)
 
 // headTimeoutError is an upstream that sent no response head within the
 // upstream timeout.
