@@ -84,6 +84,9 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		case len(params.InputResponses) > 0:
 			p.chainStateless(st, pm.Method, params.Name, params.InputResponses, m)
 		}
+		if m.Links.Previous != 0 && len(params.InputResponses) > 0 {
+			m.Findings = append(m.Findings, st.checkInputAnswers(m.Links.Previous, params.InputResponses)...)
+		}
 		if pm.Method == protocol.MethodToolsCall {
 			m.Findings = append(m.Findings, checkToolCall(st, params.Name, params.Arguments, xs.headers)...)
 		}
@@ -103,6 +106,9 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		}
 		if params.ElicitationID != "" && len(st.elicit) < maxPending {
 			st.elicit[params.ElicitationID] = m.Seq
+		}
+		if pm.Method == protocol.MethodElicitation {
+			m.Findings = append(m.Findings, st.noteElicitation(elicitKey{seq: m.Seq}, pm.Params)...)
 		}
 		if st.s.Era == protocol.EraModern {
 			m.Findings = append(m.Findings, Finding{FindingWrongStream,
@@ -423,6 +429,9 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		}
 	}
 	if dir != protocol.ServerToClient {
+		if pd.method == protocol.MethodElicitation {
+			m.Findings = append(m.Findings, st.checkElicitAnswer(elicitKey{seq: pd.seq}, pm.Result)...)
+		}
 		return
 	}
 	p.learnServer(st, pd.method, &res)
@@ -445,7 +454,7 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		if caps == nil {
 			caps = st.s.ClientCapabilities
 		}
-		m.Findings = append(m.Findings, checkInputRequests(caps, res.InputRequests)...)
+		m.Findings = append(m.Findings, st.checkInputRequests(pd.seq, caps, res.InputRequests)...)
 	}
 }
 

@@ -301,8 +301,10 @@ func capabilityFinding(caps json.RawMessage, method string, p *protocol.Params) 
 }
 
 // checkInputRequests applies capabilityFinding to each request of an MRTR
-// input_required result, against the capabilities its request declared.
-func checkInputRequests(caps json.RawMessage, inputRequests json.RawMessage) []Finding {
+// input_required result, against the capabilities its request declared,
+// and checks its elicitation forms (noteElicitation); round is the seq of
+// the request the result answers.
+func (st *sessState) checkInputRequests(round uint64, caps json.RawMessage, inputRequests json.RawMessage) []Finding {
 	var reqs map[string]struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
@@ -322,6 +324,188 @@ func checkInputRequests(caps json.RawMessage, inputRequests json.RawMessage) []F
 		if f := capabilityFinding(caps, r.Method, &p); f != nil {
 			f.Message = "input request " + strconv.Quote(k) + ": " + f.Message
 			fs = append(fs, *f)
+		}
+		if r.Method == protocol.MethodElicitation {
+			for _, f := range st.noteElicitation(elicitKey{round, k}, r.Params) {
+				f.Message = "input request " + strconv.Quote(k) + ": " + f.Message
+				fs = append(fs, f)
+			}
+		}
+	}
+	return fs
+}
+
+// elicitKey names an elicitation waiting for its answer: a server→client
+// request by its seq (key ""), or an MRTR input request by the seq of the
+// round whose input_required result asked it and its key.
+type elicitKey struct {
+	seq uint64
+	key string
+}
+
+// maxForms bounds the elicitation forms kept per session until answered.
+const maxForms = 1000
+
+// formField is a property of a requested schema, for the flat-primitive
+// rule: what the spec allows an elicitation form to ask.
+type formField struct {
+	Type       string            `json:"type"`
+	Enum       []json.RawMessage `json:"enum"`
+	OneOf      []json.RawMessage `json:"oneOf"`
+	Properties json.RawMessage   `json:"properties"`
+	Items      *struct {
+		Type  string            `json:"type"`
+		Enum  []json.RawMessage `json:"enum"`
+		AnyOf []json.RawMessage `json:"anyOf"`
+	} `json:"items"`
+	Format string `json:"format"`
+}
+
+// flatProblems checks a form elicitation's requestedSchema against the
+// spec's rule: an object whose properties are primitives (string, number,
+// integer, boolean, or a single- or multi-select enum); no nesting.
+func flatProblems(raw json.RawMessage) []string {
+	var root struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		return []string{"a form elicitation without requestedSchema"}
+	}
+	if json.Unmarshal(raw, &root) != nil {
+		return []string{"requestedSchema is not a JSON object"}
+	}
+	var out []string
+	if root.Type != "object" {
+		out = append(out, fmt.Sprintf("requestedSchema has type %q, not \"object\"", root.Type))
+	}
+	names := make([]string, 0, len(root.Properties))
+	for k := range root.Properties {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var f formField
+		if json.Unmarshal(root.Properties[name], &f) != nil {
+			out = append(out, fmt.Sprintf("property %q is not a schema object", name))
+			continue
+		}
+		switch f.Type {
+		case "string", "number", "integer", "boolean":
+			if len(f.Properties) > 0 {
+				out = append(out, fmt.Sprintf("property %q nests properties", name))
+			}
+			switch f.Format {
+			case "", "email", "uri", "date", "date-time":
+			default:
+				out = append(out, fmt.Sprintf("property %q has format %q (a form allows email, uri, date and date-time)", name, f.Format))
+			}
+		case "array":
+			if f.Items == nil || (len(f.Items.Enum) == 0 && len(f.Items.AnyOf) == 0) {
+				out = append(out, fmt.Sprintf("property %q is an array that is not a multi-select enum (items with enum or anyOf)", name))
+			}
+		case "object":
+			out = append(out, fmt.Sprintf("property %q is an object; a form is flat", name))
+		case "":
+			out = append(out, fmt.Sprintf("property %q has no type", name))
+		default:
+			out = append(out, fmt.Sprintf("property %q has type %q, not a primitive", name, f.Type))
+		}
+	}
+	return out
+}
+
+// noteElicitation checks an elicitation/create (a server→client request,
+// or an MRTR input request) and keeps its form's schema until the answer
+// comes, to validate the answer against it.
+func (st *sessState) noteElicitation(k elicitKey, params json.RawMessage) []Finding {
+	var p struct {
+		Mode            string          `json:"mode"`
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+	}
+	if json.Unmarshal(params, &p) != nil || (p.Mode != "" && p.Mode != "form") {
+		return nil
+	}
+	var fs []Finding
+	for _, pr := range flatProblems(p.RequestedSchema) {
+		fs = append(fs, Finding{FindingSchema, "elicitation form outside the flat-primitive rule: " + pr})
+	}
+	rs, err := resolveSchema(p.RequestedSchema)
+	if err != nil {
+		fs = append(fs, Finding{FindingSchema, fmt.Sprintf("elicitation requestedSchema does not compile: %v", clip(err.Error(), 200))})
+	}
+	if rs != nil {
+		if st.forms == nil {
+			st.forms = map[elicitKey]*jsonschema.Resolved{}
+		}
+		if len(st.forms) < maxForms {
+			st.forms[k] = rs
+		}
+	}
+	return fs
+}
+
+// checkElicitAnswer validates an elicitation result against the form it
+// answers: an accepted form's content must validate against its
+// requestedSchema, and only accept carries content.
+func (st *sessState) checkElicitAnswer(k elicitKey, result json.RawMessage) []Finding {
+	rs := st.forms[k]
+	delete(st.forms, k)
+	var r struct {
+		Action  string          `json:"action"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return nil
+	}
+	hasContent := len(bytes.TrimSpace(r.Content)) > 0 && string(r.Content) != "null"
+	switch r.Action {
+	case "accept":
+	case "decline", "cancel":
+		if hasContent {
+			return []Finding{{FindingSchema, fmt.Sprintf("elicitation answer %q carries content; only accept does", r.Action)}}
+		}
+		return nil
+	default:
+		return []Finding{{FindingMalformed, fmt.Sprintf("elicitation answer with action %q (want accept, decline or cancel)", clip(r.Action, 40))}}
+	}
+	if rs == nil {
+		return nil
+	}
+	var inst any = map[string]any{}
+	if hasContent && json.Unmarshal(r.Content, &inst) != nil {
+		return nil
+	}
+	if err := rs.Validate(inst); err != nil {
+		return []Finding{{FindingSchema, "elicitation answer does not validate against the form's requestedSchema: " + clip(err.Error(), 300)}}
+	}
+	return nil
+}
+
+// checkInputAnswers validates the elicitation answers of an MRTR retry
+// (its inputResponses) against the forms the round before asked.
+func (st *sessState) checkInputAnswers(prev uint64, responses json.RawMessage) []Finding {
+	if len(st.forms) == 0 {
+		return nil
+	}
+	var rs map[string]json.RawMessage
+	if json.Unmarshal(responses, &rs) != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(rs))
+	for k := range rs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var fs []Finding
+	for _, k := range keys {
+		ek := elicitKey{prev, k}
+		if _, ok := st.forms[ek]; !ok {
+			continue
+		}
+		for _, f := range st.checkElicitAnswer(ek, rs[k]) {
+			f.Message = "input response " + strconv.Quote(k) + ": " + f.Message
+			fs = append(fs, f)
 		}
 	}
 	return fs

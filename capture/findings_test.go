@@ -288,3 +288,112 @@ func TestUnansweredAndTasks(t *testing.T) {
 		t.Errorf("the hanging tools/list has no unanswered finding:\n%s", out)
 	}
 }
+
+// TestElicitationFindings: a form elicitation's answer is validated against
+// its requestedSchema when it is recorded, on both eras; a schema outside
+// the flat-primitive rule is a finding; and the session, the tree and the
+// messages count the same findings, those of exchanges included.
+func TestElicitationFindings(t *testing.T) {
+	const form = `{"type":"object","properties":{"name":{"type":"string","title":"Name"},"age":{"type":"integer","minimum":0},"color":{"type":"string","enum":["red","blue"]}},"required":["name"]}`
+	const nested = `{"type":"object","properties":{"address":{"type":"object","properties":{"city":{"type":"string"}}},"tags":{"type":"array","items":{"type":"string"}}}}`
+	d := newDriver(t, nil)
+	init := initialize(protocol.V20251125)
+	init.body = strings.Replace(init.body, `"capabilities":{}`, `"capabilities":{"elicitation":{}}`, 1)
+	d.exchange(init)
+	h := map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-2025-11-25"}
+	elicit := func(id int, schema string) string {
+		return sse(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"elicitation/create","params":{"mode":"form","message":"who?","requestedSchema":%s}}`, id, schema))
+	}
+	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: h, body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}`,
+		respHeader: map[string]string{"Content-Type": "text/event-stream"},
+		resp:       []string{elicit(10, form), elicit(11, form), elicit(12, form), elicit(13, nested)}})
+	answer := func(id int, result string) {
+		d.exchange(ex{method: "POST", path: "/mcp", reqHeader: h, body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":%s}`, id, result), status: 202})
+	}
+	answer(10, `{"action":"accept","content":{"name":"Ada","age":36,"color":"red"}}`)
+	answer(11, `{"action":"accept","content":{"age":"old","color":"green"}}`)
+	answer(12, `{"action":"decline","content":{"name":"Ada"}}`)
+	answer(13, `{"action":"accept","content":{"address":{"city":"Paris"}}}`)
+	ms := d.messages("s01")
+	by := map[string]*capture.Message{}
+	for _, m := range ms {
+		if m.Direction == protocol.ClientToServer && m.Kind == protocol.KindResult {
+			by["answer "+string(m.ID)] = m
+		}
+		if m.Method == protocol.MethodElicitation && m.Kind == protocol.KindRequest {
+			by["ask "+string(m.ID)] = m
+		}
+	}
+	if f := findingsOf(by["answer 10"]); f != "" {
+		t.Errorf("a valid answer got findings: %q", f)
+	}
+	if f := findingsOf(by["answer 11"]); !strings.Contains(f, "elicitation answer does not validate against the form's requestedSchema") || !strings.Contains(f, "age") {
+		t.Errorf("an answer without the required name and with a wrong age: %q", f)
+	}
+	if f := findingsOf(by["answer 12"]); !strings.Contains(f, `elicitation answer "decline" carries content`) {
+		t.Errorf("a decline with content: %q", f)
+	}
+	if f := findingsOf(by["ask 10"]); f != "" {
+		t.Errorf("a flat form got findings: %q", f)
+	}
+	f := findingsOf(by["ask 13"])
+	for _, want := range []string{`property "address" is an object; a form is flat`, `property "tags" is an array that is not a multi-select enum`} {
+		if !strings.Contains(f, "elicitation form outside the flat-primitive rule: "+want) {
+			t.Errorf("the nested form's findings lack %q: %q", want, f)
+		}
+	}
+
+	// 2026-07-28: the form is an MRTR input request; its answer comes in
+	// the retry's inputResponses. One exchange also has a routing header
+	// that disagrees with its body: a finding of the exchange.
+	m := newDriver(t, nil)
+	m.exchange(modernCall(1, "tools/call", `"name":"ask"`, map[string]string{"Mcp-Name": "ask"},
+		sse(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"st-1","inputRequests":{"who":{"method":"elicitation/create","params":{"mode":"form","message":"m","requestedSchema":`+form+`}},"where":{"method":"elicitation/create","params":{"message":"m","requestedSchema":`+nested+`}}}}}`)))
+	m.exchange(modernCall(2, "tools/call", `"name":"ask","requestState":"st-1","inputResponses":{"who":{"action":"accept","content":{"name":7}},"where":{"action":"cancel"}}`,
+		map[string]string{"Mcp-Name": "ask"},
+		sse(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`)))
+	m.exchange(modernCall(3, "tools/list", "", map[string]string{"Mcp-Method": "tools/call"},
+		sse(`{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}`)))
+	mm := m.messages("s01")
+	if f := findingsOf(mm[1]); !strings.Contains(f, `input request "where": elicitation form outside the flat-primitive rule: property "address"`) || strings.Contains(f, `"who": elicitation form`) {
+		t.Errorf("the input_required result's findings: %q", f)
+	}
+	if f := findingsOf(mm[2]); !strings.Contains(f, `input response "who": elicitation answer does not validate`) || strings.Contains(f, `"where"`) {
+		t.Errorf("the retry's findings: %q", f)
+	}
+
+	for _, dr := range []*driver{d, m} {
+		s := dr.session("s01")
+		tr, _ := dr.tree("s01")
+		onMessages := 0
+		for _, x := range dr.messages("s01") {
+			onMessages += len(x.Findings)
+		}
+		onNodes := 0
+		for _, r := range tr.Roots {
+			r.Walk(func(n *capture.Node) {
+				for _, f := range n.Findings {
+					if f.Kind != capture.FindingUnanswered {
+						onNodes++
+					}
+				}
+			})
+		}
+		if s.Findings != tr.Findings || onNodes != s.Findings || s.Findings == 0 {
+			t.Errorf("session %d findings, tree %d, on its nodes %d (on messages %d): want one count", s.Findings, tr.Findings, onNodes, onMessages)
+		}
+	}
+	// The exchange's finding is the header-mismatch one, on its call's node.
+	tr, _ := m.tree("s01")
+	var onList string
+	for _, r := range tr.Roots {
+		if r.Method == "tools/list" {
+			for _, f := range r.Findings {
+				onList += string(f.Kind) + ": " + f.Message
+			}
+		}
+	}
+	if !strings.Contains(onList, `header-mismatch: Mcp-Method is "tools/call" but the body's method is "tools/list"`) {
+		t.Errorf("the tools/list node's findings: %q", onList)
+	}
+}

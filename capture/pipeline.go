@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -81,6 +83,9 @@ type sessState struct {
 	tools       map[string]*toolInfo
 	written     time.Time // when the record was last handed to the writer
 	urgent      bool      // a change readers must see at once (a key bound, a loss)
+
+	// forms are the elicitation forms waiting for their answers.
+	forms map[elicitKey]*jsonschema.Resolved
 }
 
 // usedID reports whether the client already sent a request with id in this
@@ -118,6 +123,7 @@ type xState struct {
 	reqBuf       []byte
 	reqDone      bool
 	reqOver      bool
+	reqCut       bool // the exchange was aborted before its request body ended
 	reqEnc       string
 	deferred     []event // response events that arrived before the request was complete
 	resp         bool
@@ -392,6 +398,7 @@ func (p *pipeline) handle(ev event) {
 		releaseChunk(ev.data, ev.pooled)
 	case evEnd:
 		if !xs.reqDone {
+			xs.reqCut = ev.aborted
 			p.reqEnd(xs, ev.at)
 			for _, d := range xs.deferred {
 				p.handle(d)
@@ -490,11 +497,11 @@ func (p *pipeline) reqBody(xs *xState, b []byte) {
 		return
 	}
 	if len(xs.reqBuf)+len(b) > p.o.MaxMessageSize {
-		xs.reqBuf = append(xs.reqBuf, b[:p.o.MaxMessageSize-len(xs.reqBuf)]...)
+		xs.reqBuf = appendUpTo(xs.reqBuf, b[:p.o.MaxMessageSize-len(xs.reqBuf)], p.o.MaxMessageSize)
 		xs.reqOver = true
 		return
 	}
-	xs.reqBuf = append(xs.reqBuf, b...)
+	xs.reqBuf = appendUpTo(xs.reqBuf, b, p.o.MaxMessageSize)
 }
 
 // reqEnd decodes the request body, finds the exchange's session and records
@@ -513,7 +520,7 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 		}
 	}
 	xs.mcp = !xs.refused && (rpc || xs.key != "" || strings.Contains(xs.headers.Get("Accept"), protocol.ContentTypeSSE) ||
-		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost)
+		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost && !plainJSON(body))
 	st := p.groups.sessionFor(xs, msgs, at)
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
@@ -531,15 +538,30 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 		}
 	}
 	if !xs.mcp {
+		p.plainBody(xs, protocol.ClientToServer, xs.reqBuf, xs.reqOver, xs.x.RequestBytes, xs.headers.Get("Content-Type"), xs.reqEnc, at)
+		xs.reqBuf = nil
 		return
 	}
 	if encProblem != "" {
 		p.add(xs, p.invalidMsg(xs, protocol.ClientToServer, xs.reqBuf, at, FindingEncoding, encProblem), nil)
 		return
 	}
+	if xs.reqCut {
+		// The client stopped sending (or the exchange was cut) before the
+		// body's end: what arrived is kept as it is, marked as cut rather
+		// than taken for malformed JSON.
+		xs.x.Truncated = true
+		if len(xs.reqBuf) > 0 {
+			p.add(xs, p.invalid(xs, protocol.ClientToServer, xs.reqBuf, true, at, FindingTruncated,
+				fmt.Sprintf("the request body was cut after %d bytes (see the exchange's error)", xs.x.RequestBytes)), nil)
+		}
+		xs.reqBuf = nil
+		return
+	}
 	if xs.reqOver {
-		m := p.invalidMsg(xs, protocol.ClientToServer, xs.reqBuf, at, FindingOversize,
+		m := p.invalid(xs, protocol.ClientToServer, xs.reqBuf, true, at, FindingOversize,
 			fmt.Sprintf("request body larger than %d bytes; stored cut", p.o.MaxMessageSize))
+		xs.reqBuf = nil
 		p.add(xs, m, nil)
 		return
 	}
@@ -566,6 +588,7 @@ func (p *pipeline) response(xs *xState, ev event) {
 		xs.sess.s.Findings++
 	}
 	xs.x.Synthesized = ev.synth
+	xs.x.Rewritten = ev.rewritten
 	if !ev.synth {
 		xs.x.Forwarded, xs.x.UpstreamHeaders = ev.forwarded, ev.upHeaders
 	}
@@ -602,6 +625,7 @@ func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
 	}
 	xs.x.ResponseBytes += int64(len(b))
 	if !xs.mcp {
+		p.bufferPlain(xs, b)
 		return
 	}
 	if xs.sse != nil {
@@ -612,18 +636,31 @@ func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
 		return
 	}
 	if len(xs.respBuf)+len(b) > p.o.MaxMessageSize {
-		xs.respBuf = append(xs.respBuf, b[:p.o.MaxMessageSize-len(xs.respBuf)]...)
+		xs.respBuf = appendUpTo(xs.respBuf, b[:p.o.MaxMessageSize-len(xs.respBuf)], p.o.MaxMessageSize)
 		xs.respOver = true
 		return
 	}
-	xs.respBuf = append(xs.respBuf, b...)
-	if xs.respLen >= 0 && xs.x.ResponseBytes == xs.respLen && xs.x.ResponseBody != BodyOther {
+	xs.respBuf = appendUpTo(xs.respBuf, b, p.o.MaxMessageSize)
+	if xs.respLen >= 0 && xs.x.ResponseBytes == xs.respLen && xs.x.ResponseBody != BodyOther && xs.x.Status != http.StatusAccepted {
 		// The body is complete: decode it now rather than at the
 		// exchange's end, so that a reader (a Sync) after the client had
 		// the whole answer finds its messages.
 		p.jsonResponse(xs, at, false)
 		xs.respDone, xs.respBuf = true, nil
 	}
+}
+
+// appendUpTo is append that doubles a full buffer, but never past limit:
+// append grows large slices by a quarter at a time (five times a 64 MiB
+// body's size allocated along the way, and up to a quarter past the
+// limit kept).
+func appendUpTo(buf, b []byte, limit int) []byte {
+	if need := len(buf) + len(b); need > cap(buf) {
+		nb := make([]byte, len(buf), max(need, min(max(2*cap(buf), 512), limit)))
+		copy(nb, buf)
+		buf = nb
+	}
+	return append(buf, b...)
 }
 
 func (p *pipeline) end(xs *xState, ev event) {
@@ -665,6 +702,9 @@ func (p *pipeline) end(xs *xState, ev event) {
 		case len(xs.respBuf) > 0:
 			p.jsonResponse(xs, ev.at, ev.aborted)
 		}
+	} else if xs.resp {
+		p.plainBody(xs, protocol.ServerToClient, xs.respBuf, xs.respOver, xs.x.ResponseBytes,
+			xs.x.ResponseHeader.Get("Content-Type"), xs.respEnc, ev.at)
 	}
 	xs.respBuf = nil
 	if xs.legacyStream {
@@ -682,8 +722,14 @@ func (p *pipeline) jsonResponse(xs *xState, at time.Time, aborted bool) {
 		return
 	}
 	if xs.respOver {
-		p.add(xs, p.invalidMsg(xs, protocol.ServerToClient, body, at, FindingOversize,
+		// body is respBuf (or its decoding), dropped after: no copy.
+		p.add(xs, p.invalid(xs, protocol.ServerToClient, body, true, at, FindingOversize,
 			fmt.Sprintf("response body larger than %d bytes; stored cut", p.o.MaxMessageSize)), nil)
+		return
+	}
+	if xs.x.Status >= 400 && plainJSON(body) {
+		// An HTTP error's own JSON (an OAuth 401's), no JSON-RPC message.
+		p.plainBody(xs, protocol.ServerToClient, body, false, int64(len(body)), xs.x.ResponseHeader.Get("Content-Type"), "", at)
 		return
 	}
 	msgs := protocol.Split(body)
@@ -739,7 +785,7 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 		if e.Unterminated {
 			kind, text = FindingTruncated, "the stream ended in the middle of this SSE block; a client discards it"
 		}
-		m := p.invalidMsg(xs, protocol.ServerToClient, e.Raw, at, kind, text)
+		m := p.invalid(xs, protocol.ServerToClient, e.Raw, e.Oversize, at, kind, text)
 		ii := info
 		m.SSE = &ii
 		p.add(xs, m, nil)
@@ -782,18 +828,31 @@ func (p *pipeline) frame(xs *xState, e *protocol.Event, at time.Time, info *SSEI
 	p.seq++
 	m := &Message{
 		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
-		Time: at, Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), e.Raw...), SSE: info,
+		Time: at, Kind: protocol.KindFrame, Batch: -1, Raw: e.Raw, SSE: info,
+	}
+	if !e.Oversize { // an oversize block is ours to keep; others are the parser's
+		m.Raw = append([]byte(nil), e.Raw...)
 	}
 	m.Size = len(m.Raw)
 	return m
 }
 
 func (p *pipeline) invalidMsg(xs *xState, dir protocol.Direction, raw []byte, at time.Time, kind FindingKind, text string) *Message {
+	return p.invalid(xs, dir, raw, false, at, kind, text)
+}
+
+// invalid is invalidMsg; owned says the message may keep raw (a body buffer
+// the pipeline drops, an oversize SSE block), sparing a copy of up to
+// MaxMessageSize.
+func (p *pipeline) invalid(xs *xState, dir protocol.Direction, raw []byte, owned bool, at time.Time, kind FindingKind, text string) *Message {
 	p.seq++
-	raw, redacted := p.red.body(raw)
+	kept, redacted := p.red.body(raw) // a copy when it redacted
+	if !redacted && !owned {
+		kept = append([]byte(nil), raw...)
+	}
 	m := &Message{
 		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
-		Kind: protocol.KindInvalid, Batch: -1, Raw: append([]byte(nil), raw...),
+		Kind: protocol.KindInvalid, Batch: -1, Raw: kept,
 		Findings: []Finding{{kind, text}},
 	}
 	if redacted {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +24,12 @@ type Tree struct {
 	Messages int `json:"messages"`
 	Frames   int `json:"frames"`
 	Stderr   int `json:"stderr,omitempty"`
+	// Findings counts the findings recorded on the session's messages and
+	// exchanges, all of which are on the tree's nodes: the session's own
+	// count when the tree holds the whole session. Unanswered counts those
+	// the tree adds (requests with no response), which no message holds.
+	Findings   int `json:"findings"`
+	Unanswered int `json:"unanswered"`
 }
 
 // NodeKind says what a node stands for.
@@ -80,6 +87,11 @@ type Node struct {
 	Note string `json:"note,omitempty"`
 	// Findings on the node's messages and those the tree adds (unanswered).
 	Findings []Finding `json:"findings,omitempty"`
+	// In is, on an input request, the input_required result that carries
+	// it (it is no message of its own); Answered the retry whose
+	// inputResponses answer it.
+	In       uint64 `json:"in,omitempty"`
+	Answered uint64 `json:"answered,omitempty"`
 	// Rounds holds an MRTR call's rounds, oldest first; Children what the
 	// call set off.
 	Rounds   []*Node `json:"rounds,omitempty"`
@@ -192,6 +204,8 @@ type treeBuilder struct {
 	// client's answer POST that overtook the stream event carrying the
 	// server's request), by the request's seq.
 	later map[uint64]*Message
+	// shown holds the exchanges whose findings a node already shows.
+	shown map[uint64]bool
 }
 
 func (b *treeBuilder) add(m *Message) {
@@ -202,12 +216,20 @@ func (b *treeBuilder) add(m *Message) {
 	switch m.Kind {
 	case protocol.KindFrame:
 		b.t.Frames++
+		if len(m.Findings) > 0 {
+			// A frame is a node only when it carries a finding (an SSE
+			// block cut short), so that every finding is on a node.
+			b.t.Findings += len(m.Findings)
+			b.t.Roots = append(b.t.Roots, &Node{Kind: NodeOther, Dir: m.Direction, Request: m.Seq, Start: m.Time,
+				Status: "frame", Summary: clip(string(m.Raw), 80), Findings: m.Findings})
+		}
 		return
 	case protocol.KindStderr:
 		b.t.Stderr++
 		return
 	}
 	b.t.Messages++
+	b.t.Findings += len(m.Findings)
 	switch m.Kind {
 	case protocol.KindRequest:
 		b.request(m)
@@ -234,7 +256,7 @@ func (b *treeBuilder) add(m *Message) {
 
 func (b *treeBuilder) request(m *Message) {
 	n := &Node{Kind: NodeCall, Method: m.Method, Name: m.Name, Dir: m.Direction, Request: m.Seq, ID: m.ID,
-		Start: m.Time, Status: "pending", Findings: m.Findings}
+		Start: m.Time, Status: "pending", Findings: b.findingsOf(m)}
 	// Params are read only where the tree shows them: a server request's
 	// label and an MRTR retry's answers (most calls need neither, and a
 	// session may hold 100k messages).
@@ -258,13 +280,14 @@ func (b *treeBuilder) request(m *Message) {
 		if len(root.Rounds) == 0 {
 			first := *root
 			first.Kind, first.Rounds, first.Children = NodeRound, nil, root.Children
-			root.Children = nil
+			// The rounds hold the findings: each once in the tree.
+			root.Children, root.Findings = nil, nil
 			root.Rounds = []*Node{&first}
 			b.bySeq[first.Request] = &first
 			b.rootOf[first.Request] = root
 		}
 		n.Kind = NodeRound
-		b.answerInputs(root.Rounds[len(root.Rounds)-1], paramsOf(m.Raw))
+		b.answerInputs(root.Rounds[len(root.Rounds)-1], paramsOf(m.Raw), m.Seq)
 		root.Rounds = append(root.Rounds, n)
 		b.rootOf[m.Seq] = root
 		root.Note = fmt.Sprintf("%d rounds", len(root.Rounds))
@@ -282,6 +305,24 @@ func (b *treeBuilder) request(m *Message) {
 		n.Note = "era negotiation"
 	}
 	b.t.Roots = append(b.t.Roots, n)
+}
+
+// findingsOf is a client message's findings, with those of the HTTP
+// exchange that carried it (routing headers that disagree with the body)
+// on the first message of that exchange, so that each finding the session
+// counts is on one node.
+func (b *treeBuilder) findingsOf(m *Message) []Finding {
+	fs := slices.Clip(m.Findings)
+	x := b.xs[m.ExchangeID]
+	if m.Direction != protocol.ClientToServer || x == nil || len(x.FindingList) == 0 || b.shown[x.ID] {
+		return fs
+	}
+	if b.shown == nil {
+		b.shown = map[uint64]bool{}
+	}
+	b.shown[x.ID] = true
+	b.t.Findings += len(x.FindingList)
+	return append(fs, x.FindingList...)
 }
 
 func (b *treeBuilder) response(m *Message) {
@@ -319,7 +360,7 @@ func (b *treeBuilder) response(m *Message) {
 }
 
 func (b *treeBuilder) notification(m *Message) {
-	n := &Node{Kind: NodeNotification, Method: m.Method, Dir: m.Direction, Request: m.Seq, Start: m.Time, Findings: m.Findings}
+	n := &Node{Kind: NodeNotification, Method: m.Method, Dir: m.Direction, Request: m.Seq, Start: m.Time, Findings: b.findingsOf(m)}
 	params := paramsOf(m.Raw)
 	switch m.Method {
 	case protocol.MethodProgress:
@@ -353,7 +394,7 @@ func (b *treeBuilder) notification(m *Message) {
 
 // answerInputs fills a round's input-request nodes with the answers the
 // client sent in the next round's inputResponses.
-func (b *treeBuilder) answerInputs(round *Node, params json.RawMessage) {
+func (b *treeBuilder) answerInputs(round *Node, params json.RawMessage, retry uint64) {
 	var p struct {
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
@@ -364,7 +405,7 @@ func (b *treeBuilder) answerInputs(round *Node, params json.RawMessage) {
 		}
 		if ans, ok := p.InputResponses[c.Key]; ok {
 			res, _ := protocol.ParseResult(ans)
-			c.Status = "success"
+			c.Status, c.Answered = "success", retry
 			c.Summary = resultSummary(c.Method, resultInfo{res, ans})
 		} else {
 			c.Status = "pending"
@@ -408,6 +449,7 @@ func (b *treeBuilder) finish() {
 				default:
 					n.Findings = append(n.Findings, Finding{FindingUnanswered,
 						fmt.Sprintf("no response %s after the request", b.last.Sub(n.Start).Round(time.Millisecond))})
+					b.t.Unanswered++
 				}
 				if root := b.rootOf[n.Request]; root != nil && root != n {
 					root.Status, root.Note = n.Status, n.Note
@@ -469,7 +511,7 @@ func inputNodes(m *Message, res resultInfo, later bool) []*Node {
 	var out []*Node
 	for _, k := range keys {
 		r := reqs[k]
-		n := &Node{Kind: NodeInputRequest, Method: r.Method, Key: k, Dir: protocol.ServerToClient, Start: m.Time, Status: "pending"}
+		n := &Node{Kind: NodeInputRequest, Method: r.Method, Key: k, Dir: protocol.ServerToClient, Start: m.Time, Status: "pending", In: m.Seq}
 		p, _ := protocol.ParseParams(r.Params)
 		n.Label = labelFor(r.Method, &p, later)
 		out = append(out, n)

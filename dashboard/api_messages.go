@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -37,7 +35,20 @@ type messageDetail struct {
 	// copying (pretty-printed when it is small enough).
 	Request    string `json:"request,omitempty"`
 	RequestSeq uint64 `json:"requestSeq,omitempty"`
+	// CurlNote says why Curl is empty, or what it cannot repeat.
+	CurlNote string `json:"curlNote,omitempty"`
+	// Related are the messages the page links to; Tool is the tool a
+	// tools/call names, as the session's last tools/list described it.
+	Related *related `json:"related"`
+	Tool    *toolDef `json:"tool,omitempty"`
+	// Answer is the raw response to a server→client request (sampling,
+	// elicitation, roots), shown with the request; "" when there is none
+	// or it is larger than maxPageAnswer.
+	Answer string `json:"answer,omitempty"`
 }
+
+// maxPageAnswer bounds the answer a request's page carries along.
+const maxPageAnswer = 1 << 20
 
 type sseDetail struct {
 	ID     string `json:"id,omitempty"`
@@ -95,8 +106,20 @@ func (s *Server) apiMessage(w http.ResponseWriter, r *http.Request) {
 			d.SSE.Events = d.Exchange.Events
 		}
 	}
-	if m.Direction == protocol.ClientToServer && d.Exchange != nil && m.Kind != protocol.KindFrame {
-		d.Curl = curlCommand(sess, d.Exchange, m.Raw)
+	d.Curl, d.CurlNote = s.curlFor(sess, d.Exchange, m)
+	rel, tool, err := s.relatedOf(ctx, m)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	d.Related, d.Tool = rel, tool
+	if m.Kind == protocol.KindResult && m.Direction == protocol.ServerToClient {
+		rel.Inputs = inputsOf(m.Raw, rel.NextRound)
+	}
+	if m.Kind == protocol.KindRequest && m.Direction == protocol.ServerToClient && rel.Response != 0 {
+		if a, err := s.store.Message(ctx, rel.Response); err == nil && len(a.Raw) <= maxPageAnswer && utf8.Valid(a.Raw) {
+			d.Answer = string(a.Raw)
+		}
 	}
 	req := m
 	if m.Kind.IsResponse() && m.Links.Request != 0 {
@@ -120,49 +143,6 @@ func prettyJSON(raw []byte) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-// curlCommand repeats a client message against the upstream: the
-// exchange's method and URL, its request headers as recorded (redacted
-// values become placeholders to fill in), the message as the body.
-func curlCommand(sess *capture.Session, x *capture.Exchange, body []byte) string {
-	base := "http://UPSTREAM"
-	if sess != nil && sess.Upstream != "" {
-		base = strings.TrimRight(sess.Upstream, "/")
-	}
-	var b strings.Builder
-	b.WriteString("curl -sS -N")
-	if x.Method != "" && x.Method != http.MethodGet && x.Method != http.MethodPost {
-		b.WriteString(" -X " + shellQuote(x.Method))
-	}
-	b.WriteString(" " + shellQuote(base+x.URL))
-	keys := make([]string, 0, len(x.RequestHeader))
-	for k := range x.RequestHeader {
-		switch http.CanonicalHeaderKey(k) {
-		case "Host", "Content-Length", "Accept-Encoding", "Connection", "Keep-Alive", "Te", "Trailer",
-			"Transfer-Encoding", "Upgrade", "Proxy-Connection", "User-Agent":
-			continue
-		}
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, v := range x.RequestHeader[k] {
-			if v == capture.Redacted || strings.Contains(v, capture.Redacted) {
-				v = strings.ReplaceAll(v, capture.Redacted, "<"+strings.ToLower(k)+">")
-			}
-			b.WriteString(" \\\n  -H " + shellQuote(k+": "+v))
-		}
-	}
-	if len(body) > 0 && x.Method != http.MethodGet {
-		b.WriteString(" \\\n  --data-raw " + shellQuote(string(body)))
-	}
-	return b.String()
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // editJSON is one version of a message as the API shows it.

@@ -83,6 +83,7 @@ type messageDetail struct {
 		Events int `json:"events"`
 	} `json:"sse"`
 	Curl       string `json:"curl"`
+	CurlNote   string `json:"curlNote"`
 	Request    string `json:"request"`
 	RequestSeq uint64 `json:"requestSeq"`
 }
@@ -139,9 +140,14 @@ func TestAPIRead(t *testing.T) {
 			{"status=ok", nil},
 			{"findings=1", nil},
 			{"findings=0", []string{modern.ID, legacy.ID}},
-			// Server→client sampling requests exist on the legacy era only;
-			// 2026-07-28 carries them inside results.
-			{"method=sampling/createMessage", []string{legacy.ID}},
+			// Server→client sampling requests on legacy; on 2026-07-28 the
+			// requests inside MRTR rounds, found by their method too.
+			{"method=sampling/createMessage", []string{modern.ID, legacy.ID}},
+			{"method=elicitation/create&era=modern", []string{modern.ID}},
+			// A method's start finds it: tools finds tools/call.
+			{"method=tools", []string{modern.ID, legacy.ID}},
+			{"method=sampling&era=legacy", []string{legacy.ID}},
+			{"method=tools/callx", nil},
 			{"method=tools/call", []string{modern.ID, legacy.ID}},
 			{"method=server/discover&era=modern", []string{modern.ID}},
 			{"tool=sample_tools", []string{modern.ID, legacy.ID}},
@@ -301,9 +307,10 @@ func TestAPIRead(t *testing.T) {
 			t.Errorf("exchange response headers: %v", d.Exchange.ResponseHeader)
 		}
 		c.get(fmt.Sprintf("/api/v1/messages/%d", answer.Seq), &d)
-		if !strings.HasPrefix(d.Curl, "curl -sS -N '") || !strings.Contains(d.Curl, "--data-raw '{") ||
-			!strings.Contains(d.Curl, "-H 'Mcp-Session-Id: ") || strings.Contains(d.Curl, "Content-Length") {
-			t.Errorf("curl of the client's answer:\n%s", d.Curl)
+		// A client's answer cannot be sent on its own: no command, and a
+		// note that says why.
+		if d.Curl != "" || !strings.Contains(d.CurlNote, "the server must be waiting for it") {
+			t.Errorf("curl of the client's answer: %q, note %q", d.Curl, d.CurlNote)
 		}
 		if d.RequestSeq != req.Seq || !strings.Contains(d.Request, "\n  \"method\": \"sampling/createMessage\"") {
 			t.Errorf("the answer's request: #%d %s", d.RequestSeq, d.Request)
@@ -723,4 +730,43 @@ func serve(t testing.TB, d *dashboard.Server) string {
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	knowToken(t, srv.URL, d.Token())
 	return srv.URL
+}
+
+// TestAPIRelated: the endpoints behind the message page's links answer
+// what does not exist with a 404 that says what is missing.
+func TestAPIRelated(t *testing.T) {
+	r := newRig(t, nil)
+	r.runClient(t, fixtures.PathStateless, fixtures.ToolSample)
+	s := r.sessionOn(t, fixtures.PathStateless)
+	r.settle(t, s.ID)
+	c := newAPIClient(t, r.srv.URL)
+	var round uint64
+	for m, err := range r.store.Messages(context.Background(), s.ID, capture.MessageQuery{}) {
+		if err == nil && m.Kind == protocol.KindResult && strings.Contains(string(m.Raw), `"input_required"`) {
+			round = m.Seq
+		}
+	}
+	if round == 0 {
+		t.Fatal("no input_required result recorded")
+	}
+	var in struct {
+		Key    string          `json:"key"`
+		Method string          `json:"method"`
+		Retry  uint64          `json:"retry"`
+		Answer json.RawMessage `json:"answer"`
+	}
+	c.get(fmt.Sprintf("/api/v1/messages/%d/inputs/sample", round), &in)
+	if in.Method != protocol.MethodSampling || in.Retry == 0 || !strings.Contains(string(in.Answer), `"model"`) {
+		t.Errorf("the input request: %+v", in)
+	}
+	for path, says := range map[string]string{
+		fmt.Sprintf("/api/v1/messages/%d/inputs/nope", round): `asks for no input named \"nope\"`,
+		fmt.Sprintf("/api/v1/messages/%d/inputs/x", round-1):  "is not an input_required result",
+		"/api/v1/exchanges/999999":                            "not found",
+	} {
+		code, body, _ := c.do(http.MethodGet, path, nil, nil)
+		if code != http.StatusNotFound || !contains(body, says) {
+			t.Errorf("GET %s: %d %s, want 404 saying %q", path, code, body, says)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -30,6 +31,12 @@ type browser struct {
 	exceptions []string
 	console    []string
 	loggedIn   map[string]bool // dashboards whose token cookie the browser holds
+	// logged are the browser's own error reports (an invalid pattern, a
+	// CSP violation, a failed load), which pages do not log themselves.
+	logged []string
+	// allowed are patterns of logged errors a test provokes on purpose
+	// (a 400 answer the page shows).
+	allowed []*regexp.Regexp
 }
 
 // newBrowser starts Chromium, or skips the test when it is not installed
@@ -89,6 +96,14 @@ func (b *browser) listen(ev any) {
 		b.mu.Lock()
 		b.exceptions = append(b.exceptions, fmt.Sprintf("%s (%s:%d)", msg, d.URL, d.LineNumber+1))
 		b.mu.Unlock()
+	case *cdplog.EventEntryAdded:
+		e := ev.Entry
+		if e.Level != cdplog.EntryLevelError {
+			return
+		}
+		b.mu.Lock()
+		b.logged = append(b.logged, fmt.Sprintf("%s: %s (%s)", e.Source, e.Text, e.URL))
+		b.mu.Unlock()
 	case *runtime.EventConsoleAPICalled:
 		if ev.Type != runtime.ConsoleAPICalledTypeError && ev.Type != runtime.ConsoleAPICalledTypeWarning {
 			return
@@ -124,6 +139,19 @@ func eval[T any](b *browser, expr string) T {
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v%s", expr, err, b.problems())
+	}
+	return v
+}
+
+// evalAsync evaluates a JavaScript expression that gives a promise, and
+// waits for its value.
+func evalAsync[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
 		b.t.Fatalf("evaluating %s: %v%s", expr, err, b.problems())
 	}
@@ -208,20 +236,80 @@ func (b *browser) problems() string {
 	return s
 }
 
-// checkClean fails the test if the page threw or logged errors (a CSP
-// violation shows up as a console error).
+// allow lets a logged error matching pattern pass checkClean (an API
+// answer of 400 or 404 that a test provokes and the page shows).
+func (b *browser) allow(pattern string) {
+	b.mu.Lock()
+	b.allowed = append(b.allowed, regexp.MustCompile(pattern))
+	b.mu.Unlock()
+}
+
+// checkClean fails the test if the page threw, logged errors, or the
+// browser reported one (an invalid pattern attribute, a CSP violation, a
+// failed load): every page must be free of console errors. It clears
+// what it checked, so each check is about what came since the last.
 func (b *browser) checkClean() {
 	b.t.Helper()
 	b.mu.Lock()
-	n := len(b.exceptions)
 	var errs []string
+	errs = append(errs, b.exceptions...)
 	for _, c := range b.console {
 		if strings.HasPrefix(c, "error") {
 			errs = append(errs, c)
 		}
 	}
-	b.mu.Unlock()
-	if n > 0 || len(errs) > 0 {
-		b.t.Errorf("the page reported problems:%s", b.problems())
+	for _, l := range b.logged {
+		ok := false
+		for _, re := range b.allowed {
+			ok = ok || re.MatchString(l)
+		}
+		if !ok {
+			errs = append(errs, l)
+		}
 	}
+	b.exceptions, b.console, b.logged, b.allowed = nil, nil, nil, nil
+	b.mu.Unlock()
+	if len(errs) > 0 {
+		b.t.Errorf("the page reported problems:\n  %s", strings.Join(errs, "\n  "))
+	}
+}
+
+// settle waits for two animation frames: layout and paint are done.
+func (b *browser) settle() {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(() => ok(true))))`, chromedp.EvalAwaitPromise)); err != nil {
+		b.t.Fatalf("waiting for a frame: %v%s", err, b.problems())
+	}
+}
+
+// widths are the window widths every view is checked and shot at.
+var widths = []int64{1400, 1000}
+
+// resize sets the window's width (and a height of 1000).
+func (b *browser) resize(width int64) {
+	b.t.Helper()
+	b.run(fmt.Sprintf("resize to %d", width), chromedp.EmulateViewport(width, 1000))
+}
+
+// shots takes a screenshot of the page at each of widths, named name-WIDTH,
+// and checks that nothing is wider than the window; it leaves the window
+// at the first width.
+func (b *browser) shots(name string) {
+	b.t.Helper()
+	for _, w := range widths {
+		b.resize(w)
+		// Let layout settle after the resize.
+		b.settle()
+		if eval[bool](b, `document.body.innerText.includes('[object ')`) {
+			b.t.Errorf("%s at %d px: the page shows [object …] where text should be", name, w)
+		}
+		if over := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
+			b.screenshot(fmt.Sprintf("%s-%d-too-wide", name, w))
+			b.t.Errorf("%s at %d px: the page is %d px wider than the window", name, w, over)
+		}
+		b.screenshot(fmt.Sprintf("%s-%d", name, w))
+	}
+	b.resize(widths[0])
 }

@@ -68,6 +68,7 @@ func TestBrowserPending(t *testing.T) {
 	}
 
 	// A bad answer is refused with the reason, and the request stays.
+	b.allow(`status of 400 .*?/api/v1/pending/`)
 	b.run("a bad answer", chromedp.SetValue(chromedp.CSS("textarea.answer-json"), `{"role":"assistant","model":"human"}`))
 	b.click("section.pending button.answer")
 	b.waitFor("the refusal", `document.querySelector('section.pending .check.bad')?.textContent.includes('result.content is missing')`, 5*time.Second)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,8 +35,12 @@ const treeReady = `document.querySelector('[role=tree][data-ready]') !== null`
 // TestBrowser drives the dashboard in headless Chromium over real sessions
 // recorded through the proxy, on both eras.
 func TestBrowser(t *testing.T) {
-	var started []string
+	var started, stopped []string
 	opts := tapeOptions(&started)
+	opts.StopReplay = func(_ context.Context, url string) error {
+		stopped = append(stopped, url)
+		return nil
+	}
 	opts.Profiles = t.TempDir()
 	opts.ValidateProfile = func(b []byte) error {
 		_, err := replay.ReadProfile(bytes.NewReader(b))
@@ -67,6 +72,21 @@ func TestBrowser(t *testing.T) {
 		eval[bool](b, `(() => { const f = document.querySelector('form.filters'); f.elements.tool.value = ''; f.elements.era.value = ''; f.elements.q.value = 'no-such-text'; return true })()`)
 		b.click("form.filters button[type=submit]")
 		b.waitFor("the empty result", `location.search === '?q=no-such-text' && document.querySelector('p.empty') !== null`, 10*time.Second)
+		// A method's start finds it; requests inside 2026-07-28 rounds are
+		// found by their method; a time filter keeps its seconds.
+		b.open(base + "/sessions?method=sampling")
+		b.waitFor("the sampling sessions", `document.querySelectorAll('table.sessions[data-ready] tbody tr').length === 2`, 10*time.Second)
+		since := legacy.Start.Add(-time.Second).Truncate(time.Second)
+		b.open(base + "/sessions?since=" + url.QueryEscape(since.UTC().Format(time.RFC3339)))
+		b.waitFor("the time filter", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		b.click("form.filters button[type=submit]")
+		b.waitFor("the time filter again", `location.search.startsWith('?since=')`, 10*time.Second)
+		if got := eval[string](b, `new URLSearchParams(location.search).get('since')`); got != since.UTC().Format("2006-01-02T15:04:05.000Z") {
+			t.Errorf("the time filter came back as %q, want %s to the second", got, since.UTC().Format(time.RFC3339))
+		}
+		b.open(base + "/sessions")
+		b.waitFor("the sessions table", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		b.shots("sessions")
 		b.checkClean()
 	})
 
@@ -175,6 +195,11 @@ func TestBrowser(t *testing.T) {
 		b.run("note", chromedp.SendKeys(chromedp.CSS("input.note-input"), "from the browser test"))
 		b.click(`button.save-edit`)
 		b.waitFor("the edited badge", `document.querySelector('h1 .chip.edited') !== null`, 10*time.Second)
+		// The notice outlives the page's re-render.
+		b.settle()
+		if st := eval[string](b, `document.getElementById('status').textContent`); st != "Saved version 1" {
+			t.Errorf("the status line says %q after saving", st)
+		}
 		b.run("reload", chromedp.Reload())
 		b.waitFor("the edited badge after a reload", `document.querySelector('h1 .chip.edited') !== null && document.querySelector('section.panel .block-text') !== null`, 10*time.Second)
 		if txt := eval[string](b, `document.querySelector('section.panel .block-text').textContent`); !strings.Contains(txt, "edited in the browser") {
@@ -211,6 +236,15 @@ func TestBrowser(t *testing.T) {
 		}
 		b.click(`button.start-replay`)
 		b.waitFor("the replay URL", `document.querySelector('.replay-url code')?.textContent === 'http://127.0.0.1:1/mcp'`, 5*time.Second)
+		// It is still listed after a reload, with Stop, which stops it.
+		b.run("reload", chromedp.Reload())
+		b.waitFor("the running replay server", `document.querySelector('.replay-url button.stop-replay') !== null`, 10*time.Second)
+		b.shots("replay-running")
+		b.click(`.replay-url button.stop-replay`)
+		b.waitFor("stopped", `document.querySelector('.replay-url') === null && document.getElementById('status').textContent === 'Replay server stopped'`, 5*time.Second)
+		if strings.Join(stopped, ",") != "http://127.0.0.1:1/mcp" {
+			t.Errorf("stopped %q", stopped)
+		}
 		x, err := r.store.Session(context.Background(), legacy.ID)
 		if err != nil || strings.Join(x.Labels, ",") != "bug-42,repro" {
 			t.Errorf("labels in the store: %q (%v)", x.Labels, err)
@@ -223,9 +257,27 @@ func TestBrowser(t *testing.T) {
 		b.t = t
 		b.open(base + "/live")
 		b.waitFor("the live feed", `document.querySelector('.live-state.ok') !== null`, 10*time.Second)
+		// What was recorded before the page opened is there at once,
+		// errors marked.
+		if n := eval[int](b, `document.querySelectorAll('table.live tbody tr').length`); n < 20 {
+			t.Errorf("%d messages shown on open, want the recent ones", n)
+		}
+		if n := eval[int](b, `document.querySelectorAll('table.live tbody tr.is-error').length`); n < 2 {
+			t.Errorf("%d errors marked (the fixtures' JSON-RPC error and isError result on each era)", n)
+		}
+		if !eval[bool](b, `document.querySelector('.live-empty').hidden`) {
+			t.Error("the empty state shows beside messages")
+		}
 		r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho)
 		b.waitFor("the new call", `[...document.querySelectorAll('table.live tbody tr')].some(tr => tr.querySelector('.method').textContent === 'tools/call' && tr.cells[5].textContent === 'echo')`, 10*time.Second)
-		b.screenshot("live")
+		// The kind filter: errors only.
+		eval[bool](b, `(() => { const k = document.querySelector('select.kind-filter'); k.value = 'errors'; k.dispatchEvent(new Event('change')); return true })()`)
+		if got := eval[[]string](b, `[...new Set([...document.querySelectorAll('table.live tbody tr:not([hidden])')].map(tr => tr.classList.contains('is-error') ? 'error' : 'other'))]`); strings.Join(got, ",") != "error" {
+			t.Errorf("with errors only, rows shown are %q", got)
+		}
+		b.shots("live-errors")
+		eval[bool](b, `(() => { const k = document.querySelector('select.kind-filter'); k.value = ''; k.dispatchEvent(new Event('change')); return true })()`)
+		b.shots("live")
 		// A row links to its message.
 		b.click(`table.live tbody tr:first-child td:last-child a`)
 		b.waitFor("the message page", `document.querySelector('details.raw-json') !== null`, 10*time.Second)
@@ -245,6 +297,20 @@ func TestBrowser(t *testing.T) {
 		}
 		b.open(base + "/import")
 		b.waitFor("the import page", `document.querySelector('input[type=file]') !== null`, 10*time.Second)
+		// A HAR file is named for what it is.
+		har := filepath.Join(t.TempDir(), "session.har")
+		code, harBody, _ := newAPIClient(t, base).do(http.MethodGet, "/api/v1/sessions/"+esc(legacy.ID)+"/har", nil, nil)
+		if code != http.StatusOK || os.WriteFile(har, harBody, 0o600) != nil {
+			t.Fatalf("HAR export: %d", code)
+		}
+		b.allow(`status of 400 .*?/api/v1/tapes`)
+		b.run("choose the HAR file", chromedp.SetUploadFiles(chromedp.CSS("input[type=file]"), []string{har}))
+		b.click(`main button.primary`)
+		b.waitFor("the refusal", `document.querySelector('.import-result .bad')?.textContent.includes('this is a HAR file')`, 10*time.Second)
+		if txt := eval[string](b, `document.querySelector('.import-result').textContent`); strings.Contains(txt, "format field") {
+			t.Errorf("the HAR refusal: %q", txt)
+		}
+		b.shots("import-har")
 		b.run("choose the tape", chromedp.SetUploadFiles(chromedp.CSS("input[type=file]"), []string{file}))
 		b.click(`main button.primary`)
 		b.waitFor("the imported session", `document.querySelector('.import-result a') !== null`, 10*time.Second)
@@ -269,10 +335,41 @@ func TestBrowser(t *testing.T) {
 		b.t = t
 		b.open(base + "/latency")
 		b.waitFor("the chart", `document.querySelectorAll('svg.chart polyline').length > 0`, 10*time.Second)
-		if n := eval[int](b, `[...document.querySelectorAll('table.grid tbody tr')].filter(tr => tr.cells[0].textContent.includes('tools/call')).length`); n != 1 {
+		if n := eval[int](b, `[...document.querySelectorAll('table.grid tbody tr')].filter(tr => tr.cells[0].textContent.trim().startsWith('tools/call')).length`); n != 1 {
 			t.Errorf("%d tools/call rows in the latency table", n)
 		}
-		b.screenshot("latency")
+		// By default the range fits the data: the points span the chart.
+		span := eval[float64](b, `(() => { const xs = [...document.querySelectorAll('svg.chart circle')].map(c => +c.getAttribute('cx')); return (Math.max(...xs) - Math.min(...xs)) / (900 - 64 - 14) })()`)
+		if span < 0.5 {
+			t.Errorf("the points cover %.0f%% of the chart's width, want the range to fit the data", span*100)
+		}
+		for _, axis := range []string{"x-tick", "y-tick"} {
+			labels := eval[[]string](b, `[...document.querySelectorAll('svg.chart text.`+axis+`')].map(e => e.textContent)`)
+			seen := map[string]bool{}
+			for _, l := range labels {
+				if seen[l] {
+					t.Errorf("%s labels repeat: %q", axis, labels)
+					break
+				}
+				seen[l] = true
+			}
+		}
+		// Each method its own colour, and the legend names "none".
+		colours := eval[[]string](b, `[...document.querySelectorAll('svg.chart polyline:not(.dashed)')].map(p => p.getAttribute('stroke'))`)
+		if len(colours) < 8 {
+			t.Errorf("%d series, want the fixtures' many methods", len(colours))
+		}
+		seen := map[string]bool{}
+		for _, c := range colours {
+			if seen[c] {
+				t.Errorf("the colour %s is used twice: %q", c, colours)
+			}
+			seen[c] = true
+		}
+		if l := eval[string](b, `document.querySelector('ul.legend li[data-method=none]')?.textContent || ''`); !strings.Contains(l, "exchanges that carried no JSON-RPC message") {
+			t.Errorf("the legend's none: %q", l)
+		}
+		b.shots("latency")
 		b.checkClean()
 	})
 
@@ -280,21 +377,73 @@ func TestBrowser(t *testing.T) {
 		b.t = t
 		b.open(base + "/profiles")
 		b.waitFor("the profiles page", `document.querySelector('input[name=name]') !== null`, 10*time.Second)
-		b.run("name", chromedp.SendKeys(chromedp.CSS("input[name=name]"), "ci"))
-		b.click(`form.row-actions button[type=submit]`)
-		b.waitFor("the new profile", `location.pathname === '/profiles/ci' && document.querySelector('textarea.editor') !== null`, 10*time.Second)
-		// A profile that breaks the format is refused, naming the field.
-		eval[bool](b, `(() => { document.querySelector('textarea.editor').value = '{"sampling": {"provider": "psychic"}}'; return true })()`)
+		// A bad name is refused in the form, without leaving the page.
+		b.run("bad name", chromedp.SendKeys(chromedp.CSS("input[name=name]"), "bad name!"))
+		b.click(`form.new-profile button[type=submit]`)
+		b.waitFor("the name problem", `document.querySelector('#name-problem').textContent.includes('letters, digits')`, 5*time.Second)
+		if p := eval[string](b, `location.pathname`); p != "/profiles" {
+			t.Errorf("a bad name navigated to %s", p)
+		}
+		b.run("name", chromedp.SetValue(chromedp.CSS("input[name=name]"), "ci"))
+		b.click(`form.new-profile button[type=submit]`)
+		b.waitFor("the new profile's form", `location.pathname === '/profiles/ci' && document.querySelector('.profile-form select[name=provider]') !== null`, 10*time.Second)
+		// Not saved yet: it cannot be the default.
+		if !eval[bool](b, `document.querySelector('button.make-default').disabled`) {
+			t.Error("Make default is offered for a profile that is not saved")
+		}
+		b.shots("profile-form-new")
+		// A profile that breaks the format is refused, naming the field:
+		// in the JSON, one click away.
+		b.click(`.tabs button:nth-child(2)`)
+		b.waitFor("the JSON", `!document.querySelector('textarea.profile-json').hidden && document.querySelector('textarea.profile-json').value.includes('"provider": "mock"')`, 5*time.Second)
+		eval[bool](b, `(() => { document.querySelector('textarea.profile-json').value = '{"sampling": {"provider": "psychic"}}'; return true })()`)
+		b.allow(`status of 400 .*?/api/v1/profiles/ci`)
 		b.click(`button.save-profile`)
 		b.waitFor("the refusal", `document.querySelector('.check.bad')?.textContent.includes('sampling.provider')`, 5*time.Second)
-		eval[bool](b, `(() => { document.querySelector('textarea.editor').value = '{"name": "ci", "sampling": {"provider": "mock"}}'; return true })()`)
+		// Back to the form: fill it in, with an ordered override and an
+		// elicitation rule.
+		eval[bool](b, `(() => { document.querySelector('textarea.profile-json').value = '{"name": "ci", "sampling": {"provider": "mock"}, "faults": [{"match": {"method": "tools/call"}, "delay": "5ms"}]}'; return true })()`)
+		b.click(`.tabs button:nth-child(1)`)
+		b.waitFor("the form again", `!document.querySelector('.profile-form').hidden`, 5*time.Second)
+		b.run("template", chromedp.SetValue(chromedp.CSS(`textarea[name=template]`), "ci says: {{prompt}}"))
+		b.run("model", chromedp.SetValue(chromedp.CSS(`input[name=model]`), "ci-model"))
+		b.click(`button.add-override`)
+		b.click(`button.add-override`)
+		eval[bool](b, `(() => { const rows = document.querySelectorAll('ol.override > li'); rows[0].querySelector('input[aria-label="hint pattern"]').value = 'gpt-*'; rows[1].querySelector('input[aria-label="hint pattern"]').value = 'claude-*'; rows[1].querySelector('input[aria-label=model]').value = 'claude-mock'; return true })()`)
+		// Order matters: claude-* goes first.
+		b.click(`ol.override > li:nth-child(2) button.up`)
+		b.click(`button.add-rule`)
+		eval[bool](b, `(() => { const r = document.querySelector('ol.rule > li'); r.querySelector('input[aria-label="message pattern"]').value = '*delete*'; r.querySelector('select').value = 'decline'; return true })()`)
+		b.shots("profile-form-filled")
 		b.click(`button.save-profile`)
-		b.waitFor("saved", `document.querySelector('.check.ok')?.textContent === 'Saved'`, 5*time.Second)
+		b.waitFor("saved", `document.querySelector('.check.ok')?.textContent === 'Saved' && !document.querySelector('button.make-default').disabled`, 5*time.Second)
+		got, err := os.ReadFile(filepath.Join(opts.Profiles, "ci.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var saved struct {
+			Sampling struct {
+				Template, Model string
+				Overrides       []struct{ Hint, Model string }
+			}
+			Elicitation struct {
+				Rules []struct{ Message, Action string }
+			}
+			Faults []json.RawMessage
+		}
+		if err := json.Unmarshal(got, &saved); err != nil {
+			t.Fatalf("the saved profile: %v\n%s", err, got)
+		}
+		if saved.Sampling.Template != "ci says: {{prompt}}" || saved.Sampling.Model != "ci-model" || len(saved.Sampling.Overrides) != 2 ||
+			saved.Sampling.Overrides[0].Hint != "claude-*" || saved.Sampling.Overrides[0].Model != "claude-mock" || saved.Sampling.Overrides[1].Hint != "gpt-*" ||
+			len(saved.Elicitation.Rules) != 1 || saved.Elicitation.Rules[0].Action != "decline" || len(saved.Faults) != 1 {
+			t.Errorf("the form saved\n%s", got)
+		}
 		b.click(`a[href="/profiles"]`)
 		b.waitFor("the list", `document.querySelector('tr[data-profile=ci]') !== null`, 5*time.Second)
 		b.click(`tr[data-profile=ci] button.make-default`)
 		b.waitFor("the default", `document.querySelector('tr[data-profile=ci] .chip.ok')?.textContent === 'default'`, 5*time.Second)
-		b.screenshot("profiles")
+		b.shots("profiles")
 		if got, err := os.ReadFile(filepath.Join(opts.Profiles, "default-profile")); err != nil || strings.TrimSpace(string(got)) != "ci" {
 			t.Errorf("default-profile = %q (%v)", got, err)
 		}
@@ -351,6 +500,26 @@ func TestBrowserHostile(t *testing.T) {
 	deepObj := add(protocol.ClientToServer, protocol.KindNotification, "notifications/deep", "",
 		[]byte(`{"jsonrpc":"2.0","method":"notifications/deep","params":`+strings.Repeat(`{"a":`, 10000)+`1`+strings.Repeat("}", 10000)+`}`))
 	frame := add(protocol.ServerToClient, protocol.KindFrame, "", "", []byte(pwn))
+	// Hostile sampling and elicitation requests, drawn by their own views.
+	sampling := add(protocol.ServerToClient, protocol.KindRequest, "sampling/createMessage", "",
+		j(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": map[string]any{
+			"systemPrompt": pwn, "maxTokens": pwn,
+			"messages": []any{
+				map[string]any{"role": pwn, "content": []any{map[string]any{"type": "text", "text": pwn},
+					map[string]any{"type": "image", "mimeType": "image/png", "data": png},
+					map[string]any{"type": "tool_use", "id": pwn, "name": "javascript:window.__pwned=1", "input": map[string]any{"x": pwn}}}},
+				map[string]any{"role": "user", "content": map[string]any{"type": "tool_result", "toolUseId": pwn, "content": []any{map[string]any{"type": "text", "text": pwn}}}}},
+			"modelPreferences": map[string]any{"hints": []any{map[string]any{"name": pwn}}, "costPriority": pwn},
+			"tools":            []any{map[string]any{"name": pwn, "description": pwn, "inputSchema": map[string]any{"type": "object", "properties": map[string]any{pwn: map[string]any{"type": pwn, "description": pwn}}}}},
+		}}))
+	elicitURL := add(protocol.ServerToClient, protocol.KindRequest, "elicitation/create", "",
+		j(map[string]any{"jsonrpc": "2.0", "id": 8, "method": "elicitation/create", "params": map[string]any{
+			"mode": "url", "message": pwn, "url": "javascript:window.__pwned=1", "elicitationId": pwn}}))
+	elicitForm := add(protocol.ServerToClient, protocol.KindRequest, "elicitation/create", "",
+		j(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "elicitation/create", "params": map[string]any{
+			"mode": "form", "message": pwn, "requestedSchema": map[string]any{"type": "object", "required": []any{pwn},
+				"properties": map[string]any{pwn: map[string]any{"type": "string", "title": pwn, "description": pwn, "default": pwn,
+					"oneOf": []any{map[string]any{"const": pwn, "title": pwn}}}, "nested": map[string]any{"type": "object"}}}}}))
 	notUTF8 := add(protocol.ServerToClient, protocol.KindInvalid, "", "", []byte("\xff\xfe<script>window.__pwned=1</script>"))
 	err := store.Write(context.Background(), &capture.Batch{
 		Sessions: []*capture.Session{{ID: sid, Start: now, End: now.Add(time.Second), Messages: len(msgs), Calls: 1, Findings: len(msgs),
@@ -402,7 +571,7 @@ func TestBrowserHostile(t *testing.T) {
 	safe("session")
 	b.screenshot("session")
 
-	for _, seq := range []uint64{call, result, textarea, big, deep, deepObj, frame, notUTF8} {
+	for _, seq := range []uint64{call, result, textarea, big, deep, deepObj, frame, notUTF8, sampling, elicitURL, elicitForm} {
 		start := time.Now()
 		b.open(msgURL(seq))
 		b.waitFor(fmt.Sprintf("message %d", seq), `document.querySelector('section.panel h2') !== null && document.querySelector('details.raw-json') !== null`, 15*time.Second)

@@ -31,7 +31,7 @@
 //	                                          "reason", "since", "stored", "lost", "free", "minFree", "size",
 //	                                          "maxSize"}; the page polls it and shows a banner when recording is
 //	                                          paused or messages were lost
-//	GET    /sessions                          sessions newest first: ?method= &tool= &status=open|closed|incomplete|errors|ok
+//	GET    /sessions                          sessions newest first: ?method= (or its start) &tool= &status=open|closed|incomplete|errors|ok
 //	                                          &era=legacy|modern|http &findings=1|0 &label= &since= &until= (RFC 3339)
 //	                                          &q= (text in params and results) &limit= (≤500) &offset=
 //	GET    /sessions/{id}                     one session, its methods and tools, how to replay it
@@ -44,10 +44,15 @@
 //	GET    /sessions/{id}/har                 download it as HAR 1.2 (opens in Chrome DevTools)
 //	GET    /sessions/{id}/replay              the commands that replay it
 //	POST   /sessions/{id}/replay              start a replay server (Options.StartReplay): {"url": ...}
-//	GET    /messages/{seq}                    one message: raw, exchange and headers, SSE info, curl, request
+//	DELETE /sessions/{id}/replay              ?url=URL: stop one it started (Options.StopReplay)
+//	GET    /messages/{seq}                    one message: raw, exchange and headers, SSE info, curl (or why
+//	                                          none), request, related messages, the tool's schema, the answer
+//	GET    /messages/{seq}/inputs/{key}       a request inside an MRTR input_required result, with its answer
+//	GET    /exchanges/{id}                    one HTTP exchange and its messages
 //	GET    /messages/{seq}/edits              every version, the recorded one first
 //	POST   /messages/{seq}/edits              {"raw": "<json>", "note": "..."}: a new version
 //	POST   /tapes                             import the tape in the body (Options.Import): {"sessions": [...]}
+//	GET    /live/recent                       the latest messages (oldest first), their sessions, the proxy's URL
 //	GET    /live                              SSE: message, session and lagged events as they are recorded, pending
 //	                                          events (Options.Pending) as requests start and stop waiting
 //	GET    /latency                           p50/p99 per method and per tool over time: ?measure=upstream (the

@@ -2,7 +2,9 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,9 +36,12 @@ type sessionSummary struct {
 	tools   []string
 }
 
+// hasMethod reports whether the session used a method that starts with m:
+// "tools" finds tools/call and tools/list, "sampling" the sampling requests
+// of legacy sessions and of 2026-07-28 rounds alike.
 func (s *sessionSummary) hasMethod(m string) bool {
-	_, ok := slices.BinarySearch(s.methods, m)
-	return ok
+	i, _ := slices.BinarySearch(s.methods, m)
+	return i < len(s.methods) && strings.HasPrefix(s.methods[i], m)
 }
 
 func (s *sessionSummary) hasTool(t string) bool {
@@ -57,9 +62,16 @@ func (ix *summaryIndex) get(ctx context.Context, s *capture.Session) (*sessionSu
 		return sum, nil
 	}
 	methods, tools := map[string]bool{}, map[string]bool{}
+	// The requests inside 2026-07-28 rounds are in the input_required
+	// results that a retry followed: their seqs are noted on the way.
+	answer := map[uint64]uint64{} // client request → its response
+	var retried []uint64
 	for m, err := range ix.store.Messages(ctx, s.ID, capture.MessageQuery{NoRaw: true}) {
 		if err != nil {
 			return nil, err
+		}
+		if m.Kind.IsResponse() && m.Direction == protocol.ServerToClient && m.Links.Request != 0 {
+			answer[m.Links.Request] = m.Seq
 		}
 		if m.Kind != protocol.KindRequest && m.Kind != protocol.KindNotification {
 			continue
@@ -68,6 +80,29 @@ func (ix *summaryIndex) get(ctx context.Context, s *capture.Session) (*sessionSu
 		if m.Method == protocol.MethodToolsCall && m.Name != "" {
 			tools[m.Name] = true
 		}
+		if m.Direction == protocol.ClientToServer && m.Links.Previous != 0 && len(retried) < maxRoundReads {
+			retried = append(retried, m.Links.Previous)
+		}
+	}
+	for _, req := range retried {
+		res, err := ix.store.Message(ctx, answer[req])
+		if err != nil {
+			continue
+		}
+		var env struct {
+			Result struct {
+				InputRequests map[string]struct {
+					Method string `json:"method"`
+				} `json:"inputRequests"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(res.Raw, &env) == nil {
+			for _, r := range env.Result.InputRequests {
+				if r.Method != "" && len(r.Method) <= 200 {
+					methods[r.Method] = true
+				}
+			}
+		}
 	}
 	sum = &sessionSummary{messages: s.Messages, end: s.End, methods: ix.names(methods), tools: ix.names(tools)}
 	ix.mu.Lock()
@@ -75,6 +110,10 @@ func (ix *summaryIndex) get(ctx context.Context, s *capture.Session) (*sessionSu
 	ix.mu.Unlock()
 	return sum, nil
 }
+
+// maxRoundReads bounds the input_required results read per session for
+// the methods of the requests inside rounds.
+const maxRoundReads = 5000
 
 // names is the set as a sorted slice of interned strings: thousands of
 // sessions share a few names.

@@ -140,6 +140,9 @@ const defaultLatencyWindow = 24 * time.Hour
 // latency reads the samples of the sessions in the range from the store
 // and buckets them.
 func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, error) {
+	// With no range asked for, the answer's range fits the samples: the
+	// default window only bounds what is read.
+	fit := q.since.IsZero() && q.until.IsZero()
 	if q.since.IsZero() && q.until.IsZero() && q.session == "" {
 		for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Limit: 1}) {
 			if err != nil {
@@ -190,7 +193,7 @@ func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, 
 	if len(samples) == 0 {
 		return ans, nil
 	}
-	if q.since.IsZero() || q.until.IsZero() {
+	if fit || q.since.IsZero() || q.until.IsZero() {
 		lo, hi := samples[0].at, samples[0].at
 		for _, p := range samples {
 			if p.at.Before(lo) {
@@ -200,10 +203,10 @@ func (s *Server) latency(ctx context.Context, q *latencyQuery) (*latencyAnswer, 
 				hi = p.at
 			}
 		}
-		if q.since.IsZero() {
+		if fit || q.since.IsZero() {
 			ans.From = lo
 		}
-		if q.until.IsZero() {
+		if fit || q.until.IsZero() {
 			ans.To = hi.Add(time.Millisecond)
 		}
 	}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // The live tail: GET /api/v1/live is an SSE stream (go-sse) of what is
@@ -37,6 +39,8 @@ type liveMessage struct {
 	Time    time.Time `json:"time"`
 	Size    int       `json:"size"`
 	Request uint64    `json:"request,omitempty"`
+	// Error marks a JSON-RPC error or a tool result with isError.
+	Error bool `json:"error,omitempty"`
 }
 
 type liveItem struct {
@@ -51,7 +55,16 @@ type liveTail struct {
 	items  chan liveItem
 	lagged atomic.Bool
 	once   sync.Once
+
+	// recent are the latest messages sent, for a page that opens
+	// (GET /api/v1/live/recent); filled from the store on first use.
+	recentMu sync.Mutex
+	recent   []liveMessage
+	filled   bool
 }
+
+// recentMax bounds the messages the Live page opens with.
+const recentMax = 200
 
 const liveQueue = 8192
 
@@ -115,7 +128,87 @@ func (lt *liveTail) offer(it liveItem) {
 
 func liveOf(m *capture.Message) *liveMessage {
 	return &liveMessage{Seq: m.Seq, Session: m.SessionID, Dir: m.Direction.String(), Kind: m.Kind.String(),
-		Method: m.Method, Name: m.Name, Time: m.Time, Size: m.Size, Request: m.Links.Request}
+		Method: m.Method, Name: m.Name, Time: m.Time, Size: m.Size, Request: m.Links.Request,
+		Error: m.Kind == protocol.KindError || (m.Kind == protocol.KindResult && m.Method == protocol.MethodToolsCall && isErrorResult(m.Raw))}
+}
+
+// isErrorResult reports whether a tool result's raw bytes say isError:
+// true. It is on the recorder's path, so it looks only at the first and
+// the last KiB, where a result's isError sits beside its content.
+func isErrorResult(raw []byte) bool {
+	if len(raw) > 2048 {
+		return hasIsError(raw[:1024]) || hasIsError(raw[len(raw)-1024:])
+	}
+	return hasIsError(raw)
+}
+
+func hasIsError(raw []byte) bool {
+	i := bytes.Index(raw, []byte(`"isError"`))
+	if i < 0 {
+		return false
+	}
+	rest := bytes.TrimLeft(raw[i+len(`"isError"`):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return false
+	}
+	return bytes.HasPrefix(bytes.TrimLeft(rest[1:], " \t\r\n"), []byte("true"))
+}
+
+// remember keeps m among the recent messages.
+func (lt *liveTail) remember(m *liveMessage) {
+	lt.recentMu.Lock()
+	lt.recent = append(lt.recent, *m)
+	if len(lt.recent) > 2*recentMax {
+		lt.recent = append(lt.recent[:0], lt.recent[len(lt.recent)-recentMax:]...)
+	}
+	lt.recentMu.Unlock()
+}
+
+// recentMessages are the latest messages, oldest first: those the tail
+// sent, and before any, the store's newest (read once).
+func (lt *liveTail) recentMessages(ctx context.Context) []liveMessage {
+	lt.recentMu.Lock()
+	defer lt.recentMu.Unlock()
+	if !lt.filled {
+		lt.filled = true
+		var older []liveMessage
+		if top, _, err := lt.s.store.LastIDs(ctx); err == nil {
+			low := uint64(0)
+			if top > recentMax {
+				low = top - recentMax
+			}
+			for seq := low + 1; seq <= top && ctx.Err() == nil; seq++ {
+				if len(lt.recent) > 0 && seq >= lt.recent[0].Seq {
+					break
+				}
+				if m, err := lt.s.store.Message(ctx, seq); err == nil && m.Kind != protocol.KindFrame {
+					older = append(older, *liveOf(m))
+				}
+			}
+		}
+		lt.recent = append(older, lt.recent...)
+	}
+	n := len(lt.recent)
+	return append([]liveMessage(nil), lt.recent[max(0, n-recentMax):]...)
+}
+
+// serveRecent is GET /api/v1/live/recent: the latest messages, oldest
+// first, and the sessions they belong to.
+func (lt *liveTail) serveRecent(w http.ResponseWriter, r *http.Request) {
+	msgs := lt.recentMessages(r.Context())
+	sessions := []sessionRow{}
+	seen := map[string]bool{}
+	for i := len(msgs) - 1; i >= 0 && len(sessions) < 50; i-- {
+		id := msgs[i].Session
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if x, err := lt.s.store.Session(r.Context(), id); err == nil {
+			sessions = append(sessions, rowOf(x))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "sessions": sessions, "proxy": lt.s.proxyBase()})
 }
 
 // run sends queued items to the subscribers.
@@ -131,6 +224,9 @@ func (lt *liveTail) run() {
 			}
 			switch {
 			case it.msg != nil:
+				if it.msg.Kind != protocol.KindFrame.String() {
+					lt.remember(it.msg)
+				}
 				lt.send("message", it.msg)
 			case it.pending != nil:
 				lt.send("pending", it.pending)

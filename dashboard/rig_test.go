@@ -35,6 +35,13 @@ type rig struct {
 
 func newRig(t testing.TB, opts *dashboard.Options) *rig {
 	t.Helper()
+	return newRigServer(t, opts, nil)
+}
+
+// newRigServer is newRig with the fixture server built with srv (the
+// showcase tools, say).
+func newRigServer(t testing.TB, opts *dashboard.Options, srv *fixtures.ServerOptions) *rig {
+	t.Helper()
 	store, err := badgerstore.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,7 @@ func newRig(t testing.TB, opts *dashboard.Options) *rig {
 		defer cancel()
 		_ = r.rec.Close(ctx)
 	})
-	r.up = httptest.NewServer(fixtures.Handler(nil))
+	r.up = httptest.NewServer(fixtures.Handler(srv))
 	t.Cleanup(r.up.Close)
 	up, _ := url.Parse(r.up.URL)
 	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: r.rec})

@@ -53,7 +53,7 @@ func newDash(t testing.TB, store capture.Store, o *dashboard.Options) (*dashboar
 func TestSecurityHeaders(t *testing.T) {
 	_, base := newDash(t, smallStore(t), nil)
 	c := newAPIClient(t, base)
-	for _, path := range []string{"/", "/sessions", "/sessions/s1", "/sessions/s1/messages/1", "/live", "/latency",
+	for _, path := range []string{"/", "/sessions", "/sessions/s1", "/sessions/s1/messages/1", "/sessions/s1/messages/1/inputs/k", "/sessions/s1/exchanges/1", "/live", "/latency",
 		"/profiles", "/import", "/static/js/app.js", "/static/app.css", "/api/v1/info", "/api/v1/sessions", "/nope"} {
 		_, _, h := c.do(http.MethodGet, path, nil, nil)
 		if got := h.Get("Content-Security-Policy"); got != dashboard.ContentSecurityPolicy {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -89,6 +90,13 @@ type Options struct {
 	// StartReplay starts a replay server for a session and returns the URL
 	// an MCP client connects to. Nil hides the dashboard's button.
 	StartReplay func(ctx context.Context, sessionID string) (url string, err error)
+	// StopReplay stops the replay server StartReplay started at url. Nil
+	// offers no Stop button.
+	StopReplay func(ctx context.Context, url string) error
+	// ProxyURL is the recording proxy's address as clients use it
+	// (http://127.0.0.1:7411), for "Copy as curl" to send a message again
+	// through the recorder. "" sends it to the session's upstream.
+	ProxyURL string
 	// Metrics, if set, is served at /metrics (the Prometheus registry's
 	// handler). Nil serves no /metrics.
 	Metrics http.Handler
@@ -118,6 +126,11 @@ type Server struct {
 
 	index *summaryIndex
 	live  *liveTail
+
+	proxyURL atomic.Pointer[string] // SetProxyURL's, over Options.ProxyURL
+
+	replayMu sync.Mutex
+	replays  map[string][]string // session id → URLs of the replay servers started for it
 
 	httpMu sync.Mutex
 	http   *http.Server
@@ -187,6 +200,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // capture.RecorderOptions.OnBatch); a tail that falls behind tells its
 // pages to reload.
 func (s *Server) Publish(b *capture.Batch) { s.live.publish(b) }
+
+// SetProxyURL tells the dashboard the recording proxy's address once it
+// listens (see Options.ProxyURL).
+func (s *Server) SetProxyURL(url string) { s.proxyURL.Store(&url) }
+
+func (s *Server) proxyBase() string {
+	if p := s.proxyURL.Load(); p != nil {
+		return *p
+	}
+	return s.opts.ProxyURL
+}
 
 // Token is the token every request must carry (Options.Token, or the
 // random one New made).
@@ -292,11 +316,15 @@ func (s *Server) routes() *mux.Router {
 	api.HandleFunc("/sessions/{id}/har", s.apiExportHAR).Methods(get)
 	api.HandleFunc("/sessions/{id}/replay", s.apiReplayInfo).Methods(get)
 	api.HandleFunc("/sessions/{id}/replay", s.apiStartReplay).Methods(post)
+	api.HandleFunc("/sessions/{id}/replay", s.apiStopReplay).Methods(del)
 	api.HandleFunc("/messages/{seq:[0-9]+}", s.apiMessage).Methods(get)
 	api.HandleFunc("/messages/{seq:[0-9]+}/edits", s.apiEdits).Methods(get)
 	api.HandleFunc("/messages/{seq:[0-9]+}/edits", s.apiEdit).Methods(post)
+	api.HandleFunc("/messages/{seq:[0-9]+}/inputs/{key}", s.apiInput).Methods(get)
+	api.HandleFunc("/exchanges/{id:[0-9]+}", s.apiExchange).Methods(get)
 	api.HandleFunc("/tapes", s.apiImportTape).Methods(post)
 	api.HandleFunc("/live", s.live.serve).Methods(get)
+	api.HandleFunc("/live/recent", s.live.serveRecent).Methods(get)
 	api.HandleFunc("/latency", s.apiLatency).Methods(get)
 	api.HandleFunc("/profiles", s.apiProfiles).Methods(get)
 	api.HandleFunc("/profiles/{name}", s.apiProfile).Methods(get)
@@ -318,6 +346,7 @@ func (s *Server) routes() *mux.Router {
 	r.PathPrefix("/static/").Handler(http.StripPrefix("/static/", s.staticHandler())).Methods(get)
 	// The app's pages: every one is a deep link that opens directly.
 	for _, p := range []string{"/", "/sessions", "/sessions/{id}", "/sessions/{id}/messages/{seq:[0-9]+}",
+		"/sessions/{id}/messages/{seq:[0-9]+}/inputs/{key}", "/sessions/{id}/exchanges/{xid:[0-9]+}",
 		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending"} {
 		r.HandleFunc(p, s.page).Methods(get)
 	}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mcptape/mcptape/capture"
@@ -19,8 +20,12 @@ type replayInfo struct {
 	Replay  string `json:"replay"`
 	Command string `json:"command"`
 	// CanStart says the dashboard can start the replay server itself
-	// (POST /api/v1/sessions/{id}/replay).
+	// (POST /api/v1/sessions/{id}/replay), CanStop that it can stop one
+	// (DELETE with ?url=).
 	CanStart bool `json:"canStart"`
+	CanStop  bool `json:"canStop"`
+	// Running are the replay servers started for the session, by URL.
+	Running []string `json:"running"`
 }
 
 // tapeName is a file name for a session's tape: the id with anything but
@@ -50,7 +55,11 @@ func (s *Server) replayInfo(id string) replayInfo {
 	}
 	export += " -o " + shellQuote(tape) + " " + shellQuote(id)
 	replay := "mcptape replay server --tape " + shellQuote(tape)
-	return replayInfo{Tape: tape, Export: export, Replay: replay, Command: export + " && " + replay, CanStart: s.opts.StartReplay != nil}
+	s.replayMu.Lock()
+	running := append([]string{}, s.replays[id]...)
+	s.replayMu.Unlock()
+	return replayInfo{Tape: tape, Export: export, Replay: replay, Command: export + " && " + replay,
+		CanStart: s.opts.StartReplay != nil, CanStop: s.opts.StopReplay != nil, Running: running}
 }
 
 func (s *Server) apiReplayInfo(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +89,43 @@ func (s *Server) apiStartReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("dashboard: replay server started", logKeySession, x.ID, "url", url)
+	s.replayMu.Lock()
+	if s.replays == nil {
+		s.replays = map[string][]string{}
+	}
+	s.replays[x.ID] = append(s.replays[x.ID], url)
+	s.replayMu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"url": url})
+}
+
+// apiStopReplay is DELETE /api/v1/sessions/{id}/replay?url=URL: stop a
+// replay server the dashboard started for the session.
+func (s *Server) apiStopReplay(w http.ResponseWriter, r *http.Request) {
+	if s.opts.StopReplay == nil {
+		writeError(w, http.StatusNotImplemented, "this dashboard cannot stop replay servers: stop the replay command with Ctrl-C", "unsupported")
+		return
+	}
+	id, url := pathVar(r, "id"), r.URL.Query().Get("url")
+	s.replayMu.Lock()
+	list := s.replays[id]
+	i := slices.Index(list, url)
+	s.replayMu.Unlock()
+	if i < 0 {
+		writeError(w, http.StatusNotFound, "no replay server this dashboard started for the session runs at "+url, "not_found")
+		return
+	}
+	if err := s.opts.StopReplay(r.Context(), url); err != nil {
+		writeError(w, http.StatusInternalServerError, "stopping the replay server: "+err.Error(), "internal")
+		return
+	}
+	s.replayMu.Lock()
+	s.replays[id] = slices.DeleteFunc(s.replays[id], func(u string) bool { return u == url })
+	if len(s.replays[id]) == 0 {
+		delete(s.replays, id)
+	}
+	s.replayMu.Unlock()
+	s.log.Info("dashboard: replay server stopped", logKeySession, id, "url", url)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // writeTracker notes whether a response has begun, so that a failure after

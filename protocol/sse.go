@@ -34,6 +34,8 @@ type Event struct {
 	Comments []string
 	// Oversize is set when the block exceeded the parser's limit; Raw and
 	// Data are cut at the limit and the rest of the block was discarded.
+	// An oversize block's Raw and Data are the caller's to keep: the parser
+	// lets go of their memory once emit returns (no Detach needed).
 	Oversize bool
 	// Unterminated is set for a final block the stream ended in the middle
 	// of (no blank line). A spec-following client discards it.
@@ -133,7 +135,10 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 			b = b[1:]
 		}
 	}
-	p.buf = appendGrow(p.buf, b)
+	// Grow by doubling, but not past what a block can hold before it is
+	// cut (the rest of a larger block is dropped, not kept), plus room for
+	// the chunk that crosses the limit.
+	p.buf = appendGrow(p.buf, b, p.ev+p.max()+max(len(b), 64<<10))
 	for {
 		i := lineEnd(p.buf[p.scan:])
 		if i < 0 {
@@ -174,12 +179,13 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 	}
 }
 
-// appendGrow is append that doubles a full buffer: append grows large
-// slices by only a quarter, which for a 10 MiB event allocates five times
-// its size along the way.
-func appendGrow(buf, b []byte) []byte {
+// appendGrow is append that doubles a full buffer, up to ceiling: append
+// grows large slices by only a quarter, which for a 10 MiB event allocates
+// five times its size along the way; doubling past the size limit would
+// allocate up to twice the limit for nothing.
+func appendGrow(buf, b []byte, ceiling int) []byte {
 	if need := len(buf) + len(b); need > cap(buf) {
-		nb := make([]byte, len(buf), max(need, 2*cap(buf), 512))
+		nb := make([]byte, len(buf), max(need, min(max(2*cap(buf), 512), ceiling)))
 		copy(nb, buf)
 		buf = nb
 	}
@@ -188,14 +194,18 @@ func appendGrow(buf, b []byte) []byte {
 
 // overflow keeps the first MaxEventSize bytes of the block in progress and
 // switches to dropping the rest of it.
+//
+// The kept bytes are not copied: over takes the buffer's memory, and the
+// parser starts a fresh, small buffer (a block that large is rare, and its
+// memory is given back once it is dispatched).
 func (p *SSEParser) overflow(emit func(*Event)) {
 	block := p.buf[p.ev:]
-	p.over = append(p.over[:0], block[:p.max()]...)
+	p.over = block[:p.max():p.max()]
 	rest := block[p.line-p.ev:]
 	if len(rest) == 1 && rest[0] == '\r' {
 		// The held-back CR is a blank line: the block is complete.
 		p.cur.Oversize = true
-		p.buf, p.ev, p.line, p.scan = p.buf[:0], 0, 0, 0
+		p.buf, p.ev, p.line, p.scan = nil, 0, 0, 0
 		p.dispatchOver(emit)
 		p.swallowLF = true
 		return
@@ -205,7 +215,7 @@ func (p *SSEParser) overflow(emit func(*Event)) {
 	p.lineSeen = len(rest) > 0 && !p.pendCR
 	p.cur.Oversize = true
 	p.discard = true
-	p.buf, p.ev, p.line, p.scan = p.buf[:0], 0, 0, 0
+	p.buf, p.ev, p.line, p.scan = nil, 0, 0, 0
 }
 
 // skip drops the rest of an oversize block, dispatching it at its blank
@@ -253,7 +263,18 @@ func (p *SSEParser) dispatchOver(emit func(*Event)) {
 	if emit != nil {
 		emit(&p.cur)
 	}
+	p.over = nil // the block's memory goes back
 	p.reset()
+}
+
+// Reset readies the parser for a new stream, keeping its buffer's memory
+// (a load generator reading stream after stream need not grow it again).
+func (p *SSEParser) Reset() {
+	buf := p.buf[:0]
+	if cap(buf) > 4*p.max() {
+		buf = nil
+	}
+	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0]}
 }
 
 // Close ends the stream: a block in progress is emitted with Unterminated

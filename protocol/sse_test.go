@@ -200,3 +200,52 @@ func TestSSEDetach(t *testing.T) {
 		t.Fatalf("kept %q", kept)
 	}
 }
+
+// A parser Reset between streams reads the next one as a fresh stream (a
+// BOM at its start included, nothing of the previous one carried over)
+// and keeps its buffer.
+func TestSSEParserReset(t *testing.T) {
+	p := SSEParser{MaxEventSize: 1 << 20}
+	var got []string
+	emit := func(e *Event) { got = append(got, string(e.Data)) }
+	p.Feed([]byte("data: "+strings.Repeat("a", 8000)+"\n\ndata: cut"), emit)
+	p.Close(emit)
+	held := cap(p.buf)
+	p.Reset()
+	if cap(p.buf) != held || len(p.buf) != 0 {
+		t.Errorf("after Reset the buffer is %d/%d bytes, want 0/%d", len(p.buf), cap(p.buf), held)
+	}
+	got = nil
+	p.Feed([]byte("\xEF\xBB\xBFid: 7\ndata: two\n\n"), emit)
+	p.Close(emit)
+	if len(got) != 1 || got[0] != "two" {
+		t.Errorf("second stream: %q, want one event with data two", got)
+	}
+}
+
+// A block over the limit keeps only the limit, and the parser does not
+// hold on to more than about that much memory for it.
+func TestSSEParserOversizeMemory(t *testing.T) {
+	const limit = 1 << 20
+	p := SSEParser{MaxEventSize: limit}
+	chunk := []byte(strings.Repeat("x", 32<<10))
+	var raw []byte
+	var oversize, emitted bool
+	emit := func(e *Event) { raw, oversize, emitted = e.Raw, e.Oversize, true }
+	p.Feed([]byte("data: "+strings.Repeat("x", 600<<10)), nil)
+	peak := 0
+	for range 128 { // 4.6 MiB of one data line
+		p.Feed(chunk, emit)
+		peak = max(peak, cap(p.buf), cap(p.over))
+	}
+	p.Feed([]byte("\n\n"), emit)
+	if !emitted || !oversize || len(raw) != limit {
+		t.Fatalf("emitted %v, oversize %v, %d raw bytes: want one oversize event of %d bytes", emitted, oversize, len(raw), limit)
+	}
+	if peak > limit+128<<10 {
+		t.Errorf("the parser held %d bytes for a block cut at %d", peak, limit)
+	}
+	if p.over != nil {
+		t.Error("the parser keeps the oversize block after dispatching it")
+	}
+}

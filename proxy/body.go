@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
@@ -66,6 +67,23 @@ func (e *errCut) Error() string {
 
 func (e *errCut) Unwrap() error { return e.err }
 
+// errMalformed is a request body whose framing is broken (a bad chunk
+// size, say): net/http refused to read on.
+type errMalformed struct{ err error }
+
+func (e *errMalformed) Error() string { return "the request body is malformed: " + e.err.Error() }
+
+func (e *errMalformed) Unwrap() error { return e.err }
+
+// clientGone reports a body read error that means the connection broke
+// (the client went away), rather than bytes that break the framing.
+func clientGone(err error) bool {
+	var ne net.Error
+	var errno syscall.Errno
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, http.ErrBodyReadAfterClose) || errors.As(err, &ne) || errors.As(err, &errno)
+}
+
 func progress(n, want int64) string {
 	if want >= 0 {
 		return fmt.Sprintf(" (after %d of %d bytes)", n, want)
@@ -117,8 +135,12 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		b.err = err
 	default:
 		var tl *errTooLarge
-		if !errors.As(err, &tl) {
+		switch {
+		case errors.As(err, &tl):
+		case clientGone(err):
 			err = &errCut{err, b.n, b.declared}
+		default:
+			err = &errMalformed{err}
 		}
 		b.err = err
 	}

@@ -22,12 +22,47 @@
 //     closing the stream is cancellation); an upstream that resets mid-stream
 //     aborts the client's response rather than ending it cleanly.
 //   - An unreachable upstream is answered with 502 (504 on a timeout) and a
-//     JSON-RPC error carrying the request's id and naming the upstream.
+//     JSON-RPC error carrying the request's id and naming the upstream. A
+//     request whose pooled upstream connection turns out closed before any
+//     response byte is retried once on a fresh connection when its whole
+//     body is in hand.
 //   - On a loopback listener, a request whose Host is not a loopback name is
 //     refused with 403 (DNS rebinding), as go-sdk's servers do.
+//   - OAuth works through it: the one change to what passes is that the
+//     resource_metadata URL of a 401's or 403's WWW-Authenticate and the
+//     resource of protected-resource metadata (RFC 9728) name the proxy as
+//     the client addressed it, path kept, when they named the upstream's
+//     origin; every other byte of the metadata is the upstream's. The
+//     exchange is recorded as the upstream sent it and marked
+//     [capture.Exchange.Rewritten].
+//   - Protocol upgrades are never switched to: no unrecorded tunnel opens.
 //
 // The recorder sees the bytes as they were written to the client, so the
 // record shows what the client actually received.
+//
+// # Bounds
+//
+// [Listen] serves with Go's net/http server, which parses every request:
+// what it refuses never reaches the handler. On top of it every size and
+// wait is bounded, and each refusal is a JSON-RPC error the recorder keeps:
+// request heads ([ServerOptions.MaxHeaderBytes], 431; [ServerOptions.HeaderTimeout]),
+// request bodies (a per-read idle timeout, [Options.BodyIdleTimeout], 408;
+// [Options.MaxRequestBody], 413; malformed framing, 400; memory never beyond
+// the bytes that arrived), the upstream's response head
+// ([MaxResponseHeaderBytes] in [DefaultTransport], and at most 10 interim
+// responses, 502), and the wait for it ([Options.UpstreamTimeout], 504). A
+// response that has begun is never cut for being idle: MCP streams wait for
+// notifications. The tests check the proxy against net/http with
+// httputil.ReverseProxy on the same raw bytes: it never forwards what that
+// reference does not.
+//
+// # Stopping
+//
+// [Server.Shutdown] drains a proxy: the streams that carry no call (GET,
+// subscriptions/listen) are cut at once, new calls are answered 503, the
+// calls in flight (and the client's answers they wait for) go on until the
+// context ends; what is then cut is recorded with [ErrShutdown] as its
+// error.
 //
 // # Metrics
 //

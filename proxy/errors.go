@@ -64,8 +64,9 @@ func cleanErr(err error) error {
 // upstreamError answers when the upstream could not be reached or did not
 // answer, or the request could not be forwarded whole: a JSON-RPC error
 // with the request's own id, naming the upstream and the cause — 502, 504
-// when the upstream was silent too long, 408 or 413 when the client's body
-// stalled or grew too large, 503 when the proxy is shutting down. A client
+// when the upstream was silent too long, 408, 413 or 400 when the client's
+// body stalled, grew too large or broke its framing, 503 when the proxy is
+// shutting down. A client
 // that went away gets nothing: its exchange is recorded as aborted.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	x, _ := r.Context().Value(ctxKey{}).(*exchange)
@@ -79,6 +80,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	var msg, recorded string
 	var tl *errTooLarge
 	var st *errStalled
+	var bad *errMalformed
 	switch ferr := x.in.failure(); {
 	case errors.Is(context.Cause(x.ctx), ErrShutdown):
 		status = http.StatusServiceUnavailable
@@ -88,6 +90,8 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		status, msg = http.StatusRequestEntityTooLarge, "mcptape: "+tl.Error()+"; raise --max-request-body to allow it"
 	case errors.As(ferr, &st):
 		status, msg = http.StatusRequestTimeout, "mcptape: "+st.Error()+"; the request was not completed"
+	case errors.As(ferr, &bad):
+		status, msg = http.StatusBadRequest, "mcptape: "+bad.Error()+"; the request was not completed"
 	case ferr != nil:
 		// The client went away while sending its body: nobody is left to
 		// answer.
@@ -98,7 +102,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		x.w.aborted = true
 		x.w.abortText = "the client went away before the upstream answered"
 		return
-	case errors.Is(err, errSwitched):
+	case errors.Is(err, errSwitched), errors.Is(err, errTooManyInterim):
 		msg = fmt.Sprintf("mcptape: upstream %s: %v", up, err)
 	case strings.Contains(err.Error(), "response headers exceeded"):
 		msg = fmt.Sprintf("mcptape: upstream %s sent a response head larger than the proxy accepts (%d bytes); nothing was forwarded", up, MaxResponseHeaderBytes)
@@ -159,17 +163,21 @@ func orEmpty(b []byte) []byte {
 
 // bodyFailed records a request whose body could not be read before
 // forwarding, and answers it when someone is left to answer: 408 to a
-// client that stalled, 413 to one whose body grew too large. A client that
+// client that stalled, 413 to one whose body grew too large, 400 to one
+// whose body broke its framing (a bad chunk size). A client that
 // went away is recorded with the bytes it sent and why they stopped; the
 // record never holds bytes it did not send.
 func (p *Proxy) bodyFailed(w http.ResponseWriter, r *http.Request, body []byte, err error) {
 	var tl *errTooLarge
 	var st *errStalled
+	var bad *errMalformed
 	switch {
 	case errors.As(err, &tl):
 		p.answerCut(w, r, body, http.StatusRequestEntityTooLarge, "mcptape: "+tl.Error()+"; raise --max-request-body to allow it")
 	case errors.As(err, &st):
 		p.answerCut(w, r, body, http.StatusRequestTimeout, "mcptape: "+st.Error()+"; the request was not forwarded")
+	case errors.As(err, &bad):
+		p.answerCut(w, r, body, http.StatusBadRequest, "mcptape: "+bad.Error()+"; the request was not forwarded")
 	default:
 		tap := p.begin(r, body, false, false)
 		tap.End("reading the request body: "+err.Error(), true)

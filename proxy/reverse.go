@@ -104,6 +104,7 @@ type Proxy struct {
 	upTimeout time.Duration
 	checkHost bool
 	m         *metrics // nil without a Registerer
+	oauth     oauthRewrites
 
 	// live holds the exchanges in flight, so that a shutdown can cut them
 	// with ErrShutdown as their cause.
@@ -207,7 +208,7 @@ type exchange struct {
 	w        *teeWriter
 	body     []byte          // the buffered request body
 	complete bool            // body is the whole request body
-	stream   bool            // a GET: a stream the server opens at will, cut first at shutdown
+	stream   bool            // a stream the server keeps open at will (GET, subscriptions/listen), cut first at shutdown
 	ctx      context.Context // the exchange's own: the client's, plus the proxy's cancellation
 	client   context.Context // the client's request context
 	cancel   context.CancelCauseFunc
@@ -215,6 +216,8 @@ type exchange struct {
 	mu       sync.Mutex
 	upErr    error // a non-EOF error reading the upstream body
 	mx       exchangeMetrics
+	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
+	orig     *original // set when the response was rewritten (oauth.go)
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -240,6 +243,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.m != nil {
 		arrived = time.Now()
 	}
+	if r.RequestURI == "*" {
+		// An asterisk-form target (OPTIONS *, or an HTTP/2 preface) asks
+		// about this server, not a resource upstream.
+		p.refuse(w, r, nil, false, http.StatusBadRequest, "mcptape: asterisk-form targets (*) are not forwarded")
+		return
+	}
 	if p.checkHost && !hostAllowed(r) {
 		p.refuseHost(w, r)
 		return
@@ -264,7 +273,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tap := p.begin(r, body, complete, false)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	x := &exchange{tap: tap, body: body, complete: complete, stream: r.Method == http.MethodGet, ctx: ctx, client: r.Context(), cancel: cancel, in: in}
+	// The standalone GET stream and a 2026-07-28 subscriptions/listen
+	// stream (which always carries its Mcp-Method header) stay open at the
+	// server's will and carry no call: a shutdown cuts them first.
+	stream := r.Method == http.MethodGet || r.Header.Get(protocol.HeaderMethod) == protocol.MethodSubscriptionsListen
+	x := &exchange{tap: tap, body: body, complete: complete, stream: stream, ctx: ctx, client: r.Context(), cancel: cancel, in: in}
+	x.front.up = p.up
+	x.front.scheme, x.front.host = frontOf(r)
 	if !p.track(x) && x.stream {
 		cancel(ErrShutdown) // it arrived as the drain began
 	}
@@ -300,8 +315,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(x.w, out)
 }
 
-// begin reports a request to the recorder, if there is one. refused marks
-// a request the proxy answers itself without forwarding it.
+// begin reports a request to the recorder: every exchange of the proxy,
+// forwarded or answered by the proxy itself, starts here. refused marks a
+// request the proxy answers itself without forwarding it.
 func (p *Proxy) begin(r *http.Request, body []byte, complete, refused bool) *capture.Tap {
 	if p.rec == nil {
 		return nil
@@ -330,10 +346,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = p.up.Scheme
 	pr.Out.URL.Host = p.up.Host
 	pr.Out.Host = p.up.Host
-	// Keep the path exactly as the client sent it (RawPath included).
+	// Keep the path exactly as the client sent it (RawPath included). The
+	// query is as ReverseProxy left it: unchanged, unless some of its
+	// parameters do not parse (a ';', a bad escape), which it drops.
 	pr.Out.URL.Path = pr.In.URL.Path
 	pr.Out.URL.RawPath = pr.In.URL.RawPath
-	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 	// The proxy has read (or is streaming) the body itself: the client got
 	// its 100 Continue, and the upstream need not be asked.
 	pr.Out.Header.Del("Expect")
@@ -354,6 +371,9 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		return errSwitched
 	}
 	x, _ := res.Request.Context().Value(ctxKey{}).(*exchange)
+	if err := p.rewriteOAuth(res, x); err != nil {
+		return err
+	}
 	if x != nil && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
 	}
@@ -376,8 +396,9 @@ func (p *Proxy) untrack(x *exchange) {
 }
 
 // cut cancels the exchanges in flight with ErrShutdown as their cause:
-// only the GET streams (which a server keeps open at will and which carry
-// no call) when all is false, every exchange when it is true. Exchanges
+// only the streams a server keeps open at will and which carry no call
+// (GET, subscriptions/listen) when all is false, every exchange when it is
+// true. Exchanges
 // that arrive afterwards are cut at once.
 func (p *Proxy) cut(all bool) {
 	p.liveMu.Lock()
@@ -416,8 +437,8 @@ func opensCall(r *http.Request, body []byte, complete bool) bool {
 	return false
 }
 
-// inFlight is the number of exchanges in flight.
-func (p *Proxy) inFlight() int {
+// InFlight is the number of exchanges in flight (open streams included).
+func (p *Proxy) InFlight() int {
 	p.liveMu.Lock()
 	defer p.liveMu.Unlock()
 	return len(p.live)

@@ -105,8 +105,9 @@ func (s *Server) Serve() error {
 
 // Shutdown stops the server gracefully within ctx.
 //
-// Serving a *Proxy, it first drains: GET streams (which a server keeps
-// open at will, and which carry no call) are cut at once; new calls (POSTs
+// Serving a *Proxy, it first drains: the streams a server keeps open at
+// will and which carry no call (the standalone GET stream, a 2026-07-28
+// subscriptions/listen) are cut at once; new calls (POSTs
 // carrying a JSON-RPC request) are answered 503; everything else — a
 // client's answers to the sampling, elicitation and roots requests of the
 // calls in flight, notifications, cancellations — still goes through, so
@@ -121,7 +122,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if p, ok := s.h.(*Proxy); ok {
 		p.cut(false)
 		tick := time.NewTicker(10 * time.Millisecond)
-		for p.inFlight() > 0 && ctx.Err() == nil {
+		for p.InFlight() > 0 && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
 			case <-tick.C:
@@ -133,7 +134,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			p.cut(true)
 			// Give the cut exchanges a moment to record why they ended.
 			deadline := time.Now().Add(2 * time.Second)
-			for p.inFlight() > 0 && time.Now().Before(deadline) {
+			for p.InFlight() > 0 && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			var cancel context.CancelFunc

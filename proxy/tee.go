@@ -3,6 +3,8 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // teeWriter is the ResponseWriter the ReverseProxy writes to: it reports
@@ -12,6 +14,8 @@ type teeWriter struct {
 	http.ResponseWriter
 	x           *exchange
 	wroteHeader bool
+	declared    int64 // the response's Content-Length, -1 when none
+	written     int64
 	synthesized bool
 	writeErr    error
 	aborted     bool
@@ -36,10 +40,25 @@ func (t *teeWriter) WriteHeader(code int) {
 	if _, ok := h["Date"]; !ok {
 		h["Date"] = nil
 	}
+	t.declared = -1
+	if cl := h.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			t.declared = n
+		}
+	}
 	if !t.synthesized {
 		t.x.tap.Upstream(t.x.mx.forwarded, t.x.mx.upHeaders)
 	}
-	t.x.tap.Response(code, h, t.synthesized)
+	if o := t.x.orig; o != nil && !t.synthesized {
+		// Rewritten (oauth.go): the record keeps the upstream's original.
+		t.x.tap.Rewritten(strings.Join(o.note, "; "))
+		t.x.tap.Response(code, o.recorded(h), false)
+		if o.body != nil {
+			t.x.tap.ResponseBody(o.body)
+		}
+	} else {
+		t.x.tap.Response(code, h, t.synthesized)
+	}
 	t.ResponseWriter.WriteHeader(code)
 	t.x.mx.wroteHeader(code, h, t.synthesized)
 }
@@ -51,8 +70,11 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	// The recorder hears of the bytes before the client can: a reader that
 	// asks the recorder (a Sync) after the client had them finds them.
 	// Should the write fail, the exchange ends aborted with the reason.
-	t.x.tap.ResponseBody(p)
+	if o := t.x.orig; o == nil || o.body == nil || t.synthesized {
+		t.x.tap.ResponseBody(p)
+	}
 	n, err := t.ResponseWriter.Write(p)
+	t.written += int64(n)
 	t.x.mx.wrote(n)
 	if err != nil && t.writeErr == nil {
 		t.writeErr = err
@@ -61,9 +83,18 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 }
 
 // FlushError lets http.ResponseController flush through the wrapper.
+//
+// Once a response of known length has all its bytes written, the flush
+// is skipped: those last bytes then leave when the handler returns, that is
+// after the exchange was reported ended, so a client that has read a whole
+// response finds it recorded. (ReverseProxy flushes every write of an SSE
+// response, whatever its length.)
 func (t *teeWriter) FlushError() error {
 	if !t.wroteHeader {
 		t.WriteHeader(http.StatusOK)
+	}
+	if t.declared >= 0 && t.written >= t.declared {
+		return nil
 	}
 	return http.NewResponseController(t.ResponseWriter).Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,10 +70,27 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 		GotConn:              func(ci httptrace.GotConnInfo) { a.reused.Store(ci.Reused) },
 		WroteRequest:         func(httptrace.WroteRequestInfo) { a.arm() },
 		GotFirstResponseByte: func() { a.gotByte.Store(true) },
+		// net/http leaves bounding interim responses to whoever sees them
+		// (ReverseProxy relays each to the client). The error a hook
+		// returns is lost when traces are composed: cancel instead.
+		Got1xxResponse: func(int, textproto.MIMEHeader) error {
+			if a.interim.Add(1) > maxInterim {
+				cancel(errTooManyInterim)
+				return errTooManyInterim
+			}
+			return nil
+		},
 	}
 	x.mx.forwarded = time.Now()
 	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
 	a.disarm()
+	if err == nil && a.interim.Load() > maxInterim {
+		// The final response can be in hand before the cancel takes
+		// effect (the interim ones arrived in one read): refuse it anyway.
+		res.Body.Close()
+		cancel(errTooManyInterim)
+		return nil, false, errTooManyInterim
+	}
 	if err == nil {
 		x.mx.upHeaders = time.Now()
 		res.Body = &attemptBody{ReadCloser: res.Body, cancel: cancel}
@@ -90,6 +108,7 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 // that bounds the wait for the response head once the request is sent.
 type attemptState struct {
 	reused, gotByte, timedOut atomic.Bool
+	interim                   atomic.Int32 // 1xx responses seen
 	cancel                    context.CancelCauseFunc
 	d                         time.Duration
 	mu                        sync.Mutex
@@ -132,6 +151,13 @@ func (b *attemptBody) Close() error {
 	b.cancel(nil)
 	return err
 }
+
+// maxInterim bounds the interim (1xx) responses an upstream may send
+// before its final one: 103 Early Hints, 100 Continue and 102 Processing
+// come one or two at a time.
+const maxInterim = 10
+
+var errTooManyInterim = fmt.Errorf("the upstream sent more than %d interim (1xx) responses", maxInterim)
 
 // headTimeoutError is an upstream that sent no response head within the
 // upstream timeout.

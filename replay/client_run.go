@@ -50,6 +50,7 @@ type slot struct {
 func (r *sessionRun) run(ctx context.Context) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+steps:
 	for _, st := range r.plan.steps {
 		if ctx.Err() != nil {
 			r.result.Err = "interrupted: " + ctx.Err().Error()
@@ -65,7 +66,14 @@ func (r *sessionRun) run(ctx context.Context) {
 		case st.msg.Kind == protocol.KindRequest && r.plan.longLived(st.msg):
 			r.startStream(sctx, st.msg, r.plan.xs[st.msg.ExchangeID])
 		case st.msg.Kind == protocol.KindRequest:
-			r.call(ctx, st.msg)
+			cr := r.call(ctx, st.msg)
+			if cr.Err != "" && r.opening(st.msg) {
+				// Nothing after a failed initialize (or a 2026-07-28
+				// discover the recording saw succeed) can work: one line
+				// says so, instead of every later call failing alike.
+				r.result.Err = st.msg.Method + " failed, so the rest of the session was not replayed; is --target the server's MCP endpoint?"
+				break steps
+			}
 		case st.msg.Kind == protocol.KindNotification:
 			r.notify(ctx, st.msg)
 		}
@@ -78,6 +86,19 @@ func (r *sessionRun) run(ctx context.Context) {
 		}
 	}
 	r.result.slots = r.slots
+}
+
+// opening reports whether a failure of rec ends the session: initialize,
+// or a discover that succeeded in the recording.
+func (r *sessionRun) opening(rec *capture.Message) bool {
+	switch rec.Method {
+	case protocol.MethodInitialize:
+		return true
+	case protocol.MethodDiscover:
+		resp := r.plan.response[rec.Seq]
+		return resp != nil && resp.Kind == protocol.KindResult
+	}
+	return false
 }
 
 func (r *sessionRun) newID() json.RawMessage {
@@ -244,7 +265,7 @@ func (r *sessionRun) addCall(cr *CallResult) {
 
 // call replays one recorded request with its MRTR rounds and compares the
 // outcome with the recording.
-func (r *sessionRun) call(ctx context.Context, rec *capture.Message) {
+func (r *sessionRun) call(ctx context.Context, rec *capture.Message) *CallResult {
 	cr := &CallResult{Seq: rec.Seq, Method: rec.Method, Name: rec.Name}
 	r.addCall(cr)
 	var cancel context.CancelFunc
@@ -322,6 +343,7 @@ func (r *sessionRun) call(ctx context.Context, rec *capture.Message) {
 	r.compare(cr, r.plan.recordedDoc(rounds), live)
 	r.c.opts.Logger.Debug("replayed", clientLogSession, r.result.ID, clientLogCall, cr.Title(), clientLogRounds, cr.Rounds,
 		clientLogDiffs, len(cr.Diffs), clientLogErr, cr.Err)
+	return cr
 }
 
 // exchange POSTs one request and reads its response stream until the

@@ -260,7 +260,13 @@ func (t *Tape) loaderFor(i int) loader { return loader{f: t.file, session: t.Ses
 // record in memory (Tape.Sessions); otherwise only the index is kept, with
 // where each record is in the document.
 func scanTape(r io.Reader, keep bool) (*Tape, error) {
-	dec := json.NewDecoder(r)
+	br := bufio.NewReaderSize(r, sniffBytes)
+	if head, _ := br.Peek(sniffBytes); notATape(head) != "" {
+		// A HAR file, a profile, a gzip: say what it is, not how it
+		// fails to be a tape.
+		return nil, fmt.Errorf("%w: %s", ErrNotTape, notATape(head))
+	}
+	dec := json.NewDecoder(br)
 	sc := &scanner{dec: dec, keep: keep, t: &Tape{}, names: map[string]string{}}
 	t, err := sc.scan()
 	if err != nil {
@@ -306,7 +312,7 @@ func (sc *scanner) explain(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Errorf("%w: field %q at byte %d: %v", ErrTapeInvalid, te.Field, te.Offset, err)
+		return fmt.Errorf("%w: field %q at byte %d: %s where %s belongs", ErrTapeInvalid, te.Field, te.Offset, aJSON(te.Value), jsonKindOf(te.Type))
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: the document ends early, at byte %d (a truncated file?)", ErrNotTape, sc.dec.InputOffset())

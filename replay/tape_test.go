@@ -28,7 +28,8 @@ func handTape() *replay.Tape {
 		Client: protocol.Implementation{Name: "hand", Version: "1"}, Path: "/mcp", Start: at, End: at.Add(time.Second),
 		ClientCapabilities: []byte(`{ "roots" : {} }`), Status: capture.StatusClosed}
 	x := &capture.Exchange{ID: 7, SessionID: s.ID, Method: "POST", URL: "/mcp", Status: 200, Start: at,
-		RequestBody: capture.BodyJSON, ResponseBody: capture.BodySSE}
+		RequestBody: capture.BodyJSON, ResponseBody: capture.BodySSE,
+		Rewritten: `WWW-Authenticate resource_metadata → "http://127.0.0.1:7411/.well-known/oauth-protected-resource/mcp"`}
 	req := []byte("{ \"jsonrpc\" : \"2.0\",\n  \"id\" : 1 ,\t\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"\\u00e9t\\u00e9 \\/ \\\"q\\\"\"}}}")
 	resp := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"été / \"q\""}]}}   `)
 	frame := []byte(": keep-alive\r\n\r\n")
@@ -97,6 +98,14 @@ func TestTapeKeepsRawBytes(t *testing.T) {
 	if _, err := replay.Import(ctx, dst, tape, nil); err != nil {
 		t.Fatal(err)
 	}
+	for x, err := range dst.Exchanges(ctx, ts.Session.ID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Rewritten != ts.Exchanges[0].Rewritten {
+			t.Errorf("exchange %d after export and import: rewritten %q, want %q", x.ID, x.Rewritten, ts.Exchanges[0].Rewritten)
+		}
+	}
 	for _, m := range ts.Messages {
 		g, err := dst.Message(ctx, m.Seq)
 		if err != nil {
@@ -126,14 +135,22 @@ func TestReadTapeRefuses(t *testing.T) {
 		target error
 		says   string
 	}{
-		{"empty", "", replay.ErrNotTape, "ends early"},
-		{"not JSON", "mcptape-tape v1", replay.ErrNotTape, "not JSON at byte"},
-		{"an array", "[1,2]", replay.ErrNotTape, "not a JSON object"},
+		{"empty", "", replay.ErrNotTape, "the file is empty"},
+		{"not JSON", "mcptape-tape v1", replay.ErrNotTape, `this is not JSON (it begins with "mcptape-tape v1")`},
+		{"an array", "[1,2]", replay.ErrNotTape, "this is a JSON array"},
+		// A file that is something else says what it looks like.
+		{"a HAR file", `{"log":{"version":"1.2","creator":{"name":"mcptape"},"entries":[]}}`, replay.ErrNotTape, "this is a HAR file"},
+		{"a testing profile", `{"name":"ci","sampling":{"provider":"mock"}}`, replay.ErrNotTape, "this is a testing profile; pass it with --profile"},
+		{"a JSON-RPC message", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, replay.ErrNotTape, "this is a JSON-RPC message"},
+		{"show --json output", "{\"seq\":1,\"dir\":\"c2s\",\"raw\":{\"jsonrpc\":\"2.0\"}}\n{\"seq\":2,\"dir\":\"s2c\"}\n", replay.ErrNotTape, "`mcptape show --json` output"},
+		{"a client config", `{"mcpServers":{"x":{"command":"y"}}}`, replay.ErrNotTape, "an MCP client's configuration file"},
+		{"gzip", "\x1f\x8b\x08\x00", replay.ErrNotTape, "gzip-compressed"},
+		{"HTML", "<!doctype html><p>404", replay.ErrNotTape, "HTML or XML"},
 		{"truncated", good[:len(good)*2/3], replay.ErrNotTape, "ends early"},
 		{"no format", edit(`"format":"mcptape-tape",`, ""), replay.ErrNotTape, `the format field is ""`},
 		{"wrong format", edit(`"format":"mcptape-tape"`, `"format":"har"`), replay.ErrNotTape, `the format field is "har"`},
 		{"newer version", edit(`"version":1`, `"version":2`), replay.ErrTapeVersion, "version 2 (this build reads version 1"},
-		{"version as text", edit(`"version":1`, `"version":"1"`), replay.ErrTapeInvalid, `field "version"`},
+		{"version as text", edit(`"version":1`, `"version":"1"`), replay.ErrTapeInvalid, "a string where a whole number belongs"},
 		{"sessions first", `{"sessions":[],"format":"mcptape-tape","version":1}`, replay.ErrNotTape, "must come first"},
 		{"no sessions", `{"format":"mcptape-tape","version":1}`, replay.ErrTapeInvalid, "no sessions"},
 		{"session without id", edit(`"id":"20261202-100000-abcdef"`, `"id":""`), replay.ErrTapeInvalid, "no session record with an id"},

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/bench"
 )
 
 // BenchmarkRecordingProxy runs what the bench's mcptape target runs —
@@ -19,20 +21,19 @@ import (
 //
 // The fixture server is a child process, as in the bench, so the profile
 // holds only the proxy, the recorder, Badger and the load generator (whose
-// frames are bench_load.go's).
+// frames are internal/bench's).
 func BenchmarkRecordingProxy(b *testing.B) {
-	if !benchSupported {
+	if !bench.Supported {
 		b.Skip("the bench's process handling needs Linux")
 	}
 	childrenFromTestBinary(b)
 	ctx := context.Background()
-	env := &benchEnv{cfg: &benchConfig{sseDuration: 40 * time.Millisecond, sseSteps: 4}, dir: b.TempDir(), progress: b.Logf}
-	b.Cleanup(env.stop)
-	_, base, err := env.startListener(ctx, "fixture", "mcptape fixture server:", "fixture", "server", "--listen", "127.0.0.1:0")
+	prof, err := bench.NewProfiler(ctx, b.TempDir(), b.Logf)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rs, err := startRecording(ctx, &recordConfig{upstream: base, listen: "127.0.0.1:0", data: filepath.Join(env.dir, "data"), idleGap: 5 * time.Minute},
+	b.Cleanup(prof.Close)
+	rs, err := startRecording(ctx, &recordConfig{upstream: prof.FixtureURL, listen: "127.0.0.1:0", data: filepath.Join(b.TempDir(), "data"), idleGap: 5 * time.Minute},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
@@ -45,36 +46,32 @@ func BenchmarkRecordingProxy(b *testing.B) {
 			b.Logf("stopping the recorder: %v", err)
 		}
 	})
-	t := &target{name: tgMcptape, base: rs.srv.URL(), hc: benchHTTPClient()}
-	big := func(n int) func(*worker, context.Context) (sample, error) {
-		return func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, n) }
-	}
 	for _, bc := range []struct {
-		name string
-		conc int
-		call func(*worker, context.Context) (sample, error)
+		name, kind string
+		conc, big  int
 	}{
-		{"echo-c1", 1, (*worker).callEcho},
-		{"echo-c32", 32, (*worker).callEcho},
-		{"sse-c4", 4, (*worker).callSlow},
-		{"big-1MiB-c4", 4, big(1 << 20)},
-		{"huge-10MiB-c4", 4, big(10 << 20)},
+		{"echo-c1", "echo", 1, 0},
+		{"echo-c32", "echo", 32, 0},
+		{"sse-c4", "sse", 4, 0},
+		{"big-1MiB-c4", "big", 4, 1 << 20},
+		{"huge-10MiB-c4", "big", 4, 10 << 20},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			sc := &scenarioSpec{conc: bc.conc, call: bc.call}
-			ws := make([]*worker, bc.conc)
-			for i := range ws {
-				ws[i] = env.newWorker(t)
+			callers := prof.Callers(rs.srv.URL(), bc.conc)
+			if _, err := callers.Run(ctx, bc.kind, bc.big, 2*bc.conc); err != nil { // connections, pools
+				b.Fatal(err)
 			}
-			runBatch(ctx, ws, sc, 2*bc.conc, 0) // connections, pools
 			b.ResetTimer()
-			res := runBatch(ctx, ws, sc, b.N, 0)
+			res, err := callers.Run(ctx, bc.kind, bc.big, b.N)
 			b.StopTimer()
-			if res.failed > 0 {
-				b.Fatalf("%d of %d calls failed: %v", res.failed, b.N, res.examples)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(res.calls)/res.elapsed.Seconds(), "calls/s")
-			b.ReportMetric(us(percentile(res.lats, 0.5)), "p50-µs")
+			if res.Failed > 0 {
+				b.Fatalf("%d of %d calls failed: %v", res.Failed, b.N, res.Examples)
+			}
+			b.ReportMetric(float64(res.Calls)/res.Elapsed.Seconds(), "calls/s")
+			b.ReportMetric(float64(res.P50)/float64(time.Microsecond), "p50-µs")
 		})
 	}
 }

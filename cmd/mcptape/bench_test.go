@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/bench"
 )
 
 // benchChildEnv carries a child's command line (JSON) when the bench runs
@@ -48,8 +50,8 @@ func childrenFromTestBinary(tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	old := benchCommand
-	benchCommand = func(args ...string) (*exec.Cmd, error) {
+	old := bench.Command
+	bench.Command = func(args ...string) (*exec.Cmd, error) {
 		b, err := json.Marshal(args)
 		if err != nil {
 			return nil, err
@@ -58,7 +60,7 @@ func childrenFromTestBinary(tb testing.TB) {
 		cmd.Env = append(os.Environ(), benchChildEnv+"="+string(b))
 		return cmd, nil
 	}
-	tb.Cleanup(func() { benchCommand = old })
+	tb.Cleanup(func() { bench.Command = old })
 }
 
 // TestBench runs the whole bench with a few calls per scenario, against
@@ -66,7 +68,7 @@ func childrenFromTestBinary(tb testing.TB) {
 // that the report is complete and that mcptape recorded exactly what the
 // load generator exchanged through it.
 func TestBench(t *testing.T) {
-	if !benchSupported {
+	if !bench.Supported {
 		t.Skip("mcptape bench runs on Linux only")
 	}
 	childrenFromTestBinary(t)
@@ -88,8 +90,8 @@ func TestBench(t *testing.T) {
 		"|  | peak RSS during the scenario (MB) |", "| whole run | peak RSS (MB) |",
 		"## mcptape's recorder: client counts = stored counts",
 		"| replay vs live | calls/s |", "|  | calls/s ÷ live (direct) |",
-		"## targets", "### issue 2: mcptape against the plain Go proxy",
-		"### issue 4: the replay server against the live server",
+		"## targets", "### mcptape against the plain Go proxy",
+		"### the replay server against the live server",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
@@ -102,43 +104,43 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("--json: %v", err)
 	}
-	if len(rep.Scenarios) != len(allScenarios) {
-		t.Fatalf("%d scenarios in the JSON, want %d", len(rep.Scenarios), len(allScenarios))
+	if len(rep.Scenarios) != len(bench.AllScenarios) {
+		t.Fatalf("%d scenarios in the JSON, want %d", len(rep.Scenarios), len(bench.AllScenarios))
 	}
 	for _, s := range rep.Scenarios {
 		want := 3 // --calls
-		if s.ID == scHuge {
+		if s.ID == "huge" {
 			want = 2 // --huge-calls
 		}
 		for name, f := range s.Targets {
-			if name == tgPlain {
+			if name == "plain" {
 				continue // the stock proxy cuts streams now and then (libraries.md §3.6b)
 			}
 			if f.Failed > 0 || f.Calls < want {
 				t.Errorf("%s, %s: %d calls, %d failed: %v", s.ID, name, f.Calls, f.Failed, f.ErrorExamples)
 			}
 		}
-		if s.ID == scReplay {
-			if _, ok := s.Targets[tgReplay]; !ok || len(s.Targets) != 2 {
+		if s.ID == "replay" {
+			if _, ok := s.Targets["replay"]; !ok || len(s.Targets) != 2 {
 				t.Errorf("replay: targets %v, want direct and replay", slices.Collect(maps.Keys(s.Targets)))
 			}
 			continue // mcptape record is not measured there
 		}
-		if _, ok := s.Targets[tgReplay]; ok {
+		if _, ok := s.Targets["replay"]; ok {
 			t.Errorf("%s measured the replay server", s.ID)
 		}
-		if s.Recorder == nil || !s.Recorder.Match || s.Recorder.client() == 0 {
+		if s.Recorder == nil || !s.Recorder.Match || s.Recorder.Client() == 0 {
 			t.Errorf("%s: recorder check %+v", s.ID, s.Recorder)
 		}
 	}
-	if f := rep.fig(scEcho1, tgMcptape); f == nil || f.AddedP50 == nil || f.CPUPerCall == nil {
+	if f := rep.Fig("echo1", "mcptape"); f == nil || f.AddedP50 == nil || f.CPUPerCall == nil {
 		t.Errorf("echo1 mcptape figures incomplete: %+v", f)
 	}
-	if f := rep.fig(scHuge, tgMcptape); f == nil || f.PeakRSS == nil || *f.PeakRSS <= 0 {
+	if f := rep.Fig("huge", "mcptape"); f == nil || f.PeakRSS == nil || *f.PeakRSS <= 0 {
 		t.Errorf("huge mcptape has no peak RSS: %+v", f)
 	}
 	lost := false
@@ -167,7 +169,7 @@ func TestBenchUsage(t *testing.T) {
 }
 
 func TestBenchParseList(t *testing.T) {
-	got, err := parseList("--scenarios", "huge, echo1,huge", allScenarios)
+	got, err := parseList("--scenarios", "huge, echo1,huge", bench.AllScenarios)
 	if err != nil || strings.Join(got, ",") != "echo1,huge" {
 		t.Errorf("parseList = %v, %v; want [echo1 huge]", got, err)
 	}

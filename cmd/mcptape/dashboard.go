@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,7 +57,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, logger)
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -94,9 +94,17 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // openDashboardStore opens a store for `mcptape dashboard`, which edits, so
 // it must hold the store itself: a running recorder's own dashboard is the
 // way to look while it records.
+//
+// It creates no store where there is none, with one exception: an empty
+// directory, which the dashboard then owns for the wraps that will record
+// into it (`mcptape wrap --data DIR`, started by a client after it). A
+// missing directory (a mistyped --data) or one that holds other files is
+// refused.
 func openDashboardStore(ctx context.Context, dir string, opts *badgerstore.Options) (*badgerstore.Store, error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
+	if err := noStore(dir); err != nil {
+		if ents, rerr := os.ReadDir(dir); rerr != nil || len(ents) > 0 {
+			return nil, err
+		}
 	}
 	if _, st, err := remotestore.Discover(ctx, dir); err == nil {
 		return nil, recorderHolds(dir, st.PID)
@@ -177,9 +185,19 @@ func (d *runningDashboard) metricsNote() string {
 // a free loopback port is used instead.
 // status, if set, is what the dashboard's banner reports about recording.
 func startDashboard(store capture.Store, data, addr, token string, fixed bool, feed dashboard.Feed, metrics http.Handler,
-	replays *replayServers, status func() dashboard.RecordingStatus, logger *slog.Logger) (*runningDashboard, error) {
+	replays *replayServers, status func() dashboard.RecordingStatus, sync func(context.Context) error, logger *slog.Logger) (*runningDashboard, error) {
 	opts := dashboardOptions(data, replays, logger)
 	opts.Token, opts.Feed, opts.Metrics, opts.Status = token, feed, metrics, status
+	if sync != nil {
+		// An export right after a run holds all of it: the recorder
+		// writes what it has before the tape is read.
+		opts.Export = func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
+			if err := sync(ctx); err != nil {
+				return err
+			}
+			return exportTape(ctx, store, ids, w)
+		}
+	}
 	return serveDashboard(store, opts, addr, fixed)
 }
 
@@ -237,6 +255,7 @@ func dashboardOptions(data string, replays *replayServers, logger *slog.Logger) 
 			return err
 		},
 		StartReplay: replays.start,
+		StopReplay:  replays.stop,
 	}
 }
 
@@ -293,6 +312,27 @@ func (r *replayServers) start(ctx context.Context, id string) (string, error) {
 		path = tape.Sessions[0].Session.Path
 	}
 	return srv.URL() + path, nil
+}
+
+// stop shuts down the replay server start returned url for.
+func (r *replayServers) stop(ctx context.Context, url string) error {
+	r.mu.Lock()
+	i := slices.IndexFunc(r.servers, func(s *proxy.Server) bool { return url == s.URL() || strings.HasPrefix(url, s.URL()+"/") })
+	if i < 0 {
+		r.mu.Unlock()
+		return fmt.Errorf("no replay server runs at %s", url)
+	}
+	srv, tape := r.servers[i], r.tapes[i]
+	r.servers = slices.Delete(r.servers, i, i+1)
+	r.tapes = slices.Delete(r.tapes, i, i+1)
+	r.mu.Unlock()
+	tape.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
 
 func (r *replayServers) defaultProfile() (*replay.Profile, error) {

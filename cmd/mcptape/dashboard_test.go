@@ -396,7 +396,7 @@ func TestDashboardFlags(t *testing.T) {
 		t.Errorf("--token: %s", dashURL)
 	}
 	stop()
-	if code, _, e := mcptape(t, "dashboard", "--data", t.TempDir()+"/missing"); code != 1 || !strings.Contains(e, "no recordings in") {
+	if code, _, e := mcptape(t, "dashboard", "--data", t.TempDir()+"/missing"); code != 1 || !strings.Contains(e, "no store at") {
 		t.Errorf("dashboard of a missing directory: %d %s", code, e)
 	}
 }

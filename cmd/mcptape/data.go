@@ -14,6 +14,7 @@ import (
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/capture/spool"
 )
 
 // Defaults a user can rely on (documented in the README).
@@ -93,8 +94,8 @@ func repairStale(dir string, st *badgerstore.Store) error {
 // openRead opens the store for reading: directly and read-only when no
 // process holds it, else through the API of the recorder that does.
 func openRead(ctx context.Context, dir string) (openedStore, error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no recordings in %s (the directory does not exist); record with `mcptape record --data %s …`, or try `mcptape demo`", dir, dir)
+	if err := noStore(dir); err != nil {
+		return nil, err
 	}
 	if c, _, err := remotestore.Discover(ctx, dir); err == nil {
 		return c, nil
@@ -125,6 +126,30 @@ func openRead(ctx context.Context, dir string) (openedStore, error) {
 		return nil, fmt.Errorf("%s is locked by another process that offers no API (an older mcptape, or a crashed one still running?); stop it, then try again", dir)
 	}
 	return nil, err
+}
+
+// noStore says why dir holds no store, or nil when it holds one. Reading
+// commands check it first, so they never create a store (Badger would, in
+// any directory it opens).
+func noStore(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("no store at %s (the directory does not exist); record with `mcptape record --data %s --upstream URL`, or try `mcptape demo`", dir, dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is a file, not a store: --data takes the directory a recording wrote", dir)
+	}
+	// Every Badger directory has a MANIFEST, from the moment it is created;
+	// before any owner ran, what wraps recorded waits in spools.
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); errors.Is(err, fs.ErrNotExist) {
+		if files, _ := spool.Files(dir); len(files) > 0 {
+			return nil
+		}
+		return fmt.Errorf("no store at %s (the directory holds no mcptape recordings); give --data the directory `mcptape record` wrote, or try `mcptape demo`", dir)
+	}
+	return nil
 }
 
 // pseudonymKey is the per-store secret that keys session-id pseudonyms, so

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
@@ -86,7 +89,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			first = s.ID
 		}
 	}
-	fmt.Fprintf(stdout, "\nlook at them with:\n  mcptape ls   --data %s\n  mcptape show --data %s %s\n", *data, *data, first)
+	nextSteps(stdout, selfCommand(), *data, first)
 	st := rs.rec.Stats()
 	fmt.Fprintf(stdout, "\n%d exchanges, %d messages decoded, %d stored, %d lost\n", st.Exchanges, st.Messages, st.Stored, st.Lost+st.Dropped)
 
@@ -104,4 +107,47 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%d records were lost", stats.Lost+stats.Dropped)
 	}
 	return nil
+}
+
+// nextSteps prints what to do with the demo's recording, as commands that
+// work when pasted: self is how this mcptape was run.
+func nextSteps(w io.Writer, self, data, session string) {
+	d := shellWord(data)
+	tape := "demo.tape.json"
+	fmt.Fprintf(w, "\nnext steps (each works as printed; the store is %s):\n", data)
+	if strings.HasPrefix(self, "go run ") {
+		fmt.Fprintf(w, "  (run from the repository root, or first `go install ./cmd/mcptape` and type mcptape instead of %q)\n", self)
+	}
+	steps := [][2]string{
+		{"list the sessions", "ls --data " + d},
+		{"print one, as its causal tree", "show --data " + d + " --tree " + session},
+		{"browse them in the web dashboard (Ctrl-C stops it)", "dashboard --data " + d},
+		{"export them as a tape file", "export --data " + d + " -o " + tape},
+		{"replay the tape as a stand-in MCP server (Ctrl-C stops it)", "replay server --tape " + tape},
+	}
+	for _, s := range steps {
+		fmt.Fprintf(w, "  # %s\n  %s %s\n", s[0], self, s[1])
+	}
+}
+
+// selfCommand is how a user runs this mcptape again: `go run ./cmd/mcptape`
+// for a binary go run built, mcptape when found on $PATH, else the path it
+// was started by.
+func selfCommand() string {
+	exe := os.Args[0]
+	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		if fi, err := os.Stat(filepath.Join("cmd", "mcptape")); err == nil && fi.IsDir() {
+			return "go run ./cmd/mcptape"
+		}
+		return "go run github.com/mcptape/mcptape/cmd/mcptape"
+	}
+	if filepath.Base(exe) == exe {
+		if p, err := exec.LookPath(exe); err == nil && p != "" {
+			return exe
+		}
+	}
+	if abs, err := filepath.Abs(exe); err == nil && !strings.HasPrefix(exe, ".") {
+		exe = abs
+	}
+	return shellWord(exe)
 }

@@ -46,7 +46,7 @@ func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQu
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tERA\tVERSION\tCLIENT\tSERVER\tSTART\tCALLS\tERRORS\tSTATUS")
+	fmt.Fprintln(tw, "SESSION\tVIA\tERA\tVERSION\tCLIENT\tSERVER\tSTART\tCALLS\tERRORS\tSTATUS")
 	n := 0
 	for s, err := range store.Sessions(ctx, q) {
 		if err != nil {
@@ -60,7 +60,7 @@ func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQu
 		if s.Lost > 0 {
 			status += fmt.Sprintf(" (%d lost)", s.Lost)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", clean(s.ID), eraName(s.Era, s.Opening), dash(clean(s.Version)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", clean(s.ID), via(s), eraName(s.Era, s.Opening), dash(clean(s.Version)),
 			dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Start.Local().Format("2006-01-02 15:04:05"),
 			s.Calls, s.Errors, status)
 	}
@@ -71,6 +71,16 @@ func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQu
 		fmt.Fprintln(w, "(no sessions recorded yet)")
 	}
 	return nil
+}
+
+// via says how a session's traffic reached mcptape: the leg, and the route
+// or wrapped server's name ("reverse", "reverse:github", "stdio:weather").
+func via(s *capture.Session) string {
+	v := s.Leg.String()
+	if s.Route != "" {
+		v += ":" + clean(s.Route)
+	}
+	return v
 }
 
 func eraName(e protocol.Era, opening string) string {
@@ -272,6 +282,16 @@ func fmtOffset(d time.Duration) string {
 }
 
 func sessionHeader(w io.Writer, s *capture.Session) {
-	fmt.Fprintf(w, "session %s  %s %s  client %s  server %s  %s\n", clean(s.ID), eraName(s.Era, s.Opening), dash(clean(s.Version)),
+	fmt.Fprintf(w, "session %s  via %s  %s %s  client %s  server %s  %s\n", clean(s.ID), via(s), eraName(s.Era, s.Opening), dash(clean(s.Version)),
 		dash(clean(s.Client.String())), dash(clean(s.Server.String())), s.Status)
+	if c := s.Command; c != nil {
+		fmt.Fprintf(w, "command %s", clean(strings.Join(c.Args, " ")))
+		if c.Dir != "" {
+			fmt.Fprintf(w, "  in %s", clean(c.Dir))
+		}
+		if c.Exit != "" {
+			fmt.Fprintf(w, "  (%s)", clean(c.Exit))
+		}
+		fmt.Fprintln(w)
+	}
 }

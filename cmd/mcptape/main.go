@@ -43,7 +43,7 @@ func commands() []command {
 		{"dashboard", "[--data DIR] [--listen ADDR]", "browse, search and edit a store in the web dashboard (a running record serves its own)", runDashboard},
 		{"show", "[--data DIR] [--json] [--tree] SESSION", "print a session's messages in order, or its causal tree", runShow},
 		{"demo", "[--keep-running]", "record the built-in fixture client and server on both protocol eras", runDemo},
-		{"fixture", "server|client ...", "run the reference MCP server or scripted client", runFixture},
+		{"fixture", "server|oauth|client ...", "run the reference MCP server (also behind OAuth) or scripted client", runFixture},
 		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"verify", "[--data DIR]", "read the whole store and name any damage (checksums, unreadable records)", runVerify},
@@ -51,6 +51,7 @@ func commands() []command {
 		{"clients", clientsUsage, "list the MCP client configs on this machine (Claude Desktop, Claude Code, Cursor, VS Code) and their servers", runClients},
 		{"attach", attachUsage, "route a client's server through `mcptape wrap`, so that it is recorded", runAttach},
 		{"detach", detachUsage, "put an attached server's config entry back as it was", runDetach},
+		{"ca", caUsage, "create mcptape's own CA (for intercepting HTTPS), or print its certificate's path", runCA},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
 		{"metrics", metricsUsage, "print the Grafana dashboard for the metrics of record --metrics", runMetrics},
 		{"version", "", "print the version", runVersion},
@@ -58,14 +59,23 @@ func commands() []command {
 }
 
 // usageError is a command-line mistake: exit code 2, and the usage shown.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	// cmd is the subcommand the mistake is in ("replay server"), when
+	// not the command itself.
+	cmd string
+}
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		if len(args) > 1 && args[0] == "help" {
+			// `mcptape help record` is `mcptape record -h`.
+			return run(ctx, []string{args[1], "-h"}, stdout, stderr)
+		}
 		usage(stdout)
 		if len(args) == 0 {
 			return exitUsage
@@ -87,7 +97,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.As(err, &ec):
 			return int(ec)
 		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "mcptape %s: %s\nusage: mcptape %s %s\n", c.name, capture.TerminalLines(ue.msg), c.name, c.args)
+			name := c.name
+			if ue.cmd != "" {
+				name = ue.cmd
+			}
+			fmt.Fprintf(stderr, "mcptape %s: %s\nrun `mcptape %s -h` for its usage\n", name, capture.TerminalLines(ue.msg), name)
 			return exitUsage
 		default:
 			// Errors can quote recorded values (ids, names, versions).
@@ -95,8 +109,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 	}
-	fmt.Fprintf(stderr, "mcptape: unknown command %q; run `mcptape help` for the list\n", args[0])
+	fmt.Fprintf(stderr, "mcptape: unknown command %q", args[0])
+	if near := closest(args[0], commandNames()); near != "" {
+		fmt.Fprintf(stderr, "; did you mean `mcptape %s`?", near)
+	}
+	fmt.Fprintln(stderr, " Run `mcptape help` for the list.")
 	return exitUsage
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return names
 }
 
 func usage(w io.Writer) {
@@ -107,28 +133,25 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, "\nRun `mcptape COMMAND -h` for a command's flags.\n")
 }
 
-// newFlags is a flag set that reports errors instead of exiting.
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("mcptape "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parse parses flags, turning a flag error into a usage error.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%v", err)
-	}
-	return nil
-}
-
-// version is set at build time with -ldflags "-X main.version=…".
+// version is what -ldflags "-X main.version=…" set, else the module
+// version from the build information (what `go install …@v1.2.3`
+// records, or the commit of a build in a checkout).
 var version = "dev"
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
+func init() {
+	if version == "dev" {
+		version = buildVersion()
+	}
+}
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("version", stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
 	fmt.Fprintln(stdout, "mcptape", version)
 	return nil
 }

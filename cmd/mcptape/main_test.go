@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -50,10 +51,11 @@ func mcptape(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestDemo(t *testing.T) {
 	data := t.TempDir()
 	code, out, errOut := mcptape(t, "demo", "--data", data)
+	demoOut := out
 	if code != 0 {
 		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"recorded sessions:", "2025-11-25", "2026-07-28", "mcptape show --data " + data, "0 lost"} {
+	for _, want := range []string{"recorded sessions:", "2025-11-25", "2026-07-28", "show --data " + data + " --tree ", "dashboard --data " + data, "export --data " + data, "replay server --tape ", "0 lost"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -108,6 +110,56 @@ func TestDemo(t *testing.T) {
 		if len(lines) != s.Messages {
 			t.Errorf("show --json printed %d messages, the session has %d", len(lines), s.Messages)
 		}
+	}
+	demoNextSteps(t, demoOut)
+}
+
+// demoNextSteps runs the commands the demo printed as next steps, as
+// printed (the two servers on a free port instead of their default, which
+// another program may hold), from a fresh working directory.
+func demoNextSteps(t *testing.T, out string) {
+	t.Helper()
+	_, steps, ok := strings.Cut(out, "\nnext steps")
+	if !ok {
+		t.Fatalf("the demo printed no next steps:\n%s", out)
+	}
+	self := selfCommand()
+	t.Chdir(t.TempDir())
+	var ran []string
+	for line := range strings.Lines(steps) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, self+" ") {
+			continue
+		}
+		args := strings.Fields(strings.TrimPrefix(line, self+" "))
+		ran = append(ran, args[0])
+		switch args[0] {
+		case "dashboard":
+			dashURL, _, stop := startCmd(t, "at ", append(args, "--listen", "127.0.0.1:0")...)
+			// As a browser opens the printed URL: its token becomes a cookie.
+			jar, _ := cookiejar.New(nil)
+			res, err := (&http.Client{Jar: jar}).Get(strings.TrimSpace(dashURL))
+			if err != nil || res.StatusCode != http.StatusOK {
+				t.Errorf("%s: GET %s: %v %v", line, dashURL, res, err)
+			}
+			if res != nil {
+				res.Body.Close()
+			}
+			stop()
+		case "replay":
+			base, _, stop := startCmd(t, "mcptape replay: serving ", append(args, "--listen", "127.0.0.1:0")...)
+			if !strings.Contains(base, "2 session(s)") {
+				t.Errorf("%s: serving %q, want the demo's 2 sessions", line, base)
+			}
+			stop()
+		default:
+			if code, o, e := mcptape(t, args...); code != 0 {
+				t.Errorf("%s: exit %d\n%s%s", line, code, o, e)
+			}
+		}
+	}
+	if strings.Join(ran, " ") != "ls show dashboard export replay" {
+		t.Errorf("the demo's next steps ran %q, want ls, show, dashboard, export and replay", ran)
 	}
 }
 

@@ -28,22 +28,26 @@ const metricsUsage = "grafana"
 // runMetrics is `mcptape metrics grafana`: print the dashboard, for
 // Grafana's Dashboards → New → Import.
 func runMetrics(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("metrics", stderr)
+	if len(args) > 0 && isHelp(args[0]) {
+		return groupHelp(stderr, "metrics", "grafana")
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usagef("say what to print: mcptape metrics grafana")
+	}
+	if args[0] != "grafana" {
+		return usagef("unknown metrics command %q; the one there is: grafana", args[0])
+	}
+	fs := newFlags("metrics grafana", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: mcptape metrics grafana\n\n"+
 			"Prints a Grafana dashboard (JSON) for the metrics that `mcptape record` serves (at /metrics on\n"+
 			"its dashboard's listener, and on --metrics ADDR); import it in Grafana (Dashboards → New → Import)\nand pick your Prometheus data source.\n")
 	}
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	switch {
-	case fs.NArg() == 0:
-		return usagef("say what to print: mcptape metrics grafana")
-	case fs.Arg(0) != "grafana":
-		return usagef("unknown metrics command %q; the one there is: grafana", fs.Arg(0))
-	case fs.NArg() > 1:
-		return usagef("unexpected argument %q", fs.Arg(1))
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	b, err := grafanaFS.ReadFile(grafanaDashboard)
 	if err != nil {

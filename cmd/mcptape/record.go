@@ -48,13 +48,22 @@ type recordConfig struct {
 	dashboardFixed bool
 	// Store bounds (sizes as flags give them, e.g. 256MiB).
 	minFree, maxStoreSize, maxRecordBytes string
+	// The proxy's bounds (zero: the proxy's defaults).
+	upstreamTimeout time.Duration
+	maxRequestBody  int64
+	shutdownTimeout time.Duration
 }
 
 // Defaults of the store's bounds (documented in the README).
 const (
 	defaultMinFree        = "256MiB"
-	defaultMaxRecordBytes = "64MiB"
+	defaultMaxRecordBytes = "16MiB"
 )
+
+// defaultShutdownTimeout is how long a stopping recorder waits for the
+// calls in flight: long enough for a tool call that is nearly done, short
+// enough that Ctrl-C feels like a stop.
+const defaultShutdownTimeout = 10 * time.Second
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("record", stderr)
@@ -75,8 +84,24 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
 	fs.StringVar(&c.maxStoreSize, "max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
 	fs.StringVar(&c.maxRecordBytes, "max-record-bytes", defaultMaxRecordBytes, "the largest message stored whole; a larger one is forwarded whole and stored cut, with a finding (headers: at most 1MiB)")
+	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "how long to wait for the upstream's response head before answering 504 (a stream, once begun, may stay idle); 0 waits forever")
+	maxBody := fs.String("max-request-body", "64MiB", "the largest request body forwarded (larger: 413); 0 means no limit")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "on Ctrl-C or SIGTERM, how long calls in flight may take to finish before they are cut")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	n, err := parseSize(*maxBody)
+	if err != nil {
+		return usagef("--max-request-body: %v", err)
+	}
+	if c.maxRequestBody = n; n == 0 {
+		c.maxRequestBody = -1
+	}
+	if c.upstreamTimeout < 0 || c.shutdownTimeout < 0 {
+		return usagef("--upstream-timeout and --shutdown-timeout take a duration like 30s or 5m")
+	}
+	if c.upstreamTimeout == 0 {
+		c.upstreamTimeout = -1 // the proxy's "no limit"
 	}
 	c.dashboardFixed = flagSet(fs, "dashboard")
 	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit")); err != nil {
@@ -114,6 +139,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	go func() { errc <- rs.srv.Serve() }()
 	select {
 	case <-ctx.Done():
+		if rs.proxy.InFlight() > 0 {
+			fmt.Fprintf(stdout, "mcptape: stopping: calls in flight have up to %v to finish (--shutdown-timeout); streams without a call are cut now, new calls refused\n", rs.shutdown)
+		}
 	case err = <-errc:
 	}
 	stats, cerr := rs.close()
@@ -143,7 +171,9 @@ type recording struct {
 	ingest   *ingesting
 	// live is rec, for the dashboard's status, which may ask before rec
 	// is set.
-	live atomic.Pointer[capture.Recorder]
+	live     atomic.Pointer[capture.Recorder]
+	proxy    *proxy.Proxy
+	shutdown time.Duration // how long close waits for calls in flight
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -185,7 +215,10 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	rs := &recording{store: store, upstream: up.Redacted()}
+	rs := &recording{store: store, upstream: up.Redacted(), shutdown: c.shutdownTimeout}
+	if rs.shutdown <= 0 {
+		rs.shutdown = defaultShutdownTimeout
+	}
 	defer func() {
 		if err != nil {
 			rs.close()
@@ -204,7 +237,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if dashOn {
 		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
 		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
-			metricsHandler(reg), rs.replays, rs.status, logger); err != nil {
+			metricsHandler(reg), rs.replays, rs.status, rs.sync, logger); err != nil {
 			return nil, err
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
@@ -216,13 +249,18 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	rs.live.Store(rs.rec)
 	// The wraps' spools: this process owns the store now.
 	rs.ingest = startIngest(c.data, rs.rec, store, logger)
-	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost, Registerer: registerer(reg)})
+	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost,
+		Registerer: registerer(reg), UpstreamTimeout: c.upstreamTimeout, MaxRequestBody: c.maxRequestBody})
 	if err != nil {
 		return nil, err
 	}
+	rs.proxy = p
 	rs.srv, err = proxy.Listen(c.listen, p, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return nil, err
+	}
+	if rs.dash != nil {
+		rs.dash.srv.SetProxyURL(rs.srv.URL())
 	}
 	if err := rs.serveAPI(c); err != nil {
 		return nil, err
@@ -251,7 +289,7 @@ func (c *recordConfig) storeOptions() (*badgerstore.Options, int, error) {
 	}
 	maxRecord, err := parseSize(orDefault(c.maxRecordBytes, defaultMaxRecordBytes))
 	if err != nil || maxRecord < 1<<10 || maxRecord > 1<<30 {
-		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 64MiB", c.maxRecordBytes)
+		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 16MiB", c.maxRecordBytes)
 	}
 	return o, int(maxRecord), nil
 }
@@ -305,17 +343,29 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	return nil
 }
 
-// close stops everything in order: no new traffic, the proxy's streams
-// ended, the recorder drained, the store closed.
+// sync waits until the recorder has written what it was given, once it
+// runs.
+func (rs *recording) sync(ctx context.Context) error {
+	rec := rs.live.Load()
+	if rec == nil {
+		return nil
+	}
+	return rec.Sync(ctx)
+}
+
+// close stops everything in order: the proxy drained (GET streams cut at
+// once, calls in flight given rs.shutdown to finish, then cut, each cut
+// recorded as such), the recorder flushed, the store closed, and
+// recorder.json removed.
 func (rs *recording) close() (capture.Stats, error) {
 	var errs []error
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if rs.srv != nil {
-		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
-		_ = rs.srv.Shutdown(sctx) // long-lived streams are cut after the grace period
+		sctx, scancel := context.WithTimeout(context.Background(), rs.shutdown)
+		_ = rs.srv.Shutdown(sctx)
 		scancel()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if rs.dash != nil {
 		_ = rs.dash.close()
 	}

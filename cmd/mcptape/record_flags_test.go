@@ -304,7 +304,9 @@ func TestDemoKeepRunning(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	call := string(toolCall("1", "echo", `{"text":"hi from the user"}`, "", modernMeta("{}", "")))
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi from the user"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"keep-running-user","version":"1"}}}}`
 	code, body := postBody(t, modern, call, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
 	if code != 200 || !strings.Contains(body, "hi from the user") {
 		t.Errorf("a call through the kept demo proxy: %d %s", code, body)
@@ -319,7 +321,39 @@ func TestDemoKeepRunning(t *testing.T) {
 		t.Fatal("demo --keep-running did not stop when interrupted")
 	}
 	// The user's call was recorded beside the demo's own sessions.
-	if code, o, e := mcptape(t, "ls", "--data", data); code != 0 || strings.Count(o, "\n") != 4 || !strings.Contains(o, benchClientName) {
+	if code, o, e := mcptape(t, "ls", "--data", data); code != 0 || strings.Count(o, "\n") != 4 || !strings.Contains(o, "keep-running-user") {
 		t.Errorf("ls after demo --keep-running and a call of our own: %d\n%s%s", code, o, e)
+	}
+}
+
+// TestRecordBoundFlags: --upstream-timeout and --max-request-body reach
+// the proxy, and bad values are usage errors.
+func TestRecordBoundFlags(t *testing.T) {
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer ts.Close()
+	defer close(release)
+	r := startRecord(t, "--upstream", ts.URL+"/mcp", "--upstream-timeout", "300ms", "--max-request-body", "1KiB")
+	code, body := post(t, r.base+"/mcp", nil)
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, "did not answer within 300ms") {
+		t.Errorf("a silent upstream: %d %s", code, body)
+	}
+	code, body = postBody(t, r.base+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":"`+strings.Repeat("a", 2000)+`"}}}`, nil)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "--max-request-body") {
+		t.Errorf("a 2 KB body with --max-request-body 1KiB: %d %s", code, body)
+	}
+	for _, args := range [][]string{
+		{"--upstream-timeout", "-1s"}, {"--shutdown-timeout", "-1s"}, {"--max-request-body", "lots"},
+	} {
+		code, _, errOut := mcptape(t, append([]string{"record", "--upstream", ts.URL}, args...)...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; %s", args, code, exitUsage, errOut)
+		}
 	}
 }

@@ -16,13 +16,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(args) == 0 {
 		return usagef("say which: `mcptape replay server --tape FILE [--stdio]` or `mcptape replay client --tape FILE --target URL`")
 	}
+	if isHelp(args[0]) {
+		return groupHelp(stderr, "replay", "server", "client")
+	}
 	switch args[0] {
 	case "server":
 		return runReplayServer(ctx, args[1:], stdout, stderr)
 	case "client":
 		return runReplayClient(ctx, args[1:], stdout, stderr)
 	}
-	return usagef("unknown replay mode %q: want server or client", args[0])
+	return usagef("unknown replay mode %q: want server or client%s", args[0], didYouMean(args[0], "server", "client"))
 }
 
 func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {

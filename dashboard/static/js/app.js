@@ -3,35 +3,35 @@
 
 import { h, clear, add } from './dom.js';
 import { api, info } from './api.js';
-import { sessionsPage } from './pages/sessions.js';
-import { sessionPage } from './pages/session.js';
-import { messagePage } from './pages/message.js';
-import { livePage } from './pages/live.js';
-import { latencyPage } from './pages/latency.js';
-import { profilesPage, profilePage } from './pages/profiles.js';
-import { importPage } from './pages/import.js';
-import { pendingPage } from './pages/pending.js';
 import { watchStatus } from './banner.js';
+
+// Each page's module loads the first time it is visited, so a page does
+// not wait for the code of the others.
+const lazy = (path, name) => async (ctx) => (await import(path))[name](ctx);
 
 const routes = [
   [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
-  [/^\/sessions$/, sessionsPage, 'sessions'],
-  [/^\/sessions\/([^/]+)$/, sessionPage, 'sessions'],
-  [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, messagePage, 'sessions'],
-  [/^\/live$/, livePage, 'live'],
-  [/^\/latency$/, latencyPage, 'latency'],
-  [/^\/profiles$/, profilesPage, 'profiles'],
-  [/^\/profiles\/([^/]+)$/, profilePage, 'profiles'],
-  [/^\/import$/, importPage, 'import'],
-  [/^\/pending$/, pendingPage, 'pending'],
+  [/^\/sessions$/, lazy('./pages/sessions.js', 'sessionsPage'), 'sessions'],
+  [/^\/sessions\/([^/]+)$/, lazy('./pages/session.js', 'sessionPage'), 'sessions'],
+  [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, lazy('./pages/message.js', 'messagePage'), 'sessions'],
+  [/^\/sessions\/([^/]+)\/messages\/(\d+)\/inputs\/([^/]+)$/, lazy('./pages/input.js', 'inputPage'), 'sessions'],
+  [/^\/sessions\/([^/]+)\/exchanges\/(\d+)$/, lazy('./pages/exchange.js', 'exchangePage'), 'sessions'],
+  [/^\/live$/, lazy('./pages/live.js', 'livePage'), 'live'],
+  [/^\/latency$/, lazy('./pages/latency.js', 'latencyPage'), 'latency'],
+  [/^\/profiles$/, lazy('./pages/profiles.js', 'profilesPage'), 'profiles'],
+  [/^\/profiles\/([^/]+)$/, lazy('./pages/profiles.js', 'profilePage'), 'profiles'],
+  [/^\/import$/, lazy('./pages/import.js', 'importPage'), 'import'],
+  [/^\/pending$/, lazy('./pages/pending.js', 'pendingPage'), 'pending'],
 ];
 
 let current = { cleanup: null, abort: null };
 
-export function navigate(url, { replace = false } = {}) {
+// navigate goes to url; notice is a [text, kind] status to show once the
+// page has rendered (render clears the status line first).
+export function navigate(url, { replace = false, notice = null } = {}) {
   if (replace) history.replaceState(null, '', url);
   else history.pushState(null, '', url);
-  render();
+  render(notice);
 }
 
 // status shows a short message in the header.
@@ -41,7 +41,7 @@ export function status(text, kind = '') {
   el.className = 'status ' + kind;
 }
 
-async function render() {
+async function render(notice) {
   if (current.cleanup) {
     try { current.cleanup(); } catch { /* a page's cleanup must not stop the next */ }
   }
@@ -50,7 +50,7 @@ async function render() {
   current = { cleanup: null, abort };
   const main = document.getElementById('main');
   clear(main);
-  status('');
+  status(notice && typeof notice[0] === 'string' ? notice[0] : '', notice ? notice[1] || '' : '');
   const path = location.pathname;
   for (const [re, page, nav] of routes) {
     const m = re.exec(path);
@@ -88,7 +88,7 @@ document.addEventListener('click', (e) => {
   navigate(href);
 });
 
-window.addEventListener('popstate', render);
+window.addEventListener('popstate', () => render());
 
 async function boot() {
   // The page renders at once; the header and footer follow what the

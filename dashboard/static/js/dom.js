@@ -142,6 +142,10 @@ export function dirArrow(dir) {
 // sessionPath and messagePath are the app's deep links.
 export function sessionPath(id) { return '/sessions/' + encodeURIComponent(id); }
 export function messagePath(id, seq) { return sessionPath(id) + '/messages/' + encodeURIComponent(String(seq)); }
+// inputPath is a request inside an MRTR input_required result (message
+// seq) by its key; exchangePath an HTTP exchange.
+export function inputPath(id, seq, key) { return messagePath(id, seq) + '/inputs/' + encodeURIComponent(key); }
+export function exchangePath(id, xid) { return sessionPath(id) + '/exchanges/' + encodeURIComponent(String(xid)); }
 
 // copyText copies to the clipboard, with a fallback for pages the browser
 // does not let use the Clipboard API.

@@ -4,6 +4,7 @@
 // JSON nested 10,000 deep leaves the page usable.
 
 import { h, add, clipped, fmtCount } from './dom.js';
+import { contentBlock, contentBlocks, isBlock } from './render/content.js';
 
 export const MAX_DEPTH = 64; // the JSON tree stops opening below this
 const LEVEL_ITEMS = 200; // members shown per level before "show more"
@@ -113,47 +114,6 @@ export function mediaURL(kind, mime, data) {
   return `data:${m};base64,${data}`;
 }
 
-const BLOCK_TYPES = new Set(['text', 'image', 'audio', 'resource', 'resource_link', 'tool_use', 'tool_result']);
-
-function isBlock(v) {
-  return isObj(v) && !Array.isArray(v) && typeof v.type === 'string' && BLOCK_TYPES.has(v.type);
-}
-
-function block(b, depth) {
-  const head = h('div', { class: 'block-head' }, h('span', { class: 'chip' }, b.type));
-  const el = h('div', { class: 'block block-' + b.type }, head);
-  switch (b.type) {
-    case 'text':
-      el.append(textView(typeof b.text === 'string' ? b.text : compact(b.text)));
-      break;
-    case 'image':
-    case 'audio': {
-      const url = mediaURL(b.type, b.mimeType, b.data);
-      add(head, [' ', typeof b.mimeType === 'string' ? b.mimeType : '']);
-      if (url && b.type === 'image') el.append(h('img', { class: 'media', src: url, alt: 'image content block' }));
-      else if (url) el.append(h('audio', { class: 'media', controls: true, src: url }));
-      else el.append(h('p', { class: 'muted' }, `not previewed: only base64 ${b.type}/* content is shown`));
-      break;
-    }
-    case 'resource_link':
-    case 'resource': {
-      const r = b.type === 'resource' && isObj(b.resource) ? b.resource : b;
-      // A URI is shown as text, never as a link.
-      add(head, [' ', h('code', {}, clipped(typeof r.uri === 'string' ? r.uri : '', 300))]);
-      if (typeof r.text === 'string') el.append(textView(r.text));
-      else if (typeof r.blob === 'string') {
-        const url = mediaURL(String(r.mimeType || '').split('/')[0], r.mimeType, r.blob);
-        if (url && String(r.mimeType).startsWith('image/')) el.append(h('img', { class: 'media', src: url, alt: 'resource' }));
-        else el.append(h('p', { class: 'muted' }, `binary (${typeof r.mimeType === 'string' ? r.mimeType : 'unknown type'}), ${fmtCount(r.blob.length)} base64 characters`));
-      }
-      break;
-    }
-    default:
-      el.append(value(b, depth + 1));
-  }
-  return el;
-}
-
 // textView shows text content: short text with light markdown (headings,
 // lists, code, emphasis) built from text nodes; long text as plain text,
 // clipped, with "show all".
@@ -227,7 +187,7 @@ function isFlat(o) {
 
 // objTable renders a list of objects as a table: the union of their keys
 // as columns (at most 12), 100 rows with "show more".
-function objTable(list) {
+export function objTable(list) {
   const cols = [];
   for (const row of list.slice(0, 50)) {
     for (const k of Object.keys(row)) if (!cols.includes(k) && cols.length < 12) cols.push(k);
@@ -253,8 +213,8 @@ function objTable(list) {
 
 function cell(v) {
   if (v === undefined) return '';
-  if (!isObj(v)) return typeof v === 'string' ? clipped(v, 200) : String(v);
-  return h('code', {}, compact(v, 200));
+  if (!isObj(v)) return typeof v === 'string' ? clipped(v, 300) : String(v);
+  return h('code', {}, clipped(compact(v, 100000), 300));
 }
 
 // value renders v by its shape: content blocks, a table for a list of
@@ -268,12 +228,12 @@ export function value(v, depth = 0) {
   }
   if (Array.isArray(v)) {
     if (v.length === 0) return h('span', { class: 'muted' }, '(empty list)');
-    if (v.every(isBlock)) return h('div', { class: 'blocks' }, v.slice(0, 200).map((b) => block(b, depth)), v.length > 200 && h('p', { class: 'muted' }, `… and ${fmtCount(v.length - 200)} more blocks (see the raw JSON)`));
+    if (v.every(isBlock)) return contentBlocks(v);
     if (v.every((x) => isObj(x) && !Array.isArray(x))) return objTable(v);
     if (v.length > 200) return jsonTree(v);
     return h('ol', { class: 'list', start: '0' }, v.map((x) => h('li', {}, value(x, depth + 1))));
   }
-  if (isBlock(v)) return block(v, depth);
+  if (isBlock(v)) return contentBlock(v);
   const keys = Object.keys(v);
   if (keys.length === 0) return h('span', { class: 'muted' }, '(empty object)');
   if (keys.length > 200) return jsonTree(v);

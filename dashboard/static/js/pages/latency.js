@@ -4,15 +4,9 @@
 
 import { h, s, clipped, fmtCount, fmtMs, fmtTime, ms, section, table } from '../dom.js';
 import { api } from '../api.js';
+import { toLocalInput } from './sessions.js';
 
-const COLORS = 8; // .c0 … .c7 in the stylesheet
 
-function toLocalInput(v) {
-  const d = new Date(v);
-  if (!v || isNaN(d)) return '';
-  const pad = (n) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
 
 export async function latencyPage({ main, query, signal, navigate }) {
   document.title = 'Latency · mcptape';
@@ -23,8 +17,8 @@ export async function latencyPage({ main, query, signal, navigate }) {
     h('option', { value: v, selected: v === measure }, m.label)));
   const form = h('form', { class: 'filters' },
     h('label', { class: 'field' }, h('span', {}, 'Measure'), select),
-    h('label', { class: 'field' }, h('span', {}, 'From'), h('input', { type: 'datetime-local', name: 'since', value: toLocalInput(query.get('since')) })),
-    h('label', { class: 'field' }, h('span', {}, 'To'), h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(query.get('until')) })),
+    h('label', { class: 'field' }, h('span', {}, 'From'), h('input', { type: 'datetime-local', step: '1', name: 'since', value: toLocalInput(query.get('since')) })),
+    h('label', { class: 'field' }, h('span', {}, 'To'), h('input', { type: 'datetime-local', step: '1', name: 'until', value: toLocalInput(query.get('until')) })),
     h('label', { class: 'field' }, h('span', {}, 'Buckets'), h('input', { type: 'number', name: 'buckets', min: '1', max: '500', value: query.get('buckets') || '24' })),
     h('label', { class: 'field' }, h('span', {}, 'Method'), h('input', { type: 'search', name: 'method', value: query.get('method') || '', placeholder: 'all' })),
     h('label', { class: 'field' }, h('span', {}, 'Tool'), h('input', { type: 'search', name: 'tool', value: query.get('tool') || '', placeholder: 'all' })),
@@ -43,19 +37,46 @@ export async function latencyPage({ main, query, signal, navigate }) {
     h('p', { class: 'muted measure-definition' }, MEASURES[measure].definition));
   const ans = await api('/latency?' + q, { signal });
   main.append(h('p', { class: 'muted' }, `${fmtTime(ans.from)} to ${fmtTime(ans.to)}`,
-    query.get('since') || query.get('until') || query.get('session') ? '' : ' (by default, the last 24 hours of recording)'));
+    query.get('since') || query.get('until') || query.get('session') ? '' : ' (by default, from the first to the last sample of the last day of recording)'));
   if (ans.methods.length === 0) {
     main.append(h('p', { class: 'empty' }, MEASURES[measure].empty));
     return;
   }
-  const row = (label, m, i) => h('tr', {},
-    h('td', {}, h('span', { class: 'swatch c' + (i % COLORS) }), ' ', clipped(label, 80)),
+  const colors = palette(ans.methods.length);
+  const toolColors = palette(ans.tools.length);
+  const row = (label, m, color) => h('tr', {},
+    h('td', {}, swatch(color), ' ', clipped(label, 80), LABELS[label] ? h('span', { class: 'muted small' }, ` — ${LABELS[label]}`) : ''),
     h('td', { class: 'num' }, fmtCount(m.n)), h('td', { class: 'num' }, fmtMs(m.p50)), h('td', { class: 'num' }, fmtMs(m.p99)));
-  main.append(section('p50 (solid) and p99 (dashed), milliseconds, per method', chart(ans)),
-    section('Per method', table(['Method', MEASURES[measure].count, 'p50', 'p99'], ans.methods.map((m, i) => row(m.method, m, i)), { class: 'grid' })));
+  main.append(section('p50 (solid) and p99 (dashed), per method', chart(ans, colors), legend(ans.methods, colors)),
+    section('Per method', table(['Method', MEASURES[measure].count, 'p50', 'p99'], ans.methods.map((m, i) => row(m.method, m, colors[i])), { class: 'grid' })));
   if (ans.tools.length > 0) {
-    main.append(section('Per tool (tools/call)', table(['Tool', MEASURES[measure].count, 'p50', 'p99'], ans.tools.map((m, i) => row(m.tool, m, i)), { class: 'grid tools' })));
+    main.append(section('Per tool (tools/call)', table(['Tool', MEASURES[measure].count, 'p50', 'p99'], ans.tools.map((m, i) => row(m.tool, m, toolColors[i])), { class: 'grid tools' })));
   }
+}
+
+// LABELS explain the labels that are not methods.
+const LABELS = {
+  none: 'exchanges that carried no JSON-RPC message (the GET stream, DELETE)',
+  other: 'batches, and tools past the label limit',
+};
+
+// palette is n colours that do not repeat: hues a golden angle apart.
+function palette(n) {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(`hsl(${Math.round((217 + i * 137.508) % 360)}, ${i % 2 ? 62 : 70}%, ${i % 3 === 2 ? 36 : 44}%)`);
+  return out;
+}
+
+// swatch is a colour sample; colours are SVG attributes, not styles.
+function swatch(color) {
+  return s('svg', { class: 'swatch', width: '12', height: '12', viewBox: '0 0 12 12', 'aria-hidden': 'true' },
+    s('rect', { x: '0', y: '0', width: '12', height: '12', rx: '2', fill: color }));
+}
+
+function legend(methods, colors) {
+  return h('ul', { class: 'legend', 'aria-label': 'legend' }, methods.map((m, i) => h('li', { 'data-method': m.method },
+    swatch(colors[i]), ' ', clipped(m.method, 60), LABELS[m.method] ? h('span', { class: 'muted' }, ` (${LABELS[m.method]})`) : '')),
+  h('li', { class: 'muted' }, 'solid: p50 · dashed: p99'));
 }
 
 // MEASURES are the quantities the chart can show (the API's measure=).
@@ -78,31 +99,66 @@ const MEASURES = {
   },
 };
 
-function chart(ans) {
-  const W = 900, H = 320, L = 60, R = 10, T = 10, B = 40;
+// niceStep is a round step (1, 2 or 5 × 10^k) that splits span into
+// about n parts.
+function niceStep(span, n) {
+  const raw = span / n;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+// fmtTick shows a duration in ms with as many decimals as the step needs,
+// so that neighbouring labels differ.
+function fmtTick(v, step) {
+  if (step >= 1000) return `${(v / 1000).toFixed(step >= 10000 ? 0 : 1)}s`;
+  const d = step >= 1 ? 0 : Math.min(3, Math.ceil(-Math.log10(step)));
+  return `${v.toFixed(d)}ms`;
+}
+
+// fmtAt shows an instant with the precision the range needs.
+function fmtAt(t, spanMs) {
+  const d = new Date(t);
+  const pad = (n, w = 2) => String(n).padStart(w, '0');
+  const hms = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  if (spanMs < 10000) return `${hms}.${pad(d.getMilliseconds(), 3)}`;
+  if (spanMs < 86400000) return hms;
+  return `${d.getMonth() + 1}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+function chart(ans, colors) {
+  const W = 900, H = 320, L = 64, R = 14, T = 10, B = 40;
   const t0 = ms(ans.from), t1 = Math.max(ms(ans.to), t0 + 1);
   let ymax = 0;
   for (const m of ans.methods) for (const p of m.points) ymax = Math.max(ymax, p.p99);
-  ymax = ymax > 0 ? ymax * 1.1 : 1;
+  if (!(ymax > 0)) ymax = 1;
+  const ystep = niceStep(ymax, 4);
+  const ytop = Math.ceil(ymax / ystep) * ystep;
   const x = (t) => L + ((ms(t) + ans.bucketMs / 2 - t0) / (t1 - t0)) * (W - L - R);
-  const y = (v) => T + (1 - v / ymax) * (H - T - B);
+  const y = (v) => T + (1 - v / ytop) * (H - T - B);
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': 'latency chart' });
-  for (let i = 0; i <= 4; i++) {
-    const v = (ymax * i) / 4;
+  for (let v = 0; v <= ytop + ystep / 2; v += ystep) {
     svg.append(s('line', { x1: L, x2: W - R, y1: y(v), y2: y(v), class: 'grid-line' }),
-      s('text', { x: L - 6, y: y(v) + 4, class: 'axis', 'text-anchor': 'end' }, fmtMs(v)));
+      s('text', { x: L - 6, y: y(v) + 4, class: 'axis y-tick', 'text-anchor': 'end' }, fmtTick(v, ystep)));
   }
-  svg.append(s('text', { x: L, y: H - 12, class: 'axis' }, fmtTime(ans.from)),
-    s('text', { x: W - R, y: H - 12, class: 'axis', 'text-anchor': 'end' }, fmtTime(ans.to)));
+  // Time ticks: a few, each with the precision the range needs.
+  const span = t1 - t0;
+  const ticks = 5;
+  for (let i = 0; i <= ticks; i++) {
+    const t = t0 + (span * i) / ticks;
+    const px = L + (i / ticks) * (W - L - R);
+    svg.append(s('line', { x1: px, x2: px, y1: H - B, y2: H - B + 4, class: 'grid-line' }),
+      s('text', { x: px, y: H - 18, class: 'axis x-tick', 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle' }, fmtAt(t, span)));
+  }
   ans.methods.forEach((m, i) => {
-    const c = 'c' + (i % COLORS);
+    const c = colors[i];
     for (const [key, dash] of [['p50', ''], ['p99', ' dashed']]) {
       const pts = m.points.map((p) => `${x(p.t).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ');
-      svg.append(s('polyline', { points: pts, class: 'series ' + c + dash }));
+      svg.append(s('polyline', { points: pts, class: 'series' + dash, stroke: c, 'data-method': m.method }));
     }
     for (const p of m.points) {
-      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p99).toFixed(1), r: 3, class: 'dot ' + c },
-        s('title', {}, `${m.method} ${fmtTime(p.t)}: p50 ${fmtMs(p.p50)}, p99 ${fmtMs(p.p99)}, ${p.n} requests`)));
+      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p99).toFixed(1), r: 3, class: 'dot', fill: c },
+        s('title', {}, `${m.method} ${fmtTime(p.t)}: p50 ${fmtMs(p.p50)}, p99 ${fmtMs(p.p99)}, ${p.n} samples`)));
     }
   });
   return h('div', { class: 'scroll' }, svg);

@@ -1,34 +1,40 @@
-// /sessions/{id}/messages/{seq}: one message. A structured view chosen by
-// its shape, the raw JSON one click away as a collapsible tree, the raw
-// text, the exchange's (redacted) headers, its SSE event, its versions,
+// /sessions/{id}/messages/{seq}: one message. A view of what the message
+// is (a sampling request with its answer, an elicitation form, a tool call
+// against its schema, a result by shape, an error as an error), links to
+// what it relates to (its request or response, what it set off, the next
+// round, the rest of its SSE stream, its exchange), its findings and those
+// of its exchange, the raw JSON one click away as a collapsible tree, the
+// raw text, the exchange's (redacted) headers, its SSE event, its versions,
 // and an editor for a new version.
 
-import { h, add, chip, clear, clipped, copyButton, dirArrow, fmtBytes, fmtClock, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, section, sessionPath, table } from '../dom.js';
+import { h, chip, clipped, copyButton, dirArrow, exchangePath, inputPath, fmtBytes, fmtClock, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, section, sessionPath, table } from '../dom.js';
 import { api, info, enc } from '../api.js';
-import { navigate, status } from '../app.js';
-import { jsonTree, parse, structured } from '../view.js';
+import { navigate } from '../app.js';
+import { jsonTree, parse } from '../view.js';
+import { messageBody } from '../render/body.js';
 
 const RAW_CLIP = 100000;
 
-function rawText(d) {
-  if (d.raw !== null && d.raw !== undefined) return d.raw;
-  return null;
-}
 
 export async function messagePage({ params, main, signal }) {
   const [sid, seqText] = params;
-  const seq = Number(seqText);
   const [d, features] = await Promise.all([api('/messages/' + enc(seqText), { signal }), info().then((i) => i.features)]);
   const m = d.message;
+  const rel = d.related || { children: [], stream: [] };
   document.title = `Message #${m.seq} · mcptape`;
-  const text = rawText(d);
+  const text = d.raw !== null && d.raw !== undefined ? d.raw : null;
   const parsed = text === null ? { error: 'not UTF-8 text' } : parse(text);
+  const link = (seq, label) => h('a', { href: messagePath(m.session, seq), class: 'msg-link' }, label || `#${seq}`);
 
   const head = h('h1', {}, `#${m.seq} `, h('span', { class: 'dir' }, dirArrow(m.dir)), ' ', m.kind,
     m.method ? [' ', h('span', { class: 'method' }, m.method)] : '',
     m.name ? [' ', h('span', { class: 'name' }, clipped(m.name, 80))] : '',
     m.edited ? [' ', chip(`edited ×${m.edited}`, 'edited')] : '');
-  const back = h('p', { class: 'crumbs' }, h('a', { href: sessionPath(m.session) }, '← session ', h('span', { class: 'mono' }, clipped(m.session, 60))),
+  const back = h('nav', { class: 'crumbs', 'aria-label': 'where this message is' },
+    h('a', { href: sessionPath(m.session) }, '← session ', h('span', { class: 'mono' }, clipped(m.session, 60))),
+    d.exchange ? [' · ', h('a', { href: exchangePath(m.session, d.exchange.id), class: 'exchange-link' }, `exchange #${d.exchange.id}`)] : '',
+    m.links.request ? [' · ', link(m.links.request, `its request #${m.links.request}`)] : '',
+    rel.response ? [' · ', link(rel.response, `its response #${rel.response}`)] : '',
     m.session !== sid ? h('span', { class: 'muted' }, ' (this message belongs to another session than the address said)') : '');
   main.append(back, head);
 
@@ -38,30 +44,57 @@ export async function messagePage({ params, main, signal }) {
     ['Direction', m.dir === 'c2s' ? 'client → server' : 'server → client'],
     ['Id', m.id ? h('code', {}, clipped(m.id, 200)) : '—'],
     ['Size', `${fmtBytes(m.size)}${m.batch >= 0 ? `, element ${m.batch} of a batch` : ''}`],
-    ['Exchange', d.exchange ? `#${d.exchange.id} ${d.exchange.method} ${d.exchange.url} → ${d.exchange.status || 'no response'}` : '—'],
-    m.links.request ? ['Answers', h('a', { href: messagePath(m.session, m.links.request) }, `#${m.links.request}`)] : null,
-    m.links.parent ? ['Inside the call', h('a', { href: messagePath(m.session, m.links.parent) }, `#${m.links.parent}`)] : null,
-    m.links.previous ? ['Previous round', h('a', { href: messagePath(m.session, m.links.previous) }, `#${m.links.previous}`)] : null,
-    m.links.task ? ['Task', h('a', { href: messagePath(m.session, m.links.task) }, `#${m.links.task}`)] : null,
+    ['Exchange', d.exchange ? h('a', { href: exchangePath(m.session, d.exchange.id), class: 'exchange-link' },
+      `#${d.exchange.id} ${d.exchange.method} `, clipped(d.exchange.url, 200), ` → ${d.exchange.status || 'no response'}`) : '—'],
+    m.links.request ? ['Answers', link(m.links.request)] : null,
+    rel.response ? ['Answered by', link(rel.response)] : null,
+    m.links.parent ? ['Inside the call', link(m.links.parent)] : null,
+    m.links.previous ? ['Previous round', link(m.links.previous)] : null,
+    rel.next ? ['Next round', link(rel.next)] : null,
+    rel.nextRound ? ['Retried in', link(rel.nextRound)] : null,
+    m.links.task ? ['Task', link(m.links.task)] : null,
+    rel.complete ? ['Completed by', link(rel.complete, `#${rel.complete} notifications/elicitation/complete`)] : null,
   ])));
 
   const tools = h('div', { class: 'row-actions' });
   if (d.curl) tools.append(copyButton('Copy as curl', d.curl));
   if (d.request) tools.append(copyButton('Copy as JSON-RPC request', d.request));
   if (text !== null) tools.append(copyButton('Copy raw', text));
+  if (d.curlNote) tools.append(h('span', { class: 'muted small curl-note' }, d.curl ? 'curl: ' : 'No curl: ', clipped(d.curlNote, 500)));
   main.append(tools);
 
-  if ((m.findings || []).length) {
-    main.append(section('Findings', h('ul', { class: 'findings' }, m.findings.map((f) => h('li', {}, chip(f.kind, 'finding'), ' ', clipped(f.message, 1000))))));
+  const xf = (d.exchange && d.exchange.findings) || [];
+  if ((m.findings || []).length || xf.length) {
+    const items = [...(m.findings || []).map((f) => [f, '']), ...xf.map((f) => [f, 'of the HTTP exchange'])];
+    main.append(section(`Findings (${items.length})`, h('ul', { class: 'findings' }, items.map(([f, where]) =>
+      h('li', { class: where ? 'exchange-finding' : '' }, chip(f.kind, 'finding'), ' ', clipped(f.message, 1000),
+        where ? h('span', { class: 'muted small' }, ` (${where})`) : '')))));
   }
 
-  // The structured view.
+  // The view.
   const view = section('View');
+  view.classList.add('message-view');
   if (parsed.error) view.append(h('p', { class: 'muted' }, `Not shown structured: ${parsed.error}.`));
   else {
-    try { view.append(structured(parsed.value)); } catch (e) { view.append(h('p', { class: 'muted' }, `Not shown structured: ${e.message}`)); }
+    let request = null;
+    if (d.request) request = parse(d.request).value || null;
+    const answer = d.answer ? parse(d.answer).value : undefined;
+    const tool = d.tool ? { ...d.tool, href: messagePath(m.session, d.tool.from) } : null;
+    try {
+      view.append(messageBody(parsed.value, {
+        kind: m.kind, method: m.method, request, answer, tool, inputs: rel.inputs || [],
+        inputHref: (key) => inputPath(m.session, m.seq, key),
+        links: rel.complete ? { complete: messagePath(m.session, rel.complete) } : {},
+      }));
+    } catch (e) {
+      view.append(h('p', { class: 'muted' }, `Not shown structured: ${e.message}`));
+    }
   }
   main.append(view);
+
+  if (rel.children.length) {
+    main.append(section(`What it set off (${fmtCount(rel.children.length + (rel.moreChildren || 0))})`, relatedTable(m.session, rel.children, rel.moreChildren, 'children')));
+  }
 
   // Raw JSON as a tree, built when first opened; raw text beside it.
   const rawTree = h('details', { class: 'raw-json' }, h('summary', {}, 'Raw JSON'));
@@ -84,7 +117,11 @@ export async function messagePage({ params, main, signal }) {
   if (features.edit && text !== null) main.append(editor(m, text, parsed));
   if (m.edited) main.append(await versions(m, signal));
 
-  // Headers and SSE.
+  // The rest of the stream, the headers and the SSE event.
+  if (rel.stream.length) {
+    main.append(section(`The same ${d.exchange && d.exchange.responseBody === 'sse' ? 'SSE stream' : 'exchange'} (${fmtCount(rel.stream.length + (rel.moreStream || 0))} other messages)`,
+      relatedTable(m.session, rel.stream, rel.moreStream, 'stream', d.exchange ? exchangePath(m.session, d.exchange.id) : '')));
+  }
   if (d.exchange) main.append(headers(d.exchange));
   if (d.sse) {
     main.append(section('SSE event', kv([
@@ -98,7 +135,20 @@ export async function messagePage({ params, main, signal }) {
   }
 }
 
-function headers(x) {
+// relatedTable lists messages with links to them.
+export function relatedTable(sid, rows, more, cls, allHref) {
+  return h('div', {}, h('div', { class: 'scroll' }, table(['', 'Seq', 'Time', 'Kind', 'Method', 'Name', 'Size'], rows.map((r) => h('tr', { 'data-seq': String(r.seq), class: 'kind-' + r.kind },
+    h('td', {}, dirArrow(r.dir)),
+    h('td', {}, h('a', { href: messagePath(sid, r.seq) }, `#${r.seq}`)),
+    h('td', { class: 'nowrap' }, fmtClock(r.time)),
+    h('td', {}, r.kind, (r.findings || []).length ? [' ', chip(`${r.findings.length} finding${r.findings.length === 1 ? '' : 's'}`, 'finding')] : ''),
+    h('td', { class: 'method' }, clipped(r.method || '', 80)),
+    h('td', {}, clipped(r.name || '', 80)),
+    h('td', { class: 'num' }, fmtBytes(r.size)))), { class: 'grid related ' + cls })),
+  more ? h('p', { class: 'muted' }, `… and ${fmtCount(more)} more`, allHref ? [' (', h('a', { href: allHref }, 'all of them'), ')'] : '') : '');
+}
+
+export function headers(x) {
   const rows = (hdr) => Object.keys(hdr || {}).sort().flatMap((k) => hdr[k].map((v) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, h('code', {}, clipped(v, 500))))));
   const timing = [];
   if (x.firstByte) timing.push(`first byte after ${fmtMs(ms(x.firstByte) - ms(x.start))}`);
@@ -138,8 +188,9 @@ function editor(m, text, parsed) {
     save.disabled = true;
     try {
       const res = await api('/messages/' + m.seq + '/edits', { method: 'POST', body: { raw: area.value, note: note.value } });
-      status(`Saved version ${res.version}`, 'ok');
-      navigate(messagePath(m.session, m.seq), { replace: true });
+      // The notice outlives the page's re-render (render clears the
+      // status line first).
+      navigate(messagePath(m.session, m.seq), { replace: true, notice: [`Saved version ${res.version}`, 'ok'] });
     } catch (e) {
       check.textContent = e.message;
       check.className = 'check bad';

@@ -4,9 +4,11 @@
 // 'mcptape:pending' events on window). What the live server asks is as
 // hostile as recorded content: all of it is shown as text.
 
-import { h, chip, clipped, fmtMs, kv } from '../dom.js';
+import { h, chip, fmtMs } from '../dom.js';
 import { api, enc } from '../api.js';
-import { jsonTree, textView, value } from '../view.js';
+import { jsonTree, value } from '../view.js';
+import { samplingRequest } from '../render/sampling.js';
+import { elicitationRequest } from '../render/elicitation.js';
 import { status } from '../app.js';
 
 // TEMPLATE is the answer the editor starts from: a CreateMessageResult.
@@ -86,7 +88,8 @@ function pendingCard(r, age, gone) {
   const params = isObj(r.params) ? r.params : {};
   const card = h('section', { class: 'panel pending', 'data-pending-id': r.id, 'data-method': r.method },
     h('h2', {}, chip(r.method, 'method'), ` #${r.id} `, age));
-  if (r.method === SAMPLING) card.append(samplingView(params));
+  if (r.method === SAMPLING) card.append(samplingRequest(params));
+  else if (r.method === 'elicitation/create') card.append(elicitationRequest(params));
   else card.append(value(r.params));
   card.append(h('details', { class: 'raw-params' }, h('summary', {}, 'Raw params'), jsonTree(r.params === undefined ? null : r.params)));
 
@@ -136,39 +139,4 @@ function pendingCard(r, age, gone) {
     h('div', { class: 'row-actions' }, answer, check),
     h('div', { class: 'row-actions' }, refuse, 'code', code, 'message', message));
   return card;
-}
-
-// samplingView shows a CreateMessageRequest's params: the system prompt,
-// the messages, the model preferences, the tools, and the rest.
-function samplingView(p) {
-  const out = h('div', { class: 'sampling' });
-  if (typeof p.systemPrompt === 'string') {
-    out.append(h('h3', {}, 'System prompt'), h('pre', { class: 'text-block system-prompt' }, clipped(p.systemPrompt, 20000)));
-  }
-  const messages = Array.isArray(p.messages) ? p.messages : [];
-  out.append(h('h3', {}, `Messages (${messages.length})`));
-  out.append(h('ol', { class: 'messages' }, messages.slice(0, 500).map((m) => {
-    const role = isObj(m) && typeof m.role === 'string' ? m.role : '?';
-    const content = isObj(m) ? m.content : m;
-    return h('li', { class: 'message role-' + role.replace(/[^a-z]/g, '') }, chip(role), contentView(content));
-  })));
-  if (messages.length > 500) out.append(h('p', { class: 'muted' }, `… and ${messages.length - 500} more messages (see the raw params)`));
-  if (p.modelPreferences !== undefined) out.append(h('h3', {}, 'Model preferences'), h('div', { class: 'model-preferences' }, value(p.modelPreferences)));
-  if (Array.isArray(p.tools) && p.tools.length) {
-    out.append(h('h3', {}, `Tools (${p.tools.length})`), h('ul', { class: 'tools' }, p.tools.slice(0, 200).map((t) => h('li', {},
-      h('code', {}, clipped(isObj(t) && typeof t.name === 'string' ? t.name : '?', 200)),
-      isObj(t) && typeof t.description === 'string' ? [' — ', clipped(t.description, 2000)] : '',
-      isObj(t) && t.inputSchema !== undefined ? jsonTree(t.inputSchema) : ''))));
-  }
-  const rest = {};
-  for (const [k, v] of Object.entries(p)) {
-    if (!['systemPrompt', 'messages', 'modelPreferences', 'tools'].includes(k)) rest[k] = v;
-  }
-  if (Object.keys(rest).length) out.append(h('h3', {}, 'Other params'), kv(Object.entries(rest).map(([k, v]) => [k, value(v, 1)])));
-  return out;
-}
-
-function contentView(c) {
-  if (typeof c === 'string') return textView(c);
-  return value(c, 0);
 }

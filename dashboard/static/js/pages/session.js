@@ -1,12 +1,17 @@
 // /sessions/{id}: the session's facts and actions, and its causal tree:
 // each call with what it set off (sampling, elicitation and roots requests,
-// MRTR rounds, tool loops, notifications), expandable, with relative
-// timings and status and finding chips. Keyboard: arrows move and
-// open/close, Enter opens the message, Home/End jump.
+// MRTR rounds, tool loops, notifications), labelled by what it holds
+// ("2 rounds · 1 sampling · 3 progress"), expandable, with relative
+// timings, status and finding chips; a sampling or elicitation node
+// previews its messages, form and answer when opened. Keyboard: arrows
+// move and open/close, Enter opens the message, Home/End jump; in the
+// page, / filters, e and f go to the next error and finding (E and F back).
 
-import { h, add, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, nsToMs, section } from '../dom.js';
+import { h, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, inputPath, kv, messagePath, ms, nsToMs, section } from '../dom.js';
 import { api, info, enc } from '../api.js';
 import { navigate, status } from '../app.js';
+import { parse } from '../view.js';
+
 
 export async function sessionPage({ params, main, signal }) {
   const id = params[0];
@@ -36,15 +41,22 @@ export async function sessionPage({ params, main, signal }) {
     actions(detail, features)));
 
   const treeEl = renderTree(tree, s);
-  main.append(section(`Calls and notifications (${fmtCount(tree.tree.roots.length)})`,
+  const nRoots = tree.tree.roots.length;
+  const found = tree.tree.findings || 0;
+  const unanswered = tree.tree.unanswered || 0;
+  const tools = treeTools(treeEl, tree.tree.roots);
+  main.append(section(`Calls and notifications (${fmtCount(nRoots)})`,
     h('p', { class: 'muted small' }, 'Click ▸ or use the arrow keys to open a node; Enter opens its message. ',
+      `${fmtCount(found)} finding${found === 1 ? '' : 's'} recorded`, unanswered ? `, and ${fmtCount(unanswered)} request${unanswered === 1 ? '' : 's'} never answered` : '', '. ',
       h('a', { href: '/latency?session=' + enc(s.id) }, 'Latency of this session')),
+    tools.el,
     treeEl));
   treeEl.setAttribute('data-ready', '');
   // For the render benchmark: the tree is in the page, then on screen
   // (after the next frame is painted).
   performance.mark('mcptape:tree-ready');
   requestAnimationFrame(() => setTimeout(() => performance.mark('mcptape:tree-painted'), 0));
+  return tools.cleanup;
 }
 
 function actions(detail, features) {
@@ -82,18 +94,36 @@ function actions(detail, features) {
     h('pre', { class: 'command' }, detail.replay.export + '\n' + detail.replay.replay),
     copyButton('Copy command', detail.replay.command));
   if (detail.replay.canStart) {
-    const out = h('span', { class: 'replay-url' });
+    const running = h('ul', { class: 'replay-servers' });
+    const addServer = (url) => {
+      const stop = h('button', { type: 'button', class: 'stop-replay' }, 'Stop');
+      const li = h('li', { class: 'replay-url', 'data-url': url }, 'Replay server at ', h('code', {}, url), ' ', copyButton('Copy URL', url), ' ',
+        detail.replay.canStop ? stop : '');
+      stop.addEventListener('click', async () => {
+        stop.disabled = true;
+        try {
+          await api('/sessions/' + enc(s.id) + '/replay?url=' + enc(url), { method: 'DELETE' });
+          li.remove();
+          status('Replay server stopped', 'ok');
+        } catch (err) {
+          status(err.message, 'bad');
+          stop.disabled = false;
+        }
+      });
+      running.append(li);
+    };
+    for (const url of detail.replay.running || []) addServer(url);
     replay.append(h('button', {
       type: 'button', class: 'start-replay',
       onclick: async (e) => {
         e.target.disabled = true;
         try {
           const res = await api('/sessions/' + enc(s.id) + '/replay', { method: 'POST' });
-          out.replaceChildren('Replay server at ', h('code', {}, res.url), ' ', copyButton('Copy URL', res.url));
+          addServer(res.url);
         } catch (err) { status(err.message, 'bad'); }
         e.target.disabled = false;
       },
-    }, 'Start replay server'), out);
+    }, 'Start replay server'), running);
   }
   box.append(replay);
 
@@ -136,7 +166,7 @@ function renderTree(answer, s) {
   ul.addEventListener('keydown', (e) => keyNav(e, ul, s.id));
   ul.addEventListener('click', (e) => {
     const li = e.target.closest('li[role=treeitem]');
-    if (li) focusItem(ul, li, false);
+    if (li && !e.target.closest('a, button, details, input, select, .preview')) focusItem(ul, li, false);
   });
   return ul;
 }
@@ -150,16 +180,93 @@ function title(n, round) {
   return out;
 }
 
+// kidsOf are a node's rounds, then its children.
+function kidsOf(n) {
+  return [...(n.rounds || []).map((r, i) => ({ node: r, round: i + 1 })), ...(n.children || []).map((c) => ({ node: c }))];
+}
+
+// CATEGORY names what a child is, for a node's label.
+function category(n) {
+  switch (n.method) {
+    case 'sampling/createMessage': return 'sampling';
+    case 'elicitation/create': return 'elicitation';
+    case 'roots/list': return 'roots';
+    case 'notifications/progress': return 'progress';
+    case 'notifications/message': return 'log';
+    case 'notifications/cancelled': return 'cancelled';
+  }
+  if (n.kind === 'notification') return 'notification';
+  if (n.kind === 'call') return 'call';
+  return n.method || n.kind;
+}
+
+const ORDER = ['round', 'sampling', 'elicitation', 'roots', 'call', 'progress', 'log', 'cancelled', 'notification'];
+
+// kidsLabel says what a node holds, counting inside its rounds too:
+// "2 rounds · 1 sampling · 1 elicitation · 3 progress".
+export function kidsLabel(n) {
+  if (!(n.rounds && n.rounds.length) && !(n.children && n.children.length)) return [];
+  const counts = new Map();
+  const bump = (k) => counts.set(k, (counts.get(k) || 0) + 1);
+  for (const r of n.rounds || []) {
+    bump('round');
+    for (const c of r.children || []) bump(category(c));
+  }
+  for (const c of n.children || []) bump(category(c));
+  const keys = [...counts.keys()].sort((a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99));
+  return keys.map((k) => {
+    const v = counts.get(k);
+    const word = k === 'round' || k === 'call' || k === 'notification' ? `${k}${v === 1 ? '' : 's'}` : k;
+    return [k, `${fmtCount(v)} ${word}`];
+  });
+}
+
+// facts are a node's errors and findings anywhere under it, counted
+// once; its text for the filter is gathered only when a filter asks.
+function facts(n) {
+  if (n._facts) return n._facts;
+  let errors = n.status === 'error' || n.status === 'isError' ? 1 : 0;
+  let findings = 0;
+  const fs = n.findings;
+  if (fs) for (let i = 0; i < fs.length; i++) if (fs[i].kind !== 'redacted') findings++;
+  for (const list of [n.rounds, n.children]) {
+    if (!list) continue;
+    for (let i = 0; i < list.length; i++) {
+      const f = facts(list[i]);
+      errors += f.errors;
+      findings += f.findings;
+    }
+  }
+  n._facts = { errors, findings };
+  return n._facts;
+}
+
+function textOf(n) {
+  if (n._text !== undefined) return n._text;
+  const parts = [n.method || '', n.name || '', n.key || '', n.label || '', n.summary || '', n.status || '', n.note || ''];
+  for (const list of [n.rounds, n.children]) if (list) for (const c of list) parts.push(textOf(c));
+  n._text = parts.join('\n').toLowerCase();
+  return n._text;
+}
+
 function item(n, level, parentStart, root, sid, edited, round) {
   const start = ms(n.start);
-  const kids = [...(n.rounds || []).map((r, i) => ({ node: r, round: i + 1 })), ...(n.children || []).map((c) => ({ node: c }))];
+  const kids = kidsOf(n);
+  const seq = n.request || n.response || 0;
+  const href = n.kind === 'input-request' && n.in ? inputPath(sid, n.in, n.key || '') : seq ? messagePath(sid, seq) : '';
+  const f = facts(n);
   const li = h('li', {
     role: 'treeitem', 'aria-level': String(level), 'aria-expanded': 'false', tabindex: '-1',
     class: 'node kind-' + cls(n.kind) + (n.dir === 's2c' ? ' s2c' : ''), 'data-method': n.method || '',
-    'data-seq': String(n.request || n.response || ''),
+    'data-seq': String(seq || ''), 'data-href': href || undefined,
+    'data-errors': f.errors ? String(f.errors) : undefined, 'data-findings': f.findings ? String(f.findings) : undefined,
   });
+  li._node = n;
   const offset = start - parentStart;
   const toggle = h('span', { class: 'toggle', 'aria-hidden': 'true' }, '▸');
+  const own = (n.findings || []).filter((x) => x.kind !== 'redacted');
+  const inside = f.findings - own.length;
+  const label = kidsLabel(n);
   const row = h('div', { class: 'row' },
     toggle,
     h('span', { class: 'dir', title: n.dir === 'c2s' ? 'client → server' : 'server → client' }, dirArrow(n.dir)),
@@ -168,15 +275,16 @@ function item(n, level, parentStart, root, sid, edited, round) {
     n.duration ? h('span', { class: 'dur' }, fmtMs(nsToMs(n.duration))) : '',
     h('span', { class: 'offset', title: root ? 'since the session started' : 'since the parent started' }, '+' + fmtMs(Math.max(0, offset))),
     (edited[n.request] || edited[n.response]) ? chip('edited', 'edited') : '',
-    (n.findings || []).filter((f) => f.kind !== 'redacted').slice(0, 4).map((f) => chip(f.kind, 'finding')),
-    kids.length ? h('span', { class: 'count muted' }, `${kids.length}`) : '',
+    own.slice(0, 4).map((x) => chip(x.kind, 'finding')),
+    inside > 0 ? chip(`${inside} finding${inside === 1 ? '' : 's'} inside`, 'finding inside') : '',
+    label.length ? h('span', { class: 'kids-label', title: 'what this call set off' }, label.map(([k, t], i) => [i ? ' · ' : '', h('span', { class: 'k-' + cls(k) }, t)])) : '',
     n.summary ? h('span', { class: 'summary' }, clipped(n.summary, 140)) : '');
   li.append(row);
   let group = null;
   li._open = (on) => {
     if (on && !group) {
       group = h('ul', { role: 'group' });
-      group.append(details(n, sid));
+      group.append(details(n, sid, href));
       for (const k of kids) group.append(item(k.node, level + 1, start, false, sid, edited, k.round));
       li.append(group);
     }
@@ -189,23 +297,125 @@ function item(n, level, parentStart, root, sid, edited, round) {
   return li;
 }
 
-function details(n, sid) {
+function details(n, sid, href) {
   const links = [];
+  if (n.kind === 'input-request' && href) {
+    links.push(h('a', { href, class: 'msg-link input-link' }, `input request ${n.key || ''}`), ' ',
+      h('span', { class: 'muted' }, 'in '), h('a', { href: messagePath(sid, n.in), class: 'msg-link' }, `#${n.in}`));
+    if (n.answered) links.push(' ', h('span', { class: 'muted' }, 'answered in '), h('a', { href: messagePath(sid, n.answered), class: 'msg-link' }, `#${n.answered}`));
+  }
   if (n.request) links.push(h('a', { href: messagePath(sid, n.request), class: 'msg-link' }, `request #${n.request}`));
   if (n.response) links.push(' ', h('a', { href: messagePath(sid, n.response), class: 'msg-link' }, `response #${n.response}`));
-  return h('li', { class: 'details', role: 'none' },
+  const el = h('li', { class: 'details', role: 'none' },
     h('div', {}, links, n.id ? h('span', { class: 'muted' }, ' id ', clipped(n.id, 60)) : '',
       ' ', h('span', { class: 'muted' }, fmtTime(n.start))),
     n.summary ? h('div', { class: 'summary-full' }, clipped(n.summary, 2000)) : '',
     n.note ? h('div', { class: 'note' }, clipped(n.note, 2000)) : '',
     (n.findings || []).length ? h('ul', { class: 'findings' }, n.findings.map((f) => h('li', {}, chip(f.kind, 'finding'), ' ', clipped(f.message, 500)))) : '');
+  if (n.method === 'sampling/createMessage' || n.method === 'elicitation/create') el.append(preview(n, sid));
+  return el;
+}
+
+// preview shows a sampling node's messages and answer, or an elicitation
+// node's message, form and answer, fetched when the node first opens.
+function preview(n, sid) {
+  const box = h('div', { class: 'preview', 'data-preview': n.method }, h('span', { class: 'muted small' }, 'loading…'));
+  const show = async (params, answer) => {
+    // The renderers load with the first preview: the tree does not wait for them.
+    const [{ samplingRequest, samplingResult }, { elicitationRequest }] = await Promise.all([import('../render/sampling.js'), import('../render/elicitation.js')]);
+    box.replaceChildren();
+    if (n.method === 'sampling/createMessage') {
+      box.append(samplingRequest(params, { compact: true }));
+      if (answer && answer.result) box.append(h('h3', {}, 'Answer'), samplingResult(answer.result, { compact: true }));
+      else if (answer && answer.error) box.append(h('p', { class: 'bad' }, 'Answered with an error: ', clipped(String(answer.error.message || ''), 300)));
+      else box.append(h('p', { class: 'muted' }, 'No answer recorded.'));
+    } else {
+      box.append(elicitationRequest(params, { answer: answer && answer.result ? answer.result : undefined, compact: true }));
+      if (!answer) box.append(h('p', { class: 'muted' }, 'No answer recorded.'));
+    }
+  };
+  const fail = (e) => box.replaceChildren(h('p', { class: 'muted' }, 'No preview: ', e.message));
+  if (n.kind === 'input-request' && n.in) {
+    api('/messages/' + n.in + '/inputs/' + enc(n.key || '')).then((d) =>
+      show(d.params, d.answer === undefined || d.answer === null ? null : { result: d.answer })).catch(fail);
+  } else if (n.request) {
+    api('/messages/' + n.request).then((d) => {
+      const req = parse(d.raw || '').value || {};
+      const ans = d.answer ? parse(d.answer).value : null;
+      return show(req.params, ans);
+    }).catch(fail);
+  } else {
+    box.replaceChildren(h('p', { class: 'muted' }, 'Nothing to preview.'));
+  }
+  return box;
+}
+
+// treeTools is the filter box and the next-error / next-finding buttons,
+// with their keys (/, e, f; E and F go back).
+function treeTools(tree, roots) {
+  const input = h('input', { type: 'search', class: 'tree-filter', placeholder: 'Filter: method, tool or text (press /)', 'aria-label': 'filter the calls', autocomplete: 'off' });
+  const count = h('span', { class: 'muted small filter-count', role: 'status' });
+  const jump = (attr, dir) => {
+    const items = [...tree.children].filter((li) => li.getAttribute('role') === 'treeitem' && !li.classList.contains('filtered-out'));
+    const active = document.activeElement && document.activeElement.closest ? document.activeElement.closest('[role=tree] > li[role=treeitem]') : null;
+    let i = active ? items.indexOf(active) : -1;
+    for (let k = 0; k < items.length; k++) {
+      i = (i + dir + items.length) % items.length;
+      if (items[i].hasAttribute(attr)) {
+        const li = items[i];
+        // Open it when what it is about lies below it.
+        const n = li._node;
+        const own = attr === 'data-errors' ? (n.status === 'error' || n.status === 'isError') : (n.findings || []).some((f) => f.kind !== 'redacted');
+        if (!own) li._open(true);
+        focusItem(tree, li);
+        li.scrollIntoView({ block: 'center' });
+        count.textContent = '';
+        return;
+      }
+    }
+    count.textContent = attr === 'data-errors' ? 'No errors.' : 'No findings.';
+  };
+  const nextError = h('button', { type: 'button', class: 'next-error', title: 'next error (e; E goes back)', onclick: () => jump('data-errors', 1) }, 'Next error');
+  const nextFinding = h('button', { type: 'button', class: 'next-finding', title: 'next finding (f; F goes back)', onclick: () => jump('data-findings', 1) }, 'Next finding');
+  let timer;
+  const apply = () => {
+    const q = input.value.trim().toLowerCase();
+    let shown = 0;
+    for (const li of tree.children) {
+      if (li.getAttribute('role') !== 'treeitem') continue;
+      const ok = !q || textOf(li._node).includes(q);
+      li.classList.toggle('filtered-out', !ok);
+      if (ok) shown++;
+    }
+    count.textContent = q ? `${fmtCount(shown)} of ${fmtCount(roots.length)} shown` : '';
+  };
+  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(apply, 80); });
+  const onKey = (e) => {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+    const t = e.target;
+    if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT' || t.isContentEditable)) return;
+    switch (e.key) {
+      case '/': input.focus(); break;
+      case 'e': jump('data-errors', 1); break;
+      case 'E': jump('data-errors', -1); break;
+      case 'f': jump('data-findings', 1); break;
+      case 'F': jump('data-findings', -1); break;
+      default: return;
+    }
+    e.preventDefault();
+  };
+  document.addEventListener('keydown', onKey);
+  return {
+    el: h('div', { class: 'tree-tools' }, input, nextError, nextFinding, count),
+    cleanup: () => { document.removeEventListener('keydown', onKey); clearTimeout(timer); },
+  };
 }
 
 function visibleItems(tree) {
   const out = [];
   const walk = (ul) => {
     for (const li of ul.children) {
-      if (li.getAttribute('role') !== 'treeitem') continue;
+      if (li.getAttribute('role') !== 'treeitem' || li.classList.contains('filtered-out')) continue;
       out.push(li);
       if (li.getAttribute('aria-expanded') === 'true') {
         const g = li.querySelector(':scope > ul[role=group]');
@@ -225,6 +435,7 @@ function focusItem(tree, li, scroll = true) {
 }
 
 function keyNav(e, tree, sid) {
+  if (e.target.closest('a, button, input, select, textarea, summary')) return;
   const li = e.target.closest('li[role=treeitem]');
   if (!li) return;
   const items = visibleItems(tree);
@@ -250,8 +461,9 @@ function keyNav(e, tree, sid) {
       }
       break;
     case 'Enter': {
-      const seq = li.dataset.seq;
-      if (seq) navigate(messagePath(sid, seq));
+      // Messages open; so do the requests inside 2026-07-28 rounds.
+      const href = li.dataset.href;
+      if (href) navigate(href);
       break;
     }
     case ' ': li._open(!open); break;

@@ -6,12 +6,13 @@ import { api } from '../api.js';
 
 const FILTERS = ['q', 'method', 'tool', 'status', 'era', 'findings', 'label', 'since', 'until'];
 
-function toLocalInput(v) {
-  // RFC 3339 in the query string; datetime-local in the form.
+export function toLocalInput(v) {
+  // RFC 3339 in the query string; datetime-local in the form, to the
+  // second (step 1), so a filter keeps the seconds it was given.
   const d = new Date(v);
   if (!v || isNaN(d)) return '';
   const pad = (n) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
 function filterForm(query, navigate) {
@@ -21,10 +22,10 @@ function filterForm(query, navigate) {
     const sel = h('select', { name }, options.map(([v, t]) => h('option', { value: v, selected: (query.get(name) || '') === v }, t)));
     return sel;
   };
-  const time = (name) => h('input', { name, type: 'datetime-local', value: toLocalInput(query.get(name)) });
+  const time = (name) => h('input', { name, type: 'datetime-local', step: '1', value: toLocalInput(query.get(name)) });
   const form = h('form', { class: 'filters', role: 'search' },
     field('q', 'Text in params and results', text('q', 'e.g. Paris')),
-    field('method', 'Method', text('method', 'tools/call')),
+    field('method', 'Method (or its start)', text('method', 'tools, sampling…')),
     field('tool', 'Tool', text('tool', 'echo')),
     field('status', 'Status', select('status', [['', 'any'], ['open', 'open'], ['closed', 'closed'], ['incomplete', 'incomplete'], ['errors', 'with errors'], ['ok', 'without errors']])),
     field('era', 'Era', select('era', [['', 'any'], ['legacy', 'legacy'], ['modern', 'modern (2026-07-28)'], ['http', 'http (no MCP)']])),

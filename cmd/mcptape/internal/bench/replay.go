@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -33,7 +33,7 @@ func replayText(k int) string { return "mcptape-bench-replay-" + strconv.Itoa(k)
 
 // callReplayEcho makes the worker's next call of the replay tape.
 func (w *worker) callReplayEcho(ctx context.Context) (sample, error) {
-	k := w.cursor % w.env.cfg.replayCalls
+	k := w.cursor % w.env.cfg.ReplayCalls
 	w.cursor++
 	_, id := w.nextID()
 	return w.echo(ctx, id, replayText(k))
@@ -42,7 +42,7 @@ func (w *worker) callReplayEcho(ctx context.Context) (sample, error) {
 // startReplay records the replay tape from the live fixture server and
 // starts `mcptape replay server` on it: the replay target.
 func (e *benchEnv) startReplay(ctx context.Context) (*target, error) {
-	n := e.cfg.replayCalls
+	n := e.cfg.ReplayCalls
 	tapePath := filepath.Join(e.dir, "replay.tape.json")
 	e.progress("replay: recording %d echo calls to the live fixture server into %s", n, tapePath)
 	if err := e.recordReplayTape(ctx, tapePath); err != nil {
@@ -88,13 +88,13 @@ func (e *benchEnv) recordReplayTape(ctx context.Context, path string) (err error
 	w := e.newWorker(t)
 	var callErr error
 	last := time.Now()
-	for i := range e.cfg.replayCalls {
+	for i := range e.cfg.ReplayCalls {
 		if _, callErr = w.callReplayEcho(ctx); callErr != nil {
-			callErr = fmt.Errorf("call %d of %d: %w", i+1, e.cfg.replayCalls, callErr)
+			callErr = fmt.Errorf("call %d of %d: %w", i+1, e.cfg.ReplayCalls, callErr)
 			break
 		}
 		if time.Since(last) > 2*time.Second {
-			e.progress("replay: %d of %d calls recorded", i+1, e.cfg.replayCalls)
+			e.progress("replay: %d of %d calls recorded", i+1, e.cfg.ReplayCalls)
 			last = time.Now()
 		}
 	}

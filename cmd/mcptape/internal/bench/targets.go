@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -26,10 +26,11 @@ import (
 	"github.com/mcptape/mcptape/fixtures"
 )
 
-// benchCommand returns a command that runs this program with args. The
-// bench's children are this binary re-executed; a test replaces this,
-// since a test binary is not mcptape.
-var benchCommand = func(args ...string) (*exec.Cmd, error) {
+// Command returns a command that runs mcptape with args: the bench's
+// servers and proxies are mcptape processes. By default it re-executes
+// this program (the mcptape binary); a test, whose binary is not mcptape,
+// replaces it.
+var Command = func(args ...string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to start the bench's servers: %w", err)
@@ -45,7 +46,7 @@ const (
 
 // benchEnv is the bench's processes and their targets.
 type benchEnv struct {
-	cfg      *benchConfig
+	cfg      *Config
 	dir      string
 	progress func(format string, a ...any)
 
@@ -177,7 +178,7 @@ var urlRE = regexp.MustCompile(`https?://[^\s/,]+`)
 // prints on the first stdout line that contains marker. The rest of its
 // stdout goes to its log.
 func (e *benchEnv) startListener(ctx context.Context, name, marker string, args ...string) (*child, string, error) {
-	cmd, err := benchCommand(args...)
+	cmd, err := Command(args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -250,7 +251,7 @@ func (e *benchEnv) start(ctx context.Context) error {
 	}
 	e.fixtureBase = base
 	e.progress("fixture server at %s", base)
-	for _, name := range e.cfg.targets {
+	for _, name := range e.cfg.Targets {
 		t := &target{name: name}
 		switch name {
 		case tgDirect:
@@ -294,7 +295,7 @@ func (e *benchEnv) start(ctx context.Context) error {
 		}
 		e.progress("%s at %s", name, t.base)
 	}
-	if slices.Contains(e.cfg.scenarios, scReplay) {
+	if slices.Contains(e.cfg.Scenarios, scReplay) {
 		t, err := e.startReplay(ctx)
 		if err != nil {
 			return err
@@ -425,7 +426,7 @@ http {
 // skipped when there is no nginx.
 func (e *benchEnv) startNginx(ctx context.Context, t *target) error {
 	const install = "install it with `apt-get install nginx` (or pass --nginx PATH) to compare with nginx"
-	bin := findNginx(e.cfg.nginx)
+	bin := findNginx(e.cfg.Nginx)
 	if bin == "" {
 		t.skip = "no nginx binary found; " + install
 		return nil
@@ -517,21 +518,12 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// runBenchPlainProxy is the hidden `mcptape bench plain-proxy`: a stock
-// httputil.ReverseProxy, as a Go programmer would write one, recording
-// nothing. It deliberately forwards the inbound body as it is, so it has
-// the request-body race of libraries.md §3.6b.
-func runBenchPlainProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench plain-proxy", stderr)
-	upstream := fs.String("upstream", "", "the server's base URL (required)")
-	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	up, err := url.Parse(*upstream)
-	if err != nil || up.Host == "" {
-		return usagef("--upstream %q is not a URL like http://127.0.0.1:3001", *upstream)
-	}
+// PlainProxy is the hidden `mcptape bench plain-proxy`: a stock
+// httputil.ReverseProxy to upstream, as a Go programmer would write one,
+// recording nothing, listening on listen until ctx ends. It deliberately
+// forwards the inbound body as it is, so it has the request-body race of
+// libraries.md §3.6b.
+func PlainProxy(ctx context.Context, up *url.URL, listen string, stdout, stderr io.Writer) error {
 	errLog := log.New(stderr, "plain-proxy: ", log.LstdFlags|log.Lmicroseconds)
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(up) },
@@ -544,7 +536,7 @@ func runBenchPlainProxy(ctx context.Context, args []string, stdout, stderr io.Wr
 		},
 		ErrorLog: errLog,
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"cmp"
@@ -42,15 +42,15 @@ func (e *benchEnv) scenario(id string) *scenarioSpec {
 	case scEcho1:
 		return &scenarioSpec{id: id, title: "echo, concurrency 1", short: "echo c=1", conc: 1, call: (*worker).callEcho}
 	case scEcho32:
-		return &scenarioSpec{id: id, title: fmt.Sprintf("echo, concurrency %d", c.concurrency),
-			short: fmt.Sprintf("echo c=%d", c.concurrency), conc: c.concurrency, call: (*worker).callEcho}
+		return &scenarioSpec{id: id, title: fmt.Sprintf("echo, concurrency %d", c.Concurrency),
+			short: fmt.Sprintf("echo c=%d", c.Concurrency), conc: c.Concurrency, call: (*worker).callEcho}
 	case scBig:
-		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results (big tool), concurrency %d", sizeText(c.bigBytes), c.bigConc),
-			short: sizeText(c.bigBytes) + " results", conc: c.bigConc, payload: c.bigBytes,
-			call: func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, c.bigBytes) }}
+		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results (big tool), concurrency %d", sizeText(c.BigBytes), c.BigConc),
+			short: sizeText(c.BigBytes) + " results", conc: c.BigConc, payload: c.BigBytes,
+			call: func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, c.BigBytes) }}
 	case scSSE:
-		return &scenarioSpec{id: id, title: fmt.Sprintf("SSE first event (slow tool, %d progress events over %s), concurrency %d", c.sseSteps, c.sseDuration, c.sseConc),
-			short: "SSE first event", conc: c.sseConc, first: true, call: (*worker).callSlow}
+		return &scenarioSpec{id: id, title: fmt.Sprintf("SSE first event (slow tool, %d progress events over %s), concurrency %d", c.SSESteps, c.SSEDuration, c.SSEConc),
+			short: "SSE first event", conc: c.SSEConc, first: true, call: (*worker).callSlow}
 	case scSampling:
 		return &scenarioSpec{id: id, title: "sampling round trip, 2025-11-25 (stateful: server→client request, answer POSTed), concurrency 1",
 			short: "sampling 2025-11-25", conc: 1, setup: (*worker).initLegacy, teardown: (*worker).closeLegacy, call: (*worker).callSampling}
@@ -59,12 +59,12 @@ func (e *benchEnv) scenario(id string) *scenarioSpec {
 			short: "MRTR 2026-07-28", conc: 1, call: (*worker).callMRTR}
 	case scReplay:
 		return &scenarioSpec{id: id, title: fmt.Sprintf("`mcptape replay server --timing fast` against the live fixture server: the same echo calls, "+
-			"concurrency 1, from a tape of %d distinct recorded calls", c.replayCalls),
+			"concurrency 1, from a tape of %d distinct recorded calls", c.ReplayCalls),
 			short: "replay vs live", conc: 1, only: []string{tgDirect, tgReplay}, call: (*worker).callReplayEcho}
 	case scHuge:
-		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results, concurrency %d, %d calls per batch, peak RSS", sizeText(c.hugeBytes), c.hugeConc, c.hugeCalls),
-			short: sizeText(c.hugeBytes) + " results", conc: c.hugeConc, calls: c.hugeCalls, payload: c.hugeBytes, rss: true,
-			call: func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, c.hugeBytes) }}
+		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results, concurrency %d, %d calls per batch, peak RSS", sizeText(c.HugeBytes), c.HugeConc, c.HugeCalls),
+			short: sizeText(c.HugeBytes) + " results", conc: c.HugeConc, calls: c.HugeCalls, payload: c.HugeBytes, rss: true,
+			call: func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, c.HugeBytes) }}
 	}
 	panic("unknown scenario " + id)
 }
@@ -171,21 +171,21 @@ type accum struct {
 	cpuTicks int64
 }
 
-// scenarioResult is one scenario's figures for every target.
-type scenarioResult struct {
+// ScenarioResult is one scenario's figures for every target.
+type ScenarioResult struct {
 	ID          string              `json:"id"`
 	Title       string              `json:"title"`
 	Short       string              `json:"short"`
 	Concurrency int                 `json:"concurrency"`
 	Payload     int                 `json:"payload_bytes,omitempty"`
-	Targets     map[string]*figures `json:"targets"`
-	Recorder    *recorderCheck      `json:"recorder,omitempty"`
+	Targets     map[string]*Figures `json:"targets"`
+	Recorder    *RecorderCheck      `json:"recorder,omitempty"`
 	spec        *scenarioSpec
 }
 
-// figures are one target's numbers in one scenario. Pointers are nil when
+// Figures are one target's numbers in one scenario. Pointers are nil when
 // a figure does not apply (no CPU for direct, say).
-type figures struct {
+type Figures struct {
 	Calls         int               `json:"calls"`
 	Failed        int               `json:"failed"`
 	Errors        map[string]int    `json:"errors,omitempty"`
@@ -203,9 +203,9 @@ type figures struct {
 	PeakRSS       *float64          `json:"peak_rss_mb,omitempty"`
 }
 
-// recorderCheck compares what the load generator exchanged through mcptape
+// RecorderCheck compares what the load generator exchanged through mcptape
 // in one scenario with what the recorder decoded and stored.
-type recorderCheck struct {
+type RecorderCheck struct {
 	ClientSent     int64  `json:"client_sent"`
 	ClientReceived int64  `json:"client_received"`
 	Messages       int64  `json:"recorder_messages"`
@@ -217,7 +217,7 @@ type recorderCheck struct {
 	Note           string `json:"note,omitempty"`
 }
 
-func (r *recorderCheck) client() int64 { return r.ClientSent + r.ClientReceived }
+func (r *RecorderCheck) Client() int64 { return r.ClientSent + r.ClientReceived }
 
 func (e *benchEnv) target(name string) *target {
 	for _, t := range e.targets {
@@ -270,11 +270,11 @@ func peakKB(t *target) int64 {
 }
 
 // runScenario runs one scenario's rounds, interleaving the targets.
-func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenarioResult, error) {
+func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*ScenarioResult, error) {
 	cfg := e.cfg
 	live := e.measured(sc)
-	res := &scenarioResult{ID: sc.id, Title: sc.title, Short: sc.short, Concurrency: sc.conc, Payload: sc.payload,
-		Targets: map[string]*figures{}, spec: sc}
+	res := &ScenarioResult{ID: sc.id, Title: sc.title, Short: sc.short, Concurrency: sc.conc, Payload: sc.payload,
+		Targets: map[string]*Figures{}, spec: sc}
 	rec := e.target(tgMcptape)
 	if rec != nil && !slices.Contains(live, rec) {
 		rec = nil
@@ -319,7 +319,7 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenario
 
 	// Warm up: connections, the proxies' pools, the fixture's code paths.
 	for _, t := range live {
-		calls, d := sc.calls, cfg.warmup
+		calls, d := sc.calls, cfg.Warmup
 		if calls == 0 && d == 0 {
 			calls = sc.conc
 		}
@@ -338,11 +338,11 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenario
 		return nil, err
 	}
 
-	calls, d := sc.calls, cfg.batch
+	calls, d := sc.calls, cfg.Batch
 	if calls == 0 {
-		calls = cfg.calls
+		calls = cfg.Calls
 	}
-	for r := range cfg.rounds {
+	for r := range cfg.Rounds {
 		var line []string
 		for k := range live {
 			t := live[(r+k)%len(live)]
@@ -369,7 +369,7 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenario
 			}
 			line = append(line, s)
 		}
-		e.progress("  round %d/%d: %s", r+1, cfg.rounds, strings.Join(line, " | "))
+		e.progress("  round %d/%d: %s", r+1, cfg.Rounds, strings.Join(line, " | "))
 	}
 
 	if sc.teardown != nil {
@@ -410,12 +410,12 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenario
 	}
 
 	if rec != nil && rec.live() {
-		rc := &recorderCheck{}
+		rc := &RecorderCheck{}
 		for _, w := range workers[tgMcptape] {
 			rc.ClientSent += w.sent
 			rc.ClientReceived += w.recv
 		}
-		after, err := e.recorderIdle(ctx, &before, rc.client())
+		after, err := e.recorderIdle(ctx, &before, rc.Client())
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -433,9 +433,9 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*scenario
 		rc.Lost = after.Lost - before.Lost
 		rc.Dropped = after.Dropped - before.Dropped
 		rc.StoreErrors = after.StoreErrors - before.StoreErrors
-		rc.Match = rc.Messages == rc.client() && rc.Stored == rc.client() && rc.Lost == 0 && rc.Dropped == 0
+		rc.Match = rc.Messages == rc.Client() && rc.Stored == rc.Client() && rc.Lost == 0 && rc.Dropped == 0
 		if !rc.Match {
-			rc.Note = fmt.Sprintf("client %d, decoded %d, stored %d, lost %d, dropped %d", rc.client(), rc.Messages, rc.Stored, rc.Lost, rc.Dropped)
+			rc.Note = fmt.Sprintf("client %d, decoded %d, stored %d, lost %d, dropped %d", rc.Client(), rc.Messages, rc.Stored, rc.Lost, rc.Dropped)
 			if after.LastError != "" {
 				rc.Note += "; last store error: " + after.LastError
 			}
@@ -483,8 +483,8 @@ func (e *benchEnv) recorderIdle(ctx context.Context, base *capture.Stats, want i
 	}
 }
 
-func (a *accum) figures(sc *scenarioSpec, t *target) *figures {
-	f := &figures{Calls: a.calls, Failed: a.failed, Errors: a.errs, ErrorExamples: a.examples}
+func (a *accum) figures(sc *scenarioSpec, t *target) *Figures {
+	f := &Figures{Calls: a.calls, Failed: a.failed, Errors: a.errs, ErrorExamples: a.examples}
 	if len(a.lats) > 0 {
 		f.P50 = ptr(us(percentile(a.lats, 0.5)))
 		f.P99 = ptr(us(percentile(a.lats, 0.99)))

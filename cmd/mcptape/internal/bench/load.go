@@ -1,7 +1,6 @@
-package main
+package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -74,26 +73,18 @@ type worker struct {
 	// cursor is the next call of the replay tape (replay scenario).
 	cursor int
 
-	br   *bufio.Reader
-	line []byte
-	data []byte
+	sse protocol.SSEParser
+	buf []byte
 }
 
 func (e *benchEnv) newWorker(t *target) *worker {
-	return &worker{env: e, t: t, br: bufio.NewReaderSize(nil, 64<<10)}
+	return &worker{env: e, t: t}
 }
 
 // sample is what one successful call measured.
 type sample struct {
 	lat   time.Duration // request sent → response complete
 	first time.Duration // request sent → first progress event
-}
-
-// sseEvent is one SSE message event; data is valid only during the
-// callback.
-type sseEvent struct {
-	typ  string
-	data []byte
 }
 
 // exchange sends one HTTP request and reads the whole response, calling
@@ -153,89 +144,53 @@ func countMessages(b []byte) int {
 	return 1
 }
 
-// readSSE reads an SSE stream to its end. Like the recorder, it counts
-// every block: a message event as its messages, any other block (a priming
-// event, a comment) as one frame.
+// readSSE reads an SSE stream to its end with protocol's parser, the
+// recorder's own. Like the recorder, it counts every block: a message event
+// as its messages, any other block (a priming event, a comment) as one
+// frame.
 func (w *worker) readSSE(body io.Reader, onMessage func([]byte) error) error {
-	w.br.Reset(body)
-	defer w.br.Reset(nil)
-	var (
-		typ              string
-		started, hasData bool
-		cbErr            error
-	)
-	data := w.data[:0]
-	dispatch := func() {
-		if hasData && len(data) > 0 && (typ == "" || typ == "message") {
-			w.recv += int64(countMessages(data))
-			if cbErr == nil && onMessage != nil {
-				cbErr = onMessage(data)
-			}
-		} else {
-			w.recv++
+	p := &w.sse
+	p.Reset()
+	p.MaxEventSize = maxEvent
+	var cbErr error
+	unterminated := false
+	emit := func(e *protocol.Event) {
+		if e.Unterminated {
+			unterminated = true
 		}
-		typ, started, hasData, data = "", false, false, data[:0]
+		if !e.IsMessage() || e.Unterminated || e.Oversize {
+			w.recv++
+			return
+		}
+		w.recv += int64(countMessages(e.Data))
+		if cbErr == nil && onMessage != nil {
+			cbErr = onMessage(e.Data)
+		}
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, 32<<10)
 	}
 	for {
-		line, err := w.readLine()
-		if err != nil {
-			w.data = data
-			if started || len(line) > 0 {
-				// The recorder stores the unterminated block as well.
-				w.recv++
-				return failf(errTruncated, "the stream ended inside an SSE event (%v)", err)
-			}
-			if err != io.EOF {
-				return failf(errTruncated, "reading the stream: %v", err)
-			}
-			return cbErr
-		}
-		if len(line) == 0 {
-			dispatch()
+		n, err := body.Read(w.buf)
+		p.Feed(w.buf[:n], emit)
+		if err == nil {
 			continue
 		}
-		started = true
-		if line[0] == ':' {
-			continue
+		p.Close(emit)
+		switch {
+		case unterminated:
+			// The recorder stores the unterminated block as well.
+			return failf(errTruncated, "the stream ended inside an SSE event (%v)", err)
+		case err != io.EOF:
+			return failf(errTruncated, "reading the stream: %v", err)
 		}
-		field, value := line, []byte(nil)
-		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			field, value = line[:i], bytes.TrimPrefix(line[i+1:], []byte(" "))
-		}
-		switch string(field) {
-		case "event":
-			typ = string(value)
-		case "data":
-			if hasData {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-			hasData = true
-		}
+		return cbErr
 	}
 }
 
-// readLine returns the next line without its terminator (LF or CRLF). At
-// the end of the stream it returns the unterminated rest with the error.
-func (w *worker) readLine() ([]byte, error) {
-	line, err := w.br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		w.line = append(w.line[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = w.br.ReadSlice('\n')
-			w.line = append(w.line, line...)
-		}
-		line = w.line
-	}
-	if err != nil {
-		return line, err
-	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, nil
-}
+// maxEvent bounds one SSE event the load generator reads: above any
+// result size the bench asks for.
+const maxEvent = 1 << 30
 
 // rpcMsg is the part of a JSON-RPC message the checks look at.
 type rpcMsg struct {
@@ -380,7 +335,7 @@ func (w *worker) nextID() (int64, string) {
 
 // modernMeta is the _meta every 2026-07-28 request carries.
 func modernMeta(caps string, progressToken string) string {
-	info, _ := json.Marshal(map[string]string{"name": benchClientName, "version": version})
+	info, _ := json.Marshal(map[string]string{"name": benchClientName, "version": mcptapeVersion})
 	s := `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + versionModern + `",` +
 		`"io.modelcontextprotocol/clientCapabilities":` + caps + `,` +
 		`"io.modelcontextprotocol/clientInfo":` + string(info)
@@ -461,7 +416,7 @@ func (w *worker) callSlow(ctx context.Context) (sample, error) {
 	cfg := w.env.cfg
 	_, id := w.nextID()
 	token := "bench-" + id
-	args := fmt.Sprintf(`{"duration_ms":%d,"steps":%d}`, cfg.sseDuration.Milliseconds(), cfg.sseSteps)
+	args := fmt.Sprintf(`{"duration_ms":%d,"steps":%d}`, cfg.SSEDuration.Milliseconds(), cfg.SSESteps)
 	var first time.Duration
 	progress := 0
 	start := time.Now()
@@ -488,8 +443,8 @@ func (w *worker) callSlow(ctx context.Context) (sample, error) {
 	if _, err := c.tool(); err != nil {
 		return sample{}, err
 	}
-	if progress != cfg.sseSteps {
-		return sample{}, failf(errBad, "%d progress notifications, want %d", progress, cfg.sseSteps)
+	if progress != cfg.SSESteps {
+		return sample{}, failf(errBad, "%d progress notifications, want %d", progress, cfg.SSESteps)
 	}
 	return sample{lat: lat, first: first}, nil
 }
@@ -556,7 +511,7 @@ func (w *worker) callMRTR(ctx context.Context) (sample, error) {
 // initLegacy opens a 2025-11-25 session on the stateful endpoint for the
 // sampling scenario.
 func (w *worker) initLegacy(ctx context.Context) error {
-	info, _ := json.Marshal(map[string]string{"name": benchClientName, "version": version})
+	info, _ := json.Marshal(map[string]string{"name": benchClientName, "version": mcptapeVersion})
 	_, id := w.nextID()
 	body := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"initialize","params":{"protocolVersion":"` + versionLegacy +
 		`","capabilities":{"sampling":{}},"clientInfo":` + string(info) + `}}`)

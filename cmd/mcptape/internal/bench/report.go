@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"encoding/json"
@@ -11,17 +11,17 @@ import (
 	"time"
 )
 
-// benchReport is everything `mcptape bench` measured; --json writes it.
-type benchReport struct {
+// Report is everything `mcptape bench` measured; --json writes it.
+type Report struct {
 	Machine   machineInfo       `json:"machine"`
 	Config    map[string]any    `json:"config"`
 	Started   time.Time         `json:"started"`
 	Duration  time.Duration     `json:"duration_ns"`
 	Targets   []targetInfo      `json:"targets"`
-	Scenarios []*scenarioResult `json:"scenarios"`
+	Scenarios []*ScenarioResult `json:"scenarios"`
 	// PeakRSS is each proxy's highest VmHWM over the whole run, in MB.
 	PeakRSS  map[string]float64 `json:"peak_rss_mb"`
-	Verdicts []verdict          `json:"verdicts"`
+	Verdicts []Verdict          `json:"verdicts"`
 }
 
 type machineInfo struct {
@@ -45,8 +45,8 @@ type targetInfo struct {
 	Exited string `json:"exited,omitempty"`
 }
 
-// verdict is one of the performance targets, passed or not.
-type verdict struct {
+// Verdict is one of the performance targets, passed or not.
+type Verdict struct {
 	Issue   string `json:"issue"`
 	Name    string `json:"name"`
 	Pass    bool   `json:"pass"`
@@ -57,20 +57,20 @@ type verdict struct {
 func machine(nginx string) machineInfo {
 	return machineInfo{
 		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(), Kernel: kernelRelease(),
-		Go: runtime.Version(), Mcptape: version, Nginx: nginx, TempDir: os.TempDir(),
+		Go: runtime.Version(), Mcptape: mcptapeVersion, Nginx: nginx, TempDir: os.TempDir(),
 	}
 }
 
-func (c *benchConfig) toJSON() map[string]any {
+func (c *Config) toJSON() map[string]any {
 	return map[string]any{
-		"scenarios": c.scenarios, "targets": c.targets, "rounds": c.rounds, "batch": c.batch.String(), "calls": c.calls,
-		"warmup": c.warmup.String(), "concurrency": c.concurrency, "big_bytes": c.bigBytes, "big_concurrency": c.bigConc,
-		"sse_duration": c.sseDuration.String(), "sse_steps": c.sseSteps, "sse_concurrency": c.sseConc,
-		"huge_bytes": c.hugeBytes, "huge_concurrency": c.hugeConc, "huge_calls": c.hugeCalls,
+		"scenarios": c.Scenarios, "targets": c.Targets, "rounds": c.Rounds, "batch": c.Batch.String(), "calls": c.Calls,
+		"warmup": c.Warmup.String(), "concurrency": c.Concurrency, "big_bytes": c.BigBytes, "big_concurrency": c.BigConc,
+		"sse_duration": c.SSEDuration.String(), "sse_steps": c.SSESteps, "sse_concurrency": c.SSEConc,
+		"huge_bytes": c.HugeBytes, "huge_concurrency": c.HugeConc, "huge_calls": c.HugeCalls,
 	}
 }
 
-func (r *benchReport) scenario(id string) *scenarioResult {
+func (r *Report) scenario(id string) *ScenarioResult {
 	for _, s := range r.Scenarios {
 		if s.ID == id {
 			return s
@@ -79,14 +79,14 @@ func (r *benchReport) scenario(id string) *scenarioResult {
 	return nil
 }
 
-func (r *benchReport) fig(id, target string) *figures {
+func (r *Report) Fig(id, target string) *Figures {
 	if s := r.scenario(id); s != nil {
 		return s.Targets[target]
 	}
 	return nil
 }
 
-func (r *benchReport) ran(target string) bool {
+func (r *Report) ran(target string) bool {
 	for _, t := range r.Targets {
 		if t.Name == target {
 			return t.Skipped == ""
@@ -96,7 +96,7 @@ func (r *benchReport) ran(target string) bool {
 }
 
 // finish reads the whole-run peaks and judges the targets.
-func (r *benchReport) finish(e *benchEnv) {
+func (r *Report) finish(e *benchEnv) {
 	r.PeakRSS = map[string]float64{}
 	for i, t := range e.targets {
 		if t.live() && t.proc != nil && t.proc.exited() {
@@ -112,7 +112,7 @@ func (r *benchReport) finish(e *benchEnv) {
 	r.Verdicts = r.judge()
 }
 
-func (r *benchReport) failed() int {
+func (r *Report) failed() int {
 	n := 0
 	for _, v := range r.Verdicts {
 		if !v.Pass && !v.Skipped {
@@ -124,31 +124,31 @@ func (r *benchReport) failed() int {
 
 // judge applies the performance targets of issues 2 (against the plain Go
 // proxy), 5 (against nginx) and 4 (the replay server against the live one).
-func (r *benchReport) judge() []verdict {
+func (r *Report) judge() []Verdict {
 	out := r.judgeProxies()
 	// Issue 4: the replay server answers at least as fast as the live one.
-	if rp, d := r.fig(scReplay, tgReplay), r.fig(scReplay, tgDirect); rp != nil && d != nil && rp.CallsPerSec != nil && d.CallsPerSec != nil {
-		out = append(out, verdict{Issue: "4", Name: "replay server: calls/s ≥ the live server's, none failed", Pass: *rp.CallsPerSec >= *d.CallsPerSec && rp.Failed == 0,
+	if rp, d := r.Fig(scReplay, tgReplay), r.Fig(scReplay, tgDirect); rp != nil && d != nil && rp.CallsPerSec != nil && d.CallsPerSec != nil {
+		out = append(out, Verdict{Issue: "4", Name: "replay server: calls/s ≥ the live server's, none failed", Pass: *rp.CallsPerSec >= *d.CallsPerSec && rp.Failed == 0,
 			Detail: fmt.Sprintf("replay %s (%d failed) ≥ live %s", num(*rp.CallsPerSec, "/s"), rp.Failed, num(*d.CallsPerSec, "/s"))})
 	}
 	return out
 }
 
 // judgeProxies applies the proxy targets of issues 2 and 5.
-func (r *benchReport) judgeProxies() []verdict {
-	var out []verdict
+func (r *Report) judgeProxies() []Verdict {
+	var out []Verdict
 	if !r.ran(tgMcptape) {
 		return nil
 	}
 	add := func(issue, name string, ok bool, detail string) {
-		out = append(out, verdict{Issue: issue, Name: name, Pass: ok, Detail: detail})
+		out = append(out, Verdict{Issue: issue, Name: name, Pass: ok, Detail: detail})
 	}
 	skip := func(issue, name, why string) {
-		out = append(out, verdict{Issue: issue, Name: name, Skipped: true, Detail: why})
+		out = append(out, Verdict{Issue: issue, Name: name, Skipped: true, Detail: why})
 	}
 	// atMost checks mcptape's figure ≤ factor × the other target's.
-	ratio := func(issue, name, scenario, other string, factor float64, get func(*figures) *float64, unit string, atLeast bool) {
-		m, o := r.fig(scenario, tgMcptape), r.fig(scenario, other)
+	ratio := func(issue, name, scenario, other string, factor float64, get func(*Figures) *float64, unit string, atLeast bool) {
+		m, o := r.Fig(scenario, tgMcptape), r.Fig(scenario, other)
 		if m == nil || o == nil || get(m) == nil || get(o) == nil {
 			skip(issue, name, "not measured: run the "+scenario+" scenario with the "+other+" and mcptape targets")
 			return
@@ -167,15 +167,15 @@ func (r *benchReport) judgeProxies() []verdict {
 			add(issue, name, mv <= limit, fmt.Sprintf("mcptape %s ≤ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
 		}
 	}
-	added := func(f *figures) *float64 { return f.AddedP50 }
-	rate := func(f *figures) *float64 { return f.CallsPerSec }
-	cpuCall := func(f *figures) *float64 { return f.CPUPerCall }
-	cpuMiB := func(f *figures) *float64 { return f.CPUPerMiB }
-	firstAdded := func(f *figures) *float64 { return f.FirstAdded }
+	added := func(f *Figures) *float64 { return f.AddedP50 }
+	rate := func(f *Figures) *float64 { return f.CallsPerSec }
+	cpuCall := func(f *Figures) *float64 { return f.CPUPerCall }
+	cpuMiB := func(f *Figures) *float64 { return f.CPUPerMiB }
+	firstAdded := func(f *Figures) *float64 { return f.FirstAdded }
 
 	firstMax := func(issue string) {
 		name := "SSE first event: added delay ≤ 1 ms"
-		f := r.fig(scSSE, tgMcptape)
+		f := r.Fig(scSSE, tgMcptape)
 		if f == nil || f.FirstAdded == nil {
 			skip(issue, name, "not measured: run the sse scenario")
 			return
@@ -219,7 +219,7 @@ func (r *benchReport) judgeProxies() []verdict {
 	add("2", "every call through mcptape succeeded", failedCalls == 0, fmt.Sprintf("%d failed of %d", failedCalls, calls+failedCalls))
 	peakRSS := func(issue string) {
 		name := "peak RSS < 150 MB with large results in flight"
-		f := r.fig(scHuge, tgMcptape)
+		f := r.Fig(scHuge, tgMcptape)
 		if f == nil || f.PeakRSS == nil {
 			skip(issue, name, "not measured: run the huge scenario")
 			return
@@ -267,32 +267,32 @@ type row struct {
 	signed, ratio    bool
 }
 
-func (r *benchReport) rows() []row {
+func (r *Report) rows() []row {
 	var rows []row
 	for _, s := range r.Scenarios {
-		add := func(metric string, prec int, signed, ratio bool, get func(*figures) *float64) {
+		add := func(metric string, prec int, signed, ratio bool, get func(*Figures) *float64) {
 			rw := row{scenario: s.Short, metric: metric, vals: map[string]*float64{}, prec: prec, signed: signed, ratio: ratio}
 			for name, f := range s.Targets {
 				rw.vals[name] = get(f)
 			}
 			rows = append(rows, rw)
 		}
-		p50 := func(f *figures) *float64 { return f.P50 }
-		p99 := func(f *figures) *float64 { return f.P99 }
-		ms := func(get func(*figures) *float64) func(*figures) *float64 {
-			return func(f *figures) *float64 {
+		p50 := func(f *Figures) *float64 { return f.P50 }
+		p99 := func(f *Figures) *float64 { return f.P99 }
+		ms := func(get func(*Figures) *float64) func(*Figures) *float64 {
+			return func(f *Figures) *float64 {
 				if v := get(f); v != nil {
 					return ptr(*v / 1000)
 				}
 				return nil
 			}
 		}
-		added := func(f *figures) *float64 { return f.AddedP50 }
-		rate := func(f *figures) *float64 { return f.CallsPerSec }
-		mibs := func(f *figures) *float64 { return f.MiBPerSec }
-		cpuCall := func(f *figures) *float64 { return f.CPUPerCall }
-		cpuMiB := func(f *figures) *float64 { return f.CPUPerMiB }
-		failed := func(f *figures) *float64 { return ptr(float64(f.Failed)) }
+		added := func(f *Figures) *float64 { return f.AddedP50 }
+		rate := func(f *Figures) *float64 { return f.CallsPerSec }
+		mibs := func(f *Figures) *float64 { return f.MiBPerSec }
+		cpuCall := func(f *Figures) *float64 { return f.CPUPerCall }
+		cpuMiB := func(f *Figures) *float64 { return f.CPUPerMiB }
+		failed := func(f *Figures) *float64 { return ptr(float64(f.Failed)) }
 		switch s.ID {
 		case scEcho1, scSampling, scMRTR:
 			add("p50 latency (µs)", 0, false, true, p50)
@@ -306,7 +306,7 @@ func (r *benchReport) rows() []row {
 			add("calls/s", 0, false, true, rate)
 			add("p50 latency (µs)", 0, false, true, p50)
 			add("p99 latency (µs)", 0, false, true, p99)
-			add("calls/s ÷ live (direct)", 2, false, false, func(f *figures) *float64 {
+			add("calls/s ÷ live (direct)", 2, false, false, func(f *Figures) *float64 {
 				d := s.Targets[tgDirect]
 				if f == d || f.CallsPerSec == nil || d == nil || d.CallsPerSec == nil || *d.CallsPerSec <= 0 {
 					return nil
@@ -325,12 +325,12 @@ func (r *benchReport) rows() []row {
 			add("p50 latency (ms)", 2, false, true, ms(p50))
 			add("proxy CPU per MiB (ms)", 2, false, true, cpuMiB)
 			if s.ID == scHuge {
-				add("peak RSS during the scenario (MB)", 1, false, true, func(f *figures) *float64 { return f.PeakRSS })
+				add("peak RSS during the scenario (MB)", 1, false, true, func(f *Figures) *float64 { return f.PeakRSS })
 			}
 		case scSSE:
-			add("first event p50 (µs)", 0, false, true, func(f *figures) *float64 { return f.FirstP50 })
-			add("first event p99 (µs)", 0, false, true, func(f *figures) *float64 { return f.FirstP99 })
-			add("first event added p50 over direct (µs)", 0, true, true, func(f *figures) *float64 { return f.FirstAdded })
+			add("first event p50 (µs)", 0, false, true, func(f *Figures) *float64 { return f.FirstP50 })
+			add("first event p99 (µs)", 0, false, true, func(f *Figures) *float64 { return f.FirstP99 })
+			add("first event added p50 over direct (µs)", 0, true, true, func(f *Figures) *float64 { return f.FirstAdded })
 			add("call p50 (ms)", 2, false, true, ms(p50))
 			add("proxy CPU per call (µs)", 0, false, true, cpuCall)
 		}
@@ -356,7 +356,7 @@ func cell(v *float64, prec int, signed bool) string {
 	return fmt.Sprintf("%.*f", prec, *v)
 }
 
-func (r *benchReport) writeMarkdown(w io.Writer) {
+func (r *Report) writeMarkdown(w io.Writer) {
 	m := r.Machine
 	var live []string
 	for _, t := range r.Targets {
@@ -376,7 +376,7 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario, each round one %s per target in rotating order (interleaved); %s in all\n",
 		r.Config["rounds"], batch, r.Duration.Round(time.Second))
-	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (no §3.6b fix); "+
+	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (without mcptape's fix for the request-body race that cuts streams); "+
 		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
 		"replay = `mcptape replay server` on a tape recorded from the fixture server (replay scenario only)\n", m.TempDir)
 	for _, t := range r.Targets {
@@ -467,7 +467,7 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 			if !rc.Match {
 				mark = "**DIFFERENT**"
 			}
-			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %s |\n", s.Short, rc.ClientSent, rc.ClientReceived, rc.client(), rc.Messages, rc.Stored, rc.Lost, rc.Dropped, mark)
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %s |\n", s.Short, rc.ClientSent, rc.ClientReceived, rc.Client(), rc.Messages, rc.Stored, rc.Lost, rc.Dropped, mark)
 		}
 	}
 
@@ -485,7 +485,7 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 				case "5":
 					what = "mcptape against nginx"
 				}
-				fmt.Fprintf(w, "\n### issue %s: %s\n\n", issue, what)
+				fmt.Fprintf(w, "\n### %s\n\n", what)
 			}
 			status := "**FAIL**"
 			switch {
@@ -506,7 +506,7 @@ func (r *benchReport) writeMarkdown(w io.Writer) {
 	}
 }
 
-func (r *benchReport) writeJSON(path string) error {
+func (r *Report) writeJSON(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

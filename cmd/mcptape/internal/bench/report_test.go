@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeReport is a bench report with made-up figures: direct, plain, nginx
+// and mcptape in every proxy scenario, and the replay server beside direct.
+func fakeReport(mod func(r *Report)) *Report {
+	f := func(v float64) *float64 { return &v }
+	r := &Report{PeakRSS: map[string]float64{tgMcptape: 60}, Config: (&Config{Rounds: 5, Batch: time.Second}).toJSON()}
+	for _, name := range []string{tgDirect, tgPlain, tgNginx, tgMcptape, tgReplay} {
+		r.Targets = append(r.Targets, targetInfo{Name: name})
+	}
+	sc := func(id, short string, t map[string]*Figures) {
+		r.Scenarios = append(r.Scenarios, &ScenarioResult{ID: id, Short: short, Targets: t,
+			Recorder: &RecorderCheck{ClientSent: 10, ClientReceived: 10, Messages: 20, Stored: 20, Match: true}})
+	}
+	sc(scEcho1, "echo c=1", map[string]*Figures{
+		tgDirect:  {Calls: 100, P50: f(300)},
+		tgPlain:   {Calls: 100, P50: f(600), AddedP50: f(300), CPUPerCall: f(360)},
+		tgNginx:   {Calls: 100, P50: f(360), AddedP50: f(60), CPUPerCall: f(80)},
+		tgMcptape: {Calls: 100, P50: f(400), AddedP50: f(100), CPUPerCall: f(150)},
+	})
+	sc(scEcho32, "echo c=32", map[string]*Figures{
+		tgDirect:  {Calls: 100, CallsPerSec: f(8000)},
+		tgPlain:   {Calls: 100, CallsPerSec: f(3000), CPUPerCall: f(300)},
+		tgNginx:   {Calls: 100, CallsPerSec: f(6000), CPUPerCall: f(70)},
+		tgMcptape: {Calls: 100, CallsPerSec: f(5800), CPUPerCall: f(150)},
+	})
+	sc(scBig, "1 MiB results", map[string]*Figures{
+		tgNginx:   {Calls: 10, CallsPerSec: f(100), CPUPerMiB: f(2)},
+		tgMcptape: {Calls: 10, CallsPerSec: f(95), CPUPerMiB: f(3)},
+	})
+	sc(scSSE, "SSE first event", map[string]*Figures{
+		tgNginx:   {Calls: 10, FirstAdded: f(100)},
+		tgMcptape: {Calls: 10, FirstAdded: f(120)},
+	})
+	sc(scHuge, "10 MiB results", map[string]*Figures{tgMcptape: {Calls: 10, PeakRSS: f(80)}})
+	r.Scenarios = append(r.Scenarios, &ScenarioResult{ID: scReplay, Short: "replay vs live", Targets: map[string]*Figures{
+		tgDirect: {Calls: 100, CallsPerSec: f(1000)},
+		tgReplay: {Calls: 100, CallsPerSec: f(3000)},
+	}})
+	if mod != nil {
+		mod(r)
+	}
+	r.Verdicts = r.judge()
+	return r
+}
+
+func verdictByName(t *testing.T, r *Report, issue, prefix string) Verdict {
+	t.Helper()
+	for _, v := range r.Verdicts {
+		if v.Issue == issue && strings.HasPrefix(v.Name, prefix) {
+			return v
+		}
+	}
+	t.Fatalf("no verdict %q for issue %s in %+v", prefix, issue, r.Verdicts)
+	return Verdict{}
+}
+
+func TestBenchVerdicts(t *testing.T) {
+	r := fakeReport(nil)
+	if n := r.failed(); n != 0 {
+		t.Fatalf("%d failed verdicts on figures that meet every target: %+v", n, r.Verdicts)
+	}
+	for _, tc := range []struct {
+		name, issue, verdict string
+		mod                  func(r *Report)
+		pass, skipped        bool
+	}{
+		{"added p50 over twice nginx's", "5", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 121 }, false, false},
+		{"added p50 exactly twice nginx's", "5", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 120 }, true, false},
+		{"nginx's added p50 is noise", "5", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgNginx).AddedP50 = -3 }, false, true},
+		{"CPU per call", "5", "echo c=1: CPU per call", func(r *Report) { *r.Fig(scEcho1, tgMcptape).CPUPerCall = 201 }, false, false},
+		{"throughput under 0.9 nginx's", "5", "echo c=32: calls/s", func(r *Report) { *r.Fig(scEcho32, tgMcptape).CallsPerSec = 5399 }, false, false},
+		{"slower than the plain proxy", "2", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 391 }, false, false},
+		{"first event over 1 ms", "2", "SSE first event: added delay ≤ 1 ms", func(r *Report) { *r.Fig(scSSE, tgMcptape).FirstAdded = 1001 }, false, false},
+		{"peak RSS", "2", "peak RSS", func(r *Report) { *r.Fig(scHuge, tgMcptape).PeakRSS = 151 }, false, false},
+		{"peak RSS not measured without the huge scenario", "2", "peak RSS", func(r *Report) { r.Scenarios = r.Scenarios[:len(r.Scenarios)-2] }, false, true},
+		{"a lost record", "2", "nothing lost", func(r *Report) { r.Scenarios[0].Recorder.Match = false }, false, false},
+		{"a failed call", "2", "every call through mcptape", func(r *Report) { r.Fig(scEcho1, tgMcptape).Failed = 1 }, false, false},
+		{"replay slower than live", "4", "replay server", func(r *Report) { *r.Fig(scReplay, tgReplay).CallsPerSec = 999 }, false, false},
+		{"replay with a failed call", "4", "replay server", func(r *Report) { r.Fig(scReplay, tgReplay).Failed = 1 }, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fakeReport(tc.mod)
+			v := verdictByName(t, r, tc.issue, tc.verdict)
+			if v.Pass != tc.pass || v.Skipped != tc.skipped {
+				t.Errorf("%s: pass %v skipped %v, want pass %v skipped %v (%s)", v.Name, v.Pass, v.Skipped, tc.pass, tc.skipped, v.Detail)
+			}
+			if want := 0; !tc.pass && !tc.skipped {
+				want = 1
+				if r.failed() < want {
+					t.Errorf("failed() = %d, want at least 1", r.failed())
+				}
+			}
+		})
+	}
+	t.Run("no nginx", func(t *testing.T) {
+		r := fakeReport(func(r *Report) { r.Targets[2].Skipped = "not installed" })
+		if v := verdictByName(t, r, "5", "against nginx"); !v.Skipped {
+			t.Errorf("nginx missing: %+v", v)
+		}
+	})
+}
+
+// TestBenchReportShowsFailures: a missed target is marked in the report
+// that --check's exit code comes from.
+func TestBenchReportShowsFailures(t *testing.T) {
+	r := fakeReport(func(r *Report) { *r.Fig(scEcho32, tgMcptape).CallsPerSec = 100 })
+	var b strings.Builder
+	r.writeMarkdown(&b)
+	out := b.String()
+	for _, want := range []string{"**FAIL** echo c=32: calls/s ≥ 0.9 × nginx's", "### the replay server against the live server", "PASS replay server"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+}
