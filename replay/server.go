@@ -104,6 +104,10 @@ type Server struct {
 	report ServerReport
 	closed chan struct{}
 	once   sync.Once
+
+	emu          sync.Mutex // guards readErrs and moreReadErrs
+	readErrs     []string   // tape read errors, the first maxReadErrs
+	moreReadErrs int
 }
 
 // ServerReport is what a replay server saw: the requests it served, and
@@ -156,7 +160,7 @@ func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 	for i, ix := range tape.indexes() {
 		ld := tape.loaderFor(i)
 		rs := prepare(ix, tape.Sessions[i].Session, ld)
-		rs.onErr = func(err error) { s.fail(false, "reading the tape: %v", err) }
+		rs.onErr = s.readFailed
 		if s.matcher.custom == nil {
 			rs.byKey = map[string][]*call{}
 			for _, c := range rs.calls {
@@ -187,7 +191,31 @@ func (s *Server) Report() ServerReport {
 	r := s.report
 	r.Misses = append([]*MissError(nil), r.Misses...)
 	r.Failures = append([]string(nil), r.Failures...)
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	r.Failures = append(r.Failures, s.readErrs...)
+	if s.moreReadErrs > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("reading the tape failed %d more time(s)", s.moreReadErrs))
+	}
 	return r
+}
+
+// maxReadErrs bounds the tape read errors a report lists one by one.
+const maxReadErrs = 100
+
+// readFailed reports a record the tape could not give (the file changed,
+// or went away). It takes its own lock: it is called where s.mu may be
+// held (choosing a session reads recorded params).
+func (s *Server) readFailed(err error) {
+	msg := "reading the tape: " + err.Error()
+	s.log.Error(msg)
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	if len(s.readErrs) < maxReadErrs {
+		s.readErrs = append(s.readErrs, msg)
+	} else {
+		s.moreReadErrs++
+	}
 }
 
 // Close ends every open stream (GET and listen streams wait for it). On a

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/replay"
 )
@@ -267,5 +270,37 @@ func TestOpenTapeReadsOnDemand(t *testing.T) {
 	}
 	if _, err := tape.Session(0); err == nil || !strings.Contains(err.Error(), "changed since it was opened") && !strings.Contains(err.Error(), "did it change") {
 		t.Errorf("a session read from a file cut in two: %v", err)
+	}
+}
+
+// A tape file that changes under a running replay server does not hang
+// it: the request gets what could be read, and the report says the tape
+// could not be read (choosing a session reads recorded params, under the
+// server's lock: a read error must not need that lock again).
+func TestReplayOfAChangedTapeFile(t *testing.T) {
+	tape, _ := record(t, fixtures.PathStateful, &fixtures.ClientOptions{Only: []string{"echo"}})
+	path := writeTapeFile(t, tape)
+	opened, err := replay.OpenTape(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	s, hs := serve(t, opened, &replay.ServerOptions{Timing: replay.TimingFast})
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", hs.URL+fixtures.PathStateful, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	hc := &http.Client{Timeout: 10 * time.Second}
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("initialize against a tape cut to nothing: %v", err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	r := s.Report()
+	if r.OK() || !strings.Contains(strings.Join(r.Failures, "\n"), "reading the tape") {
+		t.Errorf("report: %q", r.Failures)
 	}
 }
