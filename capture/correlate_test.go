@@ -301,8 +301,15 @@ func TestRecordingNoise(t *testing.T) {
 	if frame == nil || string(frame.Raw) != "Method Not Allowed\n" {
 		t.Errorf("the 405's text is not kept as a frame in s01: %+v", frame)
 	}
-	if s := d.session("s02"); s.Opening != "http" || s.Messages != 0 {
-		t.Errorf("the refused request's session: opening %q, %d messages; want an http session with none", s.Opening, s.Messages)
+	// Its plain answer is kept as a frame (the bodies of plain HTTP
+	// exchanges are), no MCP message.
+	if s := d.session("s02"); s.Opening != "http" || s.Messages != 1 {
+		t.Errorf("the refused request's session: opening %q, %d messages; want an http session with the refusal alone", s.Opening, s.Messages)
+	}
+	for _, m := range d.messages("s02") {
+		if m.Kind != protocol.KindFrame || !strings.Contains(string(m.Raw), "is not a loopback name") {
+			t.Errorf("the refused request's session holds %s %q, want the refusal's text as a frame", m.Kind, m.Raw)
+		}
 	}
 	third := d.messages("s03")
 	if len(third) != 4 || d.session("s03").Key == "" {

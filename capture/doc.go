@@ -27,8 +27,12 @@
 // after [RecorderOptions.IdleGap] (5 minutes by default) of silence.
 //
 // Exchanges that carry no MCP traffic and name no session (OAuth metadata,
-// health checks) are grouped per remote address the same way, in sessions
-// opened "http".
+// client registration, token requests, health checks) are grouped per
+// remote address the same way, in sessions opened "http"; their bodies are
+// stored as frames, up to [MaxPlainBody] each, redacted. A JSON POST that is
+// no JSON-RPC message and names no MCP header (no session id, no
+// text/event-stream in Accept) is such plain HTTP: an OAuth dynamic client
+// registration, say.
 //
 // # Recording
 //
@@ -45,9 +49,13 @@
 // At write time by default: Authorization and Proxy-Authorization (the
 // scheme is kept), Cookie, Set-Cookie, every header whose name contains
 // api-key, apikey, api_key, token, secret or password, plus
-// [RedactOptions.Headers]; OAuth codes and tokens in query strings; and any
-// of those secret values wherever they reappear in a body. Mcp-Session-Id is
-// stored as a stable pseudonym.
+// [RedactOptions.Headers]; OAuth codes, verifiers, tokens, assertions and
+// client secrets in query strings (a redirect's Location included), in the
+// form and JSON bodies of plain HTTP exchanges (members at any depth), and
+// the password of a Basic Authorization; and any of those secret values
+// wherever they reappear later, in any body. A plain body in a
+// Content-Encoding the recorder cannot decode is not stored. Mcp-Session-Id
+// is stored as a stable pseudonym.
 //
 // # Metrics
 //

@@ -253,6 +253,13 @@ type Exchange struct {
 	// Synthesized is set when the proxy, not the upstream, produced the
 	// response (the upstream was unreachable or refused the request).
 	Synthesized bool `json:"synthesized,omitempty"`
+	// Rewritten says what the proxy changed in the response on its way to
+	// the client, "" when it changed nothing: in reverse mode, the
+	// resource of OAuth protected-resource metadata and the
+	// resource_metadata URL of WWW-Authenticate now name the proxy, so
+	// that a client can authenticate through it. The exchange's headers
+	// and body are recorded as the upstream sent them.
+	Rewritten string `json:"rewritten,omitempty"`
 	// Findings are protocol findings about the exchange itself (headers).
 	FindingList []Finding `json:"findings,omitempty"`
 }

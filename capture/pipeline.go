@@ -528,7 +528,7 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 		}
 	}
 	xs.mcp = !xs.refused && (rpc || xs.key != "" || strings.Contains(xs.headers.Get("Accept"), protocol.ContentTypeSSE) ||
-		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost)
+		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost && !plainJSON(body))
 	st := p.groups.sessionFor(xs, msgs, at)
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
@@ -546,6 +546,8 @@ func (p *pipeline) reqEnd(xs *xState, at time.Time) {
 		}
 	}
 	if !xs.mcp {
+		p.plainBody(xs, protocol.ClientToServer, xs.reqBuf, xs.reqOver, xs.x.RequestBytes, xs.headers.Get("Content-Type"), xs.reqEnc, at)
+		xs.reqBuf = nil
 		return
 	}
 	if encProblem != "" {
@@ -594,6 +596,7 @@ func (p *pipeline) response(xs *xState, ev event) {
 		xs.sess.s.Findings++
 	}
 	xs.x.Synthesized = ev.synth
+	xs.x.Rewritten = ev.rewritten
 	if !ev.synth {
 		xs.x.Forwarded, xs.x.UpstreamHeaders = ev.forwarded, ev.upHeaders
 	}
@@ -630,6 +633,7 @@ func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
 	}
 	xs.x.ResponseBytes += int64(len(b))
 	if !xs.mcp {
+		p.bufferPlain(xs, b)
 		return
 	}
 	if xs.sse != nil {
@@ -706,6 +710,9 @@ func (p *pipeline) end(xs *xState, ev event) {
 		case len(xs.respBuf) > 0:
 			p.jsonResponse(xs, ev.at, ev.aborted)
 		}
+	} else if xs.resp {
+		p.plainBody(xs, protocol.ServerToClient, xs.respBuf, xs.respOver, xs.x.ResponseBytes,
+			xs.x.ResponseHeader.Get("Content-Type"), xs.respEnc, ev.at)
 	}
 	xs.respBuf = nil
 	if xs.legacyStream {
@@ -726,6 +733,11 @@ func (p *pipeline) jsonResponse(xs *xState, at time.Time, aborted bool) {
 		// body is respBuf (or its decoding), dropped after: no copy.
 		p.add(xs, p.invalid(xs, protocol.ServerToClient, body, true, at, FindingOversize,
 			fmt.Sprintf("response body larger than %d bytes; stored cut", p.o.MaxMessageSize)), nil)
+		return
+	}
+	if xs.x.Status >= 400 && plainJSON(body) {
+		// An HTTP error's own JSON (an OAuth 401's), no JSON-RPC message.
+		p.plainBody(xs, protocol.ServerToClient, body, false, int64(len(body)), xs.x.ResponseHeader.Get("Content-Type"), "", at)
 		return
 	}
 	msgs := protocol.Split(body)

@@ -122,6 +122,14 @@ func (r *redactor) header(h http.Header) http.Header {
 			for i, v := range vs {
 				nv[i] = r.redactValue(k, v)
 			}
+		case k == "Location" && len(vs) == 1 && strings.IndexByte(vs[0], '?') >= 0:
+			// A redirect's target: an OAuth authorization response carries
+			// its code in the query (redact_body.go).
+			v, changed := r.location(vs[0])
+			if !changed {
+				continue
+			}
+			nv = []string{v}
 		default:
 			continue
 		}
@@ -147,6 +155,7 @@ func (r *redactor) redactValue(name, v string) string {
 		if i := strings.IndexByte(v, ' '); i > 0 {
 			kept, secret = v[:i+1], strings.TrimSpace(v[i+1:])
 		}
+		r.basicSecret(v)
 	}
 	if l := strings.ToLower(name); l == "cookie" || l == "set-cookie" {
 		for _, part := range strings.Split(v, ";") {
@@ -189,9 +198,15 @@ func (r *redactor) body(b []byte) ([]byte, bool) {
 	return b, changed
 }
 
+// sensitiveQuery are the query parameters redacted in stored URLs: OAuth's
+// codes, verifiers, tokens, assertions and client secrets, and keys.
+// state is not a secret.
 var sensitiveQuery = map[string]bool{
 	"access_token": true, "refresh_token": true, "id_token": true, "token": true,
-	"code": true, "client_secret": true, "api_key": true, "apikey": true, "key": true, "password": true,
+	"code": true, "code_verifier": true, "device_code": true, "client_secret": true,
+	"assertion": true, "client_assertion": true, "registration_access_token": true,
+	"subject_token": true, "actor_token": true,
+	"api_key": true, "apikey": true, "key": true, "password": true,
 }
 
 // url redacts sensitive query parameters (OAuth codes and tokens, keys).

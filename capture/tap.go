@@ -48,6 +48,8 @@ type event struct {
 	// evResp: the upstream's instants (Exchange.Forwarded and
 	// UpstreamHeaders)
 	forwarded, upHeaders time.Time
+	// evResp: what the proxy changed in the response (Exchange.Rewritten)
+	rewritten string
 	// evBegin: the request body handed to Begin is the whole body
 	reqEnd bool
 	// body events; data is owned by the pipeline once sent
@@ -127,6 +129,7 @@ type Tap struct {
 	resp *event // headers not sent yet: they go with the first body bytes or End
 	// forwarded and upHeaders are what Upstream reported, for Response
 	forwarded, upHeaders time.Time
+	rewritten            string      // what Rewritten reported, for Response
 	broken               atomic.Bool // an event was dropped: later data events are not sent
 	ended                atomic.Bool
 }
@@ -231,14 +234,25 @@ func (t *Tap) Upstream(forwarded, headers time.Time) {
 	}
 }
 
-// Response reports the status and headers as sent to the client. They reach
+// Rewritten reports that the proxy changed the response on its way to the
+// client, saying what (Exchange.Rewritten): Response and ResponseBody then
+// report the upstream's original headers and bytes, not the client's. Call
+// it before Response, from Response's goroutine.
+func (t *Tap) Rewritten(what string) {
+	if t != nil {
+		t.rewritten = what
+	}
+}
+
+// Response reports the status and headers as sent to the client (as the
+// upstream sent them, after Rewritten). They reach
 // the recorder with the first body bytes, or with End. Response,
 // ResponseBody and End must be called from one goroutine.
 // synthesized marks a response the proxy made itself (an upstream error).
 func (t *Tap) Response(status int, h http.Header, synthesized bool) {
 	if t != nil {
 		t.resp = &event{kind: evResp, status: status, header: h.Clone(), synth: synthesized, at: t.r.opts.Now(),
-			forwarded: t.forwarded, upHeaders: t.upHeaders}
+			forwarded: t.forwarded, upHeaders: t.upHeaders, rewritten: t.rewritten}
 	}
 }
 

@@ -315,13 +315,6 @@ func (c *callInfo) answerRounds(ctx context.Context, first *protocol.Message) ([
 	return out, &capture.Intercepted{Note: fmt.Sprintf("input_required answered by mcptape for the client (%s): the client got the final result of the rounds mcptape sent instead", strings.Join(bys, ", ")), Sent: out}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 func orNull(id json.RawMessage) json.RawMessage {
 	if len(id) == 0 {
 		return json.RawMessage("null")

@@ -28,6 +28,13 @@
 //     body is in hand.
 //   - On a loopback listener, a request whose Host is not a loopback name is
 //     refused with 403 (DNS rebinding), as go-sdk's servers do.
+//   - OAuth works through it: the one change to what passes is that the
+//     resource_metadata URL of a 401's or 403's WWW-Authenticate and the
+//     resource of protected-resource metadata (RFC 9728) name the proxy as
+//     the client addressed it, path kept, when they named the upstream's
+//     origin; every other byte of the metadata is the upstream's. The
+//     exchange is recorded as the upstream sent it and marked
+//     [capture.Exchange.Rewritten].
 //   - Protocol upgrades are never switched to: no unrecorded tunnel opens.
 //
 // The recorder sees the bytes as they were written to the client, so the

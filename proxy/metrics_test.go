@@ -322,7 +322,7 @@ func TestMetricsKnownTraffic(t *testing.T) {
 		"direction=s2c,kind=error,method=other":                            1,
 		"direction=s2c,kind=result,method=initialize":                      1,
 		"direction=s2c,kind=result,method=tools/list":                      1,
-		"direction=s2c,kind=frame,method=none":                             2, // the priming events
+		"direction=s2c,kind=frame,method=none":                             3, // the priming events, GET /healthz's plain 404
 	})
 	checkSeries(t, fams, "mcptape_capture_errors_total", map[string]float64{
 		"code=-32000,method=tools/call,tool=error": 1,
@@ -332,7 +332,7 @@ func TestMetricsKnownTraffic(t *testing.T) {
 	checkSeries(t, fams, "mcptape_capture_tool_errors_total", map[string]float64{"tool=fail": 1})
 	checkSeries(t, fams, "mcptape_capture_findings_total", map[string]float64{"kind=header-mismatch": 1})
 	stored := series(fams, "mcptape_capture_messages_stored_total")[""]
-	checkSeries(t, fams, "mcptape_capture_messages_stored_total", map[string]float64{"": 23})
+	checkSeries(t, fams, "mcptape_capture_messages_stored_total", map[string]float64{"": 24})
 	checkSeries(t, fams, "mcptape_capture_messages_lost_total", map[string]float64{"": 0})
 	checkSeries(t, fams, "mcptape_capture_events_dropped_total", map[string]float64{"": 0})
 	if st := r.rec.Stats(); float64(st.Stored) != stored {

@@ -113,6 +113,7 @@ type Proxy struct {
 	m         *metrics // nil without a Registerer
 	icpt      *capture.Interceptor
 	ans       *ClientAnswers
+	oauth     oauthRewrites
 
 	// live holds the exchanges in flight, so that a shutdown can cut them
 	// with ErrShutdown as their cause.
@@ -224,7 +225,9 @@ type exchange struct {
 	mu       sync.Mutex
 	upErr    error // a non-EOF error reading the upstream body
 	mx       exchangeMetrics
-	inbound  // the request as received, for the hold points (intercept.go)
+	inbound            // the request as received, for the hold points (intercept.go)
+	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
+	orig     *original // set when the response was rewritten (oauth.go)
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -297,6 +300,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stream := r.Method == http.MethodGet || r.Header.Get(protocol.HeaderMethod) == protocol.MethodSubscriptionsListen
 	x := &exchange{tap: tap, body: body, complete: complete, stream: stream, ctx: ctx, client: r.Context(), cancel: cancel, in: in,
 		inbound: inbound{target: r.URL.RequestURI(), remote: r.RemoteAddr, recv: recv}}
+	x.front.up = p.up
+	x.front.scheme, x.front.host = frontOf(r)
 	if !p.track(x) && x.stream {
 		cancel(ErrShutdown) // it arrived as the drain began
 	}
@@ -388,6 +393,9 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		return errSwitched
 	}
 	x, _ := res.Request.Context().Value(ctxKey{}).(*exchange)
+	if err := p.rewriteOAuth(res, x); err != nil {
+		return err
+	}
 	if x != nil && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
 		if p.examines() {

@@ -35,8 +35,9 @@ type WrapOptions struct {
 // stdout and stderr to stdout and stderr, byte for byte and unbuffered:
 // each read is written on at once, so a message reaches the other side as
 // soon as its newline is read. Each complete line is reported to the
-// stream after it was forwarded; recording never delays, alters or stops
-// the relay. When stdin ends, the server's stdin is closed. Wrap returns
+// stream just before it is forwarded (a copy, queued without waiting), so
+// the record's order is the order things happened; recording never
+// delays, alters or stops the relay. When stdin ends, the server's stdin is closed. Wrap returns
 // when the server has exited and its output is drained, with the server's
 // exit state.
 func Wrap(ctx context.Context, cmd *exec.Cmd, stdin io.Reader, stdout, stderr io.Writer, opts *WrapOptions) (*os.ProcessState, error) {
@@ -140,10 +141,12 @@ func Wrap(ctx context.Context, cmd *exec.Cmd, stdin io.Reader, stdout, stderr io
 	return state, nil
 }
 
-// pump copies src to dst as it reads, and hands each complete line (without
-// its newline, cut at max bytes) to line after writing it. A write error
-// (the reader went away) stops the copy; so does the end of src. A line
-// left unterminated at the end is reported too.
+// pump copies src to dst as it reads, and hands each complete line
+// (without its newline, cut at max bytes) to line before writing the bytes
+// on: the other side cannot answer a message before the recorder has
+// heard of it, so the record keeps the order in which things happened. A
+// write error (the reader went away) stops the copy; so does the end of
+// src. A line left unterminated at the end is reported too.
 func pump(src io.Reader, dst io.Writer, max int, line func([]byte)) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -153,9 +156,6 @@ func pump(src io.Reader, dst io.Writer, max int, line func([]byte)) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
 			chunk := buf[:n]
 			for len(chunk) > 0 {
 				i := indexNL(chunk)
@@ -178,6 +178,9 @@ func pump(src io.Reader, dst io.Writer, max int, line func([]byte)) {
 				line(pending)
 				pending, over = pending[:0], false
 				chunk = chunk[i+1:]
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
 			}
 		}
 		if err != nil {

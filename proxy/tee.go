@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // teeWriter is the ResponseWriter the ReverseProxy writes to: it reports
@@ -51,7 +52,16 @@ func (t *teeWriter) WriteHeader(code int) {
 	if !t.synthesized {
 		t.x.tap.Upstream(t.x.mx.forwarded, t.x.mx.upHeaders)
 	}
-	t.x.tap.Response(code, h, t.synthesized)
+	if o := t.x.orig; o != nil && !t.synthesized {
+		// Rewritten (oauth.go): the record keeps the upstream's original.
+		t.x.tap.Rewritten(strings.Join(o.note, "; "))
+		t.x.tap.Response(code, o.recorded(h), false)
+		if o.body != nil {
+			t.x.tap.ResponseBody(o.body)
+		}
+	} else {
+		t.x.tap.Response(code, h, t.synthesized)
+	}
 	t.ResponseWriter.WriteHeader(code)
 	t.x.mx.wroteHeader(code, h, t.synthesized)
 }
@@ -63,7 +73,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	// The recorder hears of the bytes before the client can: a reader that
 	// asks the recorder (a Sync) after the client had them finds them.
 	// Should the write fail, the exchange ends aborted with the reason.
-	if !t.bodyTapped {
+	if o := t.x.orig; !t.bodyTapped && (o == nil || o.body == nil || t.synthesized) {
 		t.x.tap.ResponseBody(p)
 	}
 	n, err := t.ResponseWriter.Write(p)

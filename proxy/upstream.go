@@ -74,7 +74,7 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 		// (ReverseProxy relays each to the client). The error a hook
 		// returns is lost when traces are composed: cancel instead.
 		Got1xxResponse: func(int, textproto.MIMEHeader) error {
-			if a.interim++; a.interim > maxInterim {
+			if a.interim.Add(1) > maxInterim {
 				cancel(errTooManyInterim)
 				return errTooManyInterim
 			}
@@ -84,6 +84,13 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 	x.mx.forwarded = time.Now()
 	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
 	a.disarm()
+	if err == nil && a.interim.Load() > maxInterim {
+		// The final response can be in hand before the cancel takes
+		// effect (the interim ones arrived in one read): refuse it anyway.
+		res.Body.Close()
+		cancel(errTooManyInterim)
+		return nil, false, errTooManyInterim
+	}
 	if err == nil {
 		x.mx.upHeaders = time.Now()
 		res.Body = &attemptBody{ReadCloser: res.Body, cancel: cancel}
@@ -101,7 +108,7 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 // that bounds the wait for the response head once the request is sent.
 type attemptState struct {
 	reused, gotByte, timedOut atomic.Bool
-	interim                   int // 1xx responses seen (read on the transport's reading goroutine only)
+	interim                   atomic.Int32 // 1xx responses seen
 	cancel                    context.CancelCauseFunc
 	d                         time.Duration
 	mu                        sync.Mutex

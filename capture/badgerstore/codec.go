@@ -287,7 +287,12 @@ func appendExchange(b []byte, x *capture.Exchange) []byte {
 	b = appendFindings(b, x.FindingList)
 	// Schema version 2.
 	b = appendTime(b, x.Forwarded)
-	return appendTime(b, x.UpstreamHeaders)
+	b = appendTime(b, x.UpstreamHeaders)
+	// Written only when set, so that other records are as before.
+	if x.Rewritten != "" {
+		b = appendString(b, x.Rewritten)
+	}
+	return b
 }
 
 // appendMessage encodes a message's index record: everything but its Seq
@@ -540,6 +545,12 @@ func decodeExchange(id uint64, sid string, b []byte) (*capture.Exchange, error) 
 	if len(d.b) > 0 { // a version 1 record ends here
 		x.Forwarded = d.time()
 		x.UpstreamHeaders = d.time()
+	}
+	if len(d.b) > 0 && d.err == nil {
+		// Written only when set: an empty one here is not a record we wrote.
+		if x.Rewritten = d.string(); x.Rewritten == "" {
+			d.fail()
+		}
 	}
 	return x, d.done(fmt.Sprintf("exchange %d", id))
 }

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -92,6 +93,10 @@ func TestDecodeTruncated(t *testing.T) {
 		Forwarded:   time.Unix(1, 2), UpstreamHeaders: time.Unix(3, 4)}
 	// A version 1 exchange record ends before the upstream's instants.
 	v1Exchange := len(appendExchange(nil, x)) - len(appendTime(appendTime(nil, x.Forwarded), x.UpstreamHeaders))
+	// One marked rewritten ends there, or before its note.
+	rx := *x
+	rx.Rewritten = "resource → http://127.0.0.1:7411/mcp"
+	plain := len(appendExchange(nil, x))
 	s := &capture.Session{ID: "s", Labels: []string{"a", "b"}, ClientCapabilities: json.RawMessage(`{}`)}
 	records := map[string]struct {
 		b      []byte
@@ -99,14 +104,21 @@ func TestDecodeTruncated(t *testing.T) {
 	}{
 		"message":  {appendMessage(nil, m), func(b []byte) error { _, err := decodeMessage(1, "s", b); return err }},
 		"exchange": {appendExchange(nil, x), func(b []byte) error { _, err := decodeExchange(1, "s", b); return err }},
-		"session":  {appendSession(nil, s), func(b []byte) error { _, err := decodeSession("s", b); return err }},
+		"rewritten": {appendExchange(nil, &rx), func(b []byte) error {
+			got, err := decodeExchange(1, "s", b)
+			if err == nil && len(b) == len(appendExchange(nil, &rx)) && got.Rewritten != rx.Rewritten {
+				return fmt.Errorf("Rewritten = %q", got.Rewritten)
+			}
+			return err
+		}},
+		"session": {appendSession(nil, s), func(b []byte) error { _, err := decodeSession("s", b); return err }},
 	}
 	for name, r := range records {
 		if err := r.decode(r.b); err != nil {
 			t.Errorf("%s: whole record: %v", name, err)
 		}
 		for n := range len(r.b) {
-			if name == "exchange" && n == v1Exchange {
+			if (name == "exchange" || name == "rewritten") && n == v1Exchange || name == "rewritten" && n == plain {
 				continue
 			}
 			if err := r.decode(r.b[:n]); !errors.Is(err, errCorrupt) {

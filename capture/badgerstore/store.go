@@ -25,7 +25,8 @@ var _ capture.Store = (*Store)(nil)
 // schemaVersion is the version of the key layout and record encodings this
 // package writes and reads. Version 2 appended the upstream's instants
 // (Exchange.Forwarded, UpstreamHeaders) to exchange records, version 3 a
-// session's leg, route and command (Session.Leg, Route, Command); an older
+// session's leg, route and command (Session.Leg, Route, Command) and an
+// exchange's Rewritten (after its instants, only when set); an older
 // store is read as it is (its records lack them) and marked with the
 // current version on open, so that an older mcptape refuses it rather than
 // misreading new records.

@@ -157,6 +157,7 @@ func fullExchange(id uint64, sessionID string, start time.Time) *capture.Exchang
 		Truncated:       true,
 		Error:           "upstream: connection reset by peer",
 		Synthesized:     true,
+		Rewritten:       `WWW-Authenticate resource_metadata: "http://127.0.0.1:3001/.well-known/oauth-protected-resource/mcp" → "http://127.0.0.1:7411/.well-known/oauth-protected-resource/mcp"`,
 		FindingList: []capture.Finding{
 			{Kind: capture.FindingHeaderMismatch, Message: "Mcp-Method says tools/list, body says tools/call"},
 			{Kind: capture.FindingVersion, Message: ""},

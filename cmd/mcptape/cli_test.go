@@ -22,7 +22,8 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	}
 	cases = append(cases,
 		[]string{"replay", "server", "-h"}, []string{"replay", "client", "--help"},
-		[]string{"fixture", "server", "-h"}, []string{"fixture", "client", "-h"},
+		[]string{"fixture", "server", "-h"}, []string{"fixture", "client", "-h"}, []string{"fixture", "oauth", "-h"},
+		[]string{"ca", "init", "-h"}, []string{"ca", "path", "--help"},
 		[]string{"metrics", "grafana", "-h"}, []string{"metrics", "-h"},
 		[]string{"show", "SOME-SESSION", "-h"}, // after the argument, too
 		[]string{"help", "export"},

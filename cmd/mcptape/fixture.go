@@ -17,18 +17,49 @@ import (
 
 func runFixture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("say which: `mcptape fixture server` or `mcptape fixture client --url URL`")
+		return usagef("say which: `mcptape fixture server`, `mcptape fixture oauth` or `mcptape fixture client --url URL`")
 	}
 	if isHelp(args[0]) {
-		return groupHelp(stderr, "fixture", "server", "client")
+		return groupHelp(stderr, "fixture", "server", "oauth", "client")
 	}
 	switch args[0] {
 	case "server":
 		return runFixtureServer(ctx, args[1:], stdout, stderr)
+	case "oauth":
+		return runFixtureOAuth(ctx, args[1:], stdout, stderr)
 	case "client":
 		return runFixtureClient(ctx, args[1:], stdout, stderr)
 	}
-	return usagef("unknown fixture %q: want server or client%s", args[0], didYouMean(args[0], "server", "client"))
+	return usagef("unknown fixture %q: want server, oauth or client%s", args[0], didYouMean(args[0], "server", "oauth", "client"))
+}
+
+func runFixtureOAuth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("fixture oauth", stderr)
+	var o fixtures.OAuthOptions
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3001", "address of the protected MCP server")
+	fs.StringVar(&o.AuthListen, "auth-listen", "127.0.0.1:3002", "address of the authorization server")
+	fs.StringVar(&o.IssuerURL, "issuer", "", "the authorization server's public URL, when clients reach it through a proxy (default: its own)")
+	fs.Var((*stringList)(&o.Resources), "accept-resource", "also grant tokens for this resource URL (repeatable): a proxy's, e.g. http://127.0.0.1:7411/mcp for `mcptape record`")
+	fs.Var((*stringList)(&o.AdminTools), "admin-tool", "a tool whose calls also need the scope "+fixtures.ScopeAdmin+" (repeatable; without it they get 403)")
+	fs.BoolVar(&o.MetadataAtRoot, "metadata-at-root", false, "serve the protected-resource metadata at the root well-known path, for the whole origin")
+	fs.BoolVar(&o.NoResourceMetadata, "no-resource-metadata", false, "leave resource_metadata out of WWW-Authenticate (clients probe the well-known paths)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	srv, err := fixtures.StartOAuth(&o)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(stdout, "mcptape fixture oauth: MCP server (bearer tokens) at %s\n", srv.MCPURL())
+	fmt.Fprintf(stdout, "mcptape fixture oauth: authorization server at %s (issuer %s)\n", srv.AuthServerURL(), srv.IssuerURL())
+	fmt.Fprintf(stdout, "mcptape fixture oauth: it approves every authorization request at once; to record through mcptape, "+
+		"start it with --accept-resource naming mcptape's URL (a client asks for a token for the URL it connects to)\n")
+	<-ctx.Done()
+	return nil
 }
 
 func runFixtureServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -19,6 +19,9 @@ var subcommands = map[string][2]string{
 	"replay client":     {"--tape FILE --target URL [--profile FILE] [--junit FILE]", "Send the tape's recorded client requests to a live server and compare its answers with the recording."},
 	"fixture server":    {"[--listen ADDR]", "Run the reference MCP server (both protocol eras) that the demo and the tests use."},
 	"fixture client":    {"--url URL [--only STEPS] [--json]", "Run the scripted reference client against an MCP endpoint and report each step."},
+	"fixture oauth":     {"[--listen ADDR] [--auth-listen ADDR] [--accept-resource URL]...", "Run the reference MCP server behind OAuth bearer tokens, with an authorization server that approves every request at once."},
+	"ca init":           {"[--force] [--data DIR]", "Create mcptape's own CA (for intercepting HTTPS) in DATA/ca: a certificate for clients to trust, and its private key (mode 0600)."},
+	"ca path":           {"[--data DIR]", "Print the path of mcptape's CA certificate (for NODE_EXTRA_CA_CERTS, curl --cacert, …)."},
 	"metrics grafana":   {"", "Print a Grafana dashboard (JSON) for the metrics `mcptape record` serves."},
 	"bench plain-proxy": {"--upstream URL [--listen ADDR]", "A plain Go reverse proxy that records nothing (used by `mcptape bench`)."},
 }

@@ -1,0 +1,486 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// OAuth through a reverse proxy.
+//
+// A client that connects to mcptape's address checks the OAuth metadata it
+// is given against that address: the resource of the protected-resource
+// metadata (RFC 9728) must name the URL the client connects to, and it
+// fetches that metadata from the resource_metadata URL of the server's
+// WWW-Authenticate challenge. An upstream names itself in both, so reverse
+// mode rewrites exactly those two to the proxy's own URL as the client
+// addressed it, the path kept; nothing else changes (the authorization
+// servers, the tokens, the rest of the metadata's bytes). The exchange is
+// recorded as the upstream sent it and marked Rewritten.
+//
+// A URL on another origin than the upstream's is left alone: the client
+// fetches it directly, which the proxy cannot change in reverse mode.
+
+// wellKnownPRM is RFC 9728's well-known path prefix.
+const wellKnownPRM = "/.well-known/oauth-protected-resource"
+
+// maxMetadataBody bounds a protected-resource metadata document the proxy
+// reads to rewrite; a larger one passes unchanged.
+const maxMetadataBody = 64 << 10
+
+// frontMap maps URLs on a route's upstream origin onto the proxy as a client
+// addressed it: a function of the route's upstream and the proxy's URL, so
+// that each route of a recorder (and each Host a client uses) maps its own.
+type frontMap struct {
+	up     *url.URL // the route's upstream; only its origin matters
+	scheme string   // the proxy's, as the client addressed it
+	host   string
+	prefix string // the route's path prefix on the proxy, "" for a single upstream
+}
+
+// frontOf is the proxy's origin as the client of r addressed it: the
+// scheme of the connection and the Host the client sent (the listener's
+// address when it sent none).
+func frontOf(r *http.Request) (scheme, host string) {
+	scheme = "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host = r.Host
+	if host == "" {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			host = la.String()
+		}
+	}
+	return scheme, host
+}
+
+// sameOrigin reports whether u is on the origin of up (scheme, host and
+// port, the default port implied, the host's case ignored).
+func sameOrigin(u, up *url.URL) bool {
+	return strings.EqualFold(u.Scheme, up.Scheme) && strings.EqualFold(u.Hostname(), up.Hostname()) &&
+		portOf(u) == portOf(up)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// mapURL is s on the proxy: the upstream's origin replaced by the proxy's,
+// the route's prefix put before the path, path and query kept. ok is false
+// when s is not an absolute URL on the upstream's origin.
+func (m frontMap) mapURL(s string) (_ string, ok bool) {
+	u, err := url.Parse(s)
+	if err != nil || !u.IsAbs() || u.Host == "" || !sameOrigin(u, m.up) {
+		return s, false
+	}
+	u.Scheme, u.Host, u.User = m.scheme, m.host, nil
+	if m.prefix != "" {
+		u.Path = m.prefix + u.Path
+		if u.RawPath != "" {
+			u.RawPath = m.prefix + u.RawPath
+		}
+	}
+	return u.String(), true
+}
+
+// upstreamPath is the upstream's path for a path a client asked the proxy
+// for under a route's prefix: the prefix comes off, also from inside a
+// well-known path, where a client discovering metadata for
+// http://proxy/PREFIX/mcp puts it (/.well-known/oauth-protected-resource/PREFIX/mcp
+// is /.well-known/oauth-protected-resource/mcp upstream). ok is false for
+// a path outside the route.
+func (m frontMap) upstreamPath(p string) (_ string, ok bool) {
+	if m.prefix == "" {
+		return p, true
+	}
+	if rest, found := strings.CutPrefix(p, m.prefix); found && (rest == "" || rest[0] == '/') {
+		return cmpOr(rest, "/"), true
+	}
+	if rest, found := strings.CutPrefix(p, "/.well-known/"); found {
+		name, tail, _ := strings.Cut(rest, "/")
+		tail = "/" + tail
+		if in, found := strings.CutPrefix(tail, m.prefix); found && (in == "" || in[0] == '/') {
+			return "/.well-known/" + name + in, true
+		}
+	}
+	return p, false
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// original is what the recorder is told of a rewritten response: the
+// upstream's header values that changed and its body, and what changed.
+type original struct {
+	header http.Header // the changed headers' original values
+	body   []byte      // the original body when it changed, else nil
+	note   []string
+}
+
+// recorded is the header as the upstream sent it: h, as the client gets
+// it, with the changed values put back.
+func (o *original) recorded(h http.Header) http.Header {
+	r := h.Clone()
+	for k, vs := range o.header {
+		r[k] = vs
+	}
+	return r
+}
+
+// oauthRewrites is the proxy's memory of metadata URLs outside the
+// well-known path (a resource_metadata the upstream named elsewhere), so
+// that the client's fetch of one is rewritten too; and of the foreign
+// origins it has warned about.
+type oauthRewrites struct {
+	some   atomic.Int32 // len(paths)
+	mu     sync.Mutex
+	paths  map[string]bool // upstream paths of protected-resource metadata
+	warned map[string]bool
+}
+
+// maxRemembered bounds each of oauthRewrites' sets.
+const maxRemembered = 64
+
+func (o *oauthRewrites) remember(set *map[string]bool, v string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if *set == nil {
+		*set = map[string]bool{}
+	}
+	if (*set)[v] || len(*set) >= maxRemembered {
+		return false
+	}
+	(*set)[v] = true
+	o.some.Store(int32(len(o.paths)))
+	return true
+}
+
+func (o *oauthRewrites) isMetadataPath(p string) bool {
+	if strings.HasPrefix(p, wellKnownPRM) && (len(p) == len(wellKnownPRM) || p[len(wellKnownPRM)] == '/') {
+		return true
+	}
+	if o.some.Load() == 0 {
+		return false // no other path remembered: no lock for an MCP stream's GET
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.paths[p]
+}
+
+// rewriteOAuth rewrites what a client needs to authenticate through the
+// proxy, and keeps the original for the record (x.orig).
+func (p *Proxy) rewriteOAuth(res *http.Response, x *exchange) error {
+	if x == nil || x.front.up == nil {
+		return nil
+	}
+	// The common case, every MCP response, costs these two tests.
+	challenge := (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden) && len(res.Header["Www-Authenticate"]) > 0
+	metadata := res.StatusCode == http.StatusOK && res.Request.Method == http.MethodGet && p.oauth.isMetadataPath(res.Request.URL.Path)
+	if !challenge && !metadata {
+		return nil
+	}
+	o := &original{header: http.Header{}}
+	if challenge {
+		p.rewriteChallenges(res, x.front, o)
+	}
+	if metadata {
+		if err := p.rewriteMetadata(res, x.front, o); err != nil {
+			return err
+		}
+	}
+	if len(o.note) > 0 {
+		x.orig = o
+	}
+	return nil
+}
+
+// rewriteChallenges maps the resource_metadata URLs of WWW-Authenticate.
+func (p *Proxy) rewriteChallenges(res *http.Response, m frontMap, o *original) {
+	vs := res.Header.Values("Www-Authenticate")
+	if len(vs) == 0 {
+		return
+	}
+	out := make([]string, len(vs))
+	changed := false
+	for i, v := range vs {
+		out[i] = rewriteParam(v, "resource_metadata", func(u string) (string, bool) {
+			to, ok := m.mapURL(u)
+			if !ok {
+				p.warnForeign("resource_metadata", u)
+				return u, false
+			}
+			if to == u {
+				return u, false
+			}
+			if pu, err := url.Parse(u); err == nil && !p.oauth.isMetadataPath(pu.Path) {
+				p.oauth.remember(&p.oauth.paths, pu.Path)
+			}
+			o.note = append(o.note, fmt.Sprintf("WWW-Authenticate resource_metadata %s → %s", u, to))
+			return to, true
+		})
+		changed = changed || out[i] != v
+	}
+	if changed {
+		o.header["Www-Authenticate"] = vs
+		res.Header["Www-Authenticate"] = out
+	}
+}
+
+// warnForeign logs, once per URL, a metadata URL the proxy cannot route.
+func (p *Proxy) warnForeign(what, u string) {
+	if p.oauth.remember(&p.oauth.warned, what+" "+u) {
+		p.log.Warn("OAuth metadata names another origin than the upstream's, which reverse mode cannot route; a client that checks it against mcptape's address may refuse it, and must then reach the server by its own URL (through a forward proxy that records it)",
+			"what", what, "url", u, "upstream", p.up.Scheme+"://"+p.up.Host)
+	}
+}
+
+// rewriteParam edits the values of the auth-param name (case-insensitive)
+// in a WWW-Authenticate value, leaving every other byte as it was: quoted
+// strings elsewhere are skipped whole, and a value keeps its quoting.
+func rewriteParam(v, name string, edit func(string) (string, bool)) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(v); {
+		switch c := v[i]; {
+		case c == '"':
+			i = quotedEnd(v, i)
+		case isTChar(c):
+			j := i
+			for j < len(v) && isTChar(v[j]) {
+				j++
+			}
+			tok := v[i:j]
+			i = j
+			if !strings.EqualFold(tok, name) {
+				continue
+			}
+			k := skipWS(v, j)
+			if k >= len(v) || v[k] != '=' {
+				continue
+			}
+			k = skipWS(v, k+1)
+			var val string
+			start, end, quoted := k, k, false
+			if k < len(v) && v[k] == '"' {
+				end, quoted = quotedEnd(v, k), true
+				val = unquote(v[k:end])
+			} else {
+				for end < len(v) && v[end] != ',' && v[end] != ' ' && v[end] != '\t' {
+					end++
+				}
+				val = v[start:end]
+			}
+			i = end
+			to, ok := edit(val)
+			if !ok {
+				continue
+			}
+			b.WriteString(v[last:start])
+			if quoted {
+				b.WriteString(quote(to))
+			} else {
+				b.WriteString(to)
+			}
+			last = end
+		default:
+			i++
+		}
+	}
+	if last == 0 {
+		return v
+	}
+	b.WriteString(v[last:])
+	return b.String()
+}
+
+// quotedEnd is the index after the quoted-string that starts at v[i].
+func quotedEnd(v string, i int) int {
+	for j := i + 1; j < len(v); j++ {
+		switch v[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(v)
+}
+
+func unquote(q string) string {
+	q = strings.TrimPrefix(q, `"`)
+	q = strings.TrimSuffix(q, `"`)
+	if !strings.Contains(q, `\`) {
+		return q
+	}
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		if q[i] == '\\' && i+1 < len(q) {
+			i++
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+func skipWS(v string, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// isTChar is RFC 9110's tchar.
+func isTChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// rewriteMetadata maps the resource of a protected-resource metadata
+// document, editing only that member's value in the body's bytes.
+func (p *Proxy) rewriteMetadata(res *http.Response, m frontMap, o *original) error {
+	if mt, _, err := mime.ParseMediaType(res.Header.Get("Content-Type")); err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	enc := strings.ToLower(res.Header.Get("Content-Encoding"))
+	if enc != "" && enc != "identity" && enc != "gzip" {
+		p.log.Warn("protected-resource metadata in a Content-Encoding the proxy does not rewrite; a client checking its resource against mcptape's address may refuse it",
+			"encoding", enc, "path", res.Request.URL.Path)
+		return nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxMetadataBody+1))
+	if err != nil {
+		return fmt.Errorf("reading the protected-resource metadata to rewrite it: %w", err)
+	}
+	keep := func() { res.Body = &joinedBody{Reader: io.MultiReader(bytes.NewReader(raw), res.Body), c: res.Body} }
+	if len(raw) > maxMetadataBody {
+		keep()
+		p.log.Warn("protected-resource metadata larger than the proxy rewrites; passed unchanged", "limit", maxMetadataBody, "path", res.Request.URL.Path)
+		return nil
+	}
+	res.Body.Close()
+	doc := raw
+	if enc == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err == nil {
+			doc, err = io.ReadAll(io.LimitReader(zr, 4*maxMetadataBody))
+		}
+		if err != nil {
+			res.Body = io.NopCloser(bytes.NewReader(raw))
+			return nil
+		}
+	}
+	edited, notes := editResource(doc, func(u string) (string, bool) {
+		to, ok := m.mapURL(u)
+		if !ok {
+			p.warnForeign("resource", u)
+		}
+		return to, ok
+	})
+	if notes == nil {
+		res.Body = io.NopCloser(bytes.NewReader(raw))
+		return nil
+	}
+	if enc == "gzip" {
+		var zb bytes.Buffer
+		zw := gzip.NewWriter(&zb)
+		_, _ = zw.Write(edited)
+		_ = zw.Close()
+		edited = zb.Bytes()
+	}
+	res.Body = io.NopCloser(bytes.NewReader(edited))
+	if res.ContentLength >= 0 || res.Header.Get("Content-Length") != "" {
+		res.ContentLength = int64(len(edited))
+		res.Header.Set("Content-Length", strconv.Itoa(len(edited)))
+	}
+	o.body = raw
+	o.note = append(o.note, notes...)
+	return nil
+}
+
+// joinedBody reads the bytes already taken, then the rest of a body.
+type joinedBody struct {
+	io.Reader
+	c io.Closer
+}
+
+func (j *joinedBody) Close() error { return j.c.Close() }
+
+// editResource replaces the value of each top-level "resource" member of a
+// JSON object whose edit says so, leaving every other byte of doc as it
+// was. notes says what changed; nil when nothing did.
+func editResource(doc []byte, edit func(string) (string, bool)) ([]byte, []string) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return doc, nil
+	}
+	type span struct {
+		start, end int
+		to         []byte
+	}
+	var spans []span
+	var notes []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return doc, nil
+		}
+		key, _ := t.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return doc, nil
+		}
+		if key != "resource" {
+			continue
+		}
+		end := int(dec.InputOffset())
+		start := end - len(val)
+		var s string
+		if start < 0 || !bytes.Equal(doc[start:end], val) || json.Unmarshal(val, &s) != nil {
+			continue
+		}
+		to, ok := edit(s)
+		if !ok || to == s {
+			continue
+		}
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(to)
+		spans = append(spans, span{start, end, bytes.TrimRight(b.Bytes(), "\n")})
+		notes = append(notes, fmt.Sprintf("protected-resource metadata resource %s → %s", s, to))
+	}
+	if len(spans) == 0 {
+		return doc, nil
+	}
+	out := make([]byte, 0, len(doc)+64)
+	last := 0
+	for _, sp := range spans {
+		out = append(append(out, doc[last:sp.start]...), sp.to...)
+		last = sp.end
+	}
+	return append(out, doc[last:]...), notes
+}
