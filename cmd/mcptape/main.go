@@ -48,6 +48,7 @@ func commands() []command {
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"verify", "[--data DIR]", "read the whole store and name any damage (checksums, unreadable records)", runVerify},
 		{"replay", "server --tape FILE [--stdio] | client --tape FILE --target URL", "stand in for a recorded server (over HTTP or stdio), or replay a recorded client", runReplay},
+		{"send", sendUsage, "send one request to a live MCP server in a session of its own (through a recorder, to record it)", runSend},
 		{"clients", clientsUsage, "list the MCP client configs on this machine (Claude Desktop, Claude Code, Cursor, VS Code) and their servers", runClients},
 		{"attach", attachUsage, "route a client's server through `mcptape wrap`, so that it is recorded", runAttach},
 		{"detach", detachUsage, "put an attached server's config entry back as it was", runDetach},

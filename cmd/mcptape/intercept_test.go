@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// noSamplingClient connects a go-sdk client with no sampling handler, so
+// it declares no sampling capability. version "" lets go-sdk negotiate
+// (2026-07-28 on the stateless endpoint).
+func noSamplingClient(t *testing.T, url, version string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "no-sampling", Version: "v1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var o *mcp.ClientSessionOptions
+	if version != "" {
+		o = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: nil}}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func toolText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	if res.IsError {
+		t.Fatalf("%s failed: %s", name, strings.Join(parts, "\n"))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// mockProfile answers sampling from templates: fixture's model hint picks
+// an override; get_weather is called for a tool loop.
+const mockProfile = `{"name":"quick-mock","sampling":{"template":"default template: {{prompt}} {{toolResults}}","model":"mock-default",
+"overrides":[{"hint":"fix*","template":"fixture override: {{prompt}}","model":"mock-fixture"}],
+"toolUse":[{"name":"get_weather","input":{"city":"Paris"}}]}}`
+
+// TestRecordAnswerSampling: `record --answer sampling=profile:quick-mock`
+// in front of the fixture server, with a go-sdk client that declares no
+// sampling capability: on both eras sample and sample_tools complete,
+// answered from the profile (the override that matches the request's
+// model hint for sample, the default template for sample_tools, whose
+// requests have no hints), and the record marks every change.
+func TestRecordAnswerSampling(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	data := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "profiles"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "profiles", "quick-mock.json"), []byte(mockProfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data,
+		"--dashboard", "127.0.0.1:0", "--answer", "sampling=profile:quick-mock")
+	proxyURL := r.wait(t, "point your MCP client at ")
+	base := strings.TrimSuffix(proxyURL, fixtures.PathStateful)
+	for _, era := range []struct{ name, path, version string }{
+		{"legacy", fixtures.PathStateful, protocol.V20251125},
+		{"2026-07-28", fixtures.PathStateless, ""},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			cs := noSamplingClient(t, base+era.path, era.version)
+			if got := toolText(t, cs, fixtures.ToolSample, map[string]any{"prompt": "hello"}); got != "fixture override: hello" {
+				t.Errorf("sample: %q, want the override that matches the model hint", got)
+			}
+			if got := toolText(t, cs, fixtures.ToolSampleTools, map[string]any{"question": "weather in Paris?"}); got != "default template: weather in Paris? Paris: sunny, 21 C" {
+				t.Errorf("sample_tools: %q, want the default template with the tool's result", got)
+			}
+		})
+	}
+	ctx := context.Background()
+	st, err := openRead(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var added, answered, byMcptape int
+	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, err := range st.Messages(ctx, s.ID, capture.MessageQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range m.Findings {
+				switch {
+				case f.Kind != capture.FindingIntercepted:
+				case strings.Contains(f.Message, "--answer added the sampling capability"):
+					added++
+				case strings.Contains(f.Message, "--answer sampling=profile:quick-mock"):
+					answered++
+				}
+				if f.Kind == capture.FindingIntercepted && strings.Contains(f.Message, "sent by mcptape") {
+					byMcptape++
+				}
+			}
+		}
+	}
+	if added == 0 || answered < 4 || byMcptape < 4 {
+		t.Errorf("the record marks %d capabilities added, %d requests answered by mcptape, %d messages sent by mcptape", added, answered, byMcptape)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+}
+
+// TestRecordAnswerFlags: --answer and --intercept say what they want.
+func TestRecordAnswerFlags(t *testing.T) {
+	data := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--answer", "sampling"}, "want KIND=profile[:NAME] or KIND=person"},
+		{[]string{"--answer", "tools=person"}, "KIND one of sampling, elicitation, roots"},
+		{[]string{"--answer", "sampling=robot"}, "from a testing profile (profile or profile:NAME) or by a person"},
+		{[]string{"--answer", "sampling=profile:nope"}, "no testing profile \"nope\""},
+		{[]string{"--answer", "sampling=person", "--dashboard", "off"}, "needs the dashboard"},
+		{[]string{"--intercept", "tools/call:["}, "--intercept \"tools/call:[\""},
+		{[]string{"--intercept", "tools/call", "--dashboard", "off"}, "drop --dashboard off"},
+	} {
+		args := append([]string{"record", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "127.0.0.1:0"}, c.args...)
+		code, _, errOut := mcptape(t, args...)
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want it to say %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// TestSend: `mcptape send` through a recorder in front of the fixture
+// server: a tools/call with a custom header (the server's answer printed,
+// the header recorded), a call whose sampling request the --profile
+// answers (printed with the answer), and a malformed body (the server's
+// refusal printed, the body recorded and flagged).
+func TestSend(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	data := t.TempDir()
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
+	proxyURL := r.wait(t, "point your MCP client at ")
+
+	code, out, errOut := mcptape(t, "send", "--to", proxyURL, "tools/call", `{"name":"echo","arguments":{"text":"sent by hand"}}`, "-H", "X-Debug: from-send")
+	if code != 0 || !strings.Contains(out, `"text":"sent by hand"`) {
+		t.Fatalf("send tools/call: exit %d\n%s\n%s", code, out, errOut)
+	}
+	profile := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(profile, []byte(mockProfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = mcptape(t, "send", "--to", proxyURL, "--profile", profile, "tools/call", `{"name":"sample","arguments":{"prompt":"hi"}}`)
+	if code != 0 || !strings.Contains(out, "<- {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"sampling/createMessage\"") ||
+		!strings.Contains(out, "# answered from the testing profile") || !strings.Contains(out, "fixture override: hi") {
+		t.Fatalf("send with a sampling request: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("send printed:\n%s", out)
+	code, out, errOut = mcptape(t, "send", "--to", proxyURL, "--body", `{"jsonrpc":"2.0","id":7,"method":"tools/ca`)
+	if code == 0 || !strings.Contains(out, "HTTP 400") {
+		t.Fatalf("send of a malformed body: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	ctx := context.Background()
+	st, err := openRead(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var header, flagged bool
+	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for x, err := range st.Exchanges(ctx, s.ID) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			header = header || x.RequestHeader.Get("X-Debug") == "from-send"
+		}
+		for m, err := range st.Messages(ctx, s.ID, capture.MessageQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Kind == protocol.KindInvalid && string(m.Raw) == `{"jsonrpc":"2.0","id":7,"method":"tools/ca` {
+				for _, f := range m.Findings {
+					flagged = flagged || f.Kind == capture.FindingInvalidFrame
+				}
+			}
+		}
+	}
+	if !header || !flagged {
+		t.Errorf("recorded: the custom header %v, the malformed body flagged %v", header, flagged)
+	}
+	if code, _, e := mcptape(t, "send", "tools/list"); code != exitUsage || !strings.Contains(e, "--to is required") {
+		t.Errorf("send without --to: %d %s", code, e)
+	}
+}
