@@ -72,12 +72,31 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 				return p.AnswerElicitation(params)
 			}
 			return p.AnswerRoots(), nil
+		},
+		// As cmd wires it: replay.Send as the dashboard's own client.
+		Send: func(ctx context.Context, r dashboard.SendRequest) (*dashboard.SendResult, error) {
+			res, err := replay.Send(ctx, &replay.SendOptions{URL: r.URL, Method: r.Method, Params: r.Params, Body: r.Body, Header: r.Header,
+				Version: r.Version, Client: protocol.Implementation{Name: "mcptape-dashboard"}, Profile: &replay.Profile{}})
+			if err != nil {
+				return nil, err
+			}
+			out := &dashboard.SendResult{Version: res.Version, Status: res.Status, Response: res.Response, Body: res.Body, Rounds: res.Rounds, Ms: res.Ms}
+			for _, e := range res.Events {
+				out.Events = append(out.Events, dashboard.SendEvent{Dir: e.Dir, Message: e.Message, Text: e.Text, Note: e.Note})
+			}
+			return out, nil
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.dash.Close() })
-	r.rec, err = capture.NewRecorder(context.Background(), store, &capture.RecorderOptions{OnBatch: r.dash.Publish})
+	if upstream == "" {
+		r.up = httptest.NewServer(fixtures.Handler(&fixtures.ServerOptions{Showcase: true}))
+		t.Cleanup(r.up.Close)
+		upstream = r.up.URL
+	}
+	up, _ := url.Parse(upstream)
+	r.rec, err = capture.NewRecorder(context.Background(), store, &capture.RecorderOptions{OnBatch: r.dash.Publish, Upstream: up.Scheme + "://" + up.Host})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +105,6 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 		defer cancel()
 		_ = r.rec.Close(ctx)
 	})
-	if upstream == "" {
-		r.up = httptest.NewServer(fixtures.Handler(&fixtures.ServerOptions{Showcase: true}))
-		t.Cleanup(r.up.Close)
-		upstream = r.up.URL
-	}
-	up, _ := url.Parse(upstream)
 	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: r.rec, Intercept: icpt})
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +117,7 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 			r.up.CloseClientConnections()
 		}
 	})
+	r.dash.SetProxyURL(r.px.URL)
 	r.srv = httptest.NewServer(r.dash)
 	t.Cleanup(func() { r.srv.CloseClientConnections(); r.srv.Close() })
 	knowToken(t, r.srv.URL, r.dash.Token())

@@ -120,6 +120,11 @@ type Options struct {
 	// (by name; "" is the default profile) for the Intercept page's
 	// Auto-respond (cmd wires replay's profiles). Nil hides it.
 	AnswerFromProfile func(ctx context.Context, profile, method string, params json.RawMessage) (json.RawMessage, error)
+	// Send sends a request to the live upstream through the recording
+	// proxy (ProxyURL), in a session of its own (cmd wires replay.Send),
+	// for "Send again" and the Tools page. Nil, or no ProxyURL, offers no
+	// sending.
+	Send func(ctx context.Context, r SendRequest) (*SendResult, error)
 }
 
 // Server is the dashboard: an http.Handler serving the single-page app, its
@@ -350,6 +355,9 @@ func (s *Server) routes() *mux.Router {
 	api.HandleFunc("/intercept/rules", s.apiSetRules).Methods(put)
 	api.HandleFunc("/intercept/{id:[0-9]+}", s.apiDecide).Methods(post)
 	api.HandleFunc("/intercept/{id:[0-9]+}/suggest", s.apiSuggest).Methods(get)
+	api.HandleFunc("/send", s.apiSend).Methods(post)
+	api.HandleFunc("/tools", s.apiTools).Methods(get)
+	api.HandleFunc("/tools/history", s.apiToolHistory).Methods(get)
 	api.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: see the dashboard package documentation", "not_found")
 	})
@@ -364,7 +372,7 @@ func (s *Server) routes() *mux.Router {
 	// The app's pages: every one is a deep link that opens directly.
 	for _, p := range []string{"/", "/sessions", "/sessions/{id}", "/sessions/{id}/messages/{seq:[0-9]+}",
 		"/sessions/{id}/messages/{seq:[0-9]+}/inputs/{key}", "/sessions/{id}/exchanges/{xid:[0-9]+}",
-		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending", "/intercept"} {
+		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending", "/intercept", "/send", "/tools"} {
 		r.HandleFunc(p, s.page).Methods(get)
 	}
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -85,9 +85,10 @@ type SendResult struct {
 type SendEvent struct {
 	// Dir is "c2s" or "s2c".
 	Dir string `json:"dir"`
-	// Message is the JSON-RPC message (raw, possibly not JSON for a body
-	// sent malformed on purpose).
-	Message json.RawMessage `json:"message"`
+	// Message is the JSON-RPC message; Text holds instead what was sent
+	// that is not JSON (a body sent malformed on purpose).
+	Message json.RawMessage `json:"message,omitempty"`
+	Text    string          `json:"text,omitempty"`
 	// Note says what mcptape made of it ("answered from the testing
 	// profile", …).
 	Note string `json:"note,omitempty"`
@@ -286,7 +287,7 @@ func (s *sender) request(ctx context.Context) error {
 	}
 	for round := 1; ; round++ {
 		s.res.Rounds = round
-		s.res.Events = append(s.res.Events, SendEvent{Dir: "c2s", Message: body, Note: roundNote(round)})
+		s.res.Events = append(s.res.Events, event("c2s", body, roundNote(round)))
 		res, err := s.postAnswering(ctx, body, method, name, id)
 		if err != nil {
 			return err
@@ -323,6 +324,14 @@ func (s *sender) request(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// event is a SendEvent of raw, which may not be JSON.
+func event(dir string, raw []byte, note string) SendEvent {
+	if json.Valid(raw) {
+		return SendEvent{Dir: dir, Message: raw, Note: note}
+	}
+	return SendEvent{Dir: dir, Text: string(raw), Note: cmpOrStr(note, "not JSON: sent as it is")}
 }
 
 func roundNote(round int) string {
@@ -567,7 +576,11 @@ func FormatSend(w io.Writer, r *SendResult) {
 		if e.Dir == "s2c" {
 			arrow = "<-"
 		}
-		fmt.Fprintf(w, "%s %s", arrow, strings.TrimSpace(string(e.Message)))
+		msg := string(e.Message)
+		if e.Message == nil {
+			msg = e.Text
+		}
+		fmt.Fprintf(w, "%s %s", arrow, strings.TrimSpace(msg))
 		if e.Note != "" {
 			fmt.Fprintf(w, "   # %s", e.Note)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/dashboard"
+	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
@@ -268,6 +269,33 @@ func dashboardOptions(data string, replays *replayServers, logger *slog.Logger) 
 		},
 		StartReplay: replays.start,
 		StopReplay:  replays.stop,
+		Send:        dashboardSend(data),
+	}
+}
+
+// dashboardSend is Options.Send: replay.Send as the dashboard's own
+// client, the server's sampling, elicitation and roots requests answered
+// from the default testing profile (or its built-in defaults).
+func dashboardSend(data string) func(ctx context.Context, r dashboard.SendRequest) (*dashboard.SendResult, error) {
+	return func(ctx context.Context, r dashboard.SendRequest) (*dashboard.SendResult, error) {
+		p, _, err := loadNamedProfile(data, "")
+		if err != nil {
+			return nil, fmt.Errorf("the default testing profile: %w", err)
+		}
+		if p == nil {
+			p = &replay.Profile{Name: "built-in defaults"}
+		}
+		res, err := replay.Send(ctx, &replay.SendOptions{URL: r.URL, Method: r.Method, Params: r.Params, Body: r.Body, Header: r.Header,
+			Version: r.Version, Client: protocol.Implementation{Name: "mcptape-dashboard", Version: version}, Profile: p})
+		if err != nil {
+			return nil, err
+		}
+		out := &dashboard.SendResult{Version: res.Version, Status: res.Status, ContentType: res.ContentType, Response: res.Response,
+			Body: res.Body, Rounds: res.Rounds, Ms: res.Ms, Events: make([]dashboard.SendEvent, len(res.Events))}
+		for i, e := range res.Events {
+			out.Events[i] = dashboard.SendEvent{Dir: e.Dir, Message: e.Message, Text: e.Text, Note: e.Note}
+		}
+		return out, nil
 	}
 }
 

@@ -23,6 +23,8 @@ const routes = [
   [/^\/import$/, lazy('./pages/import.js', 'importPage'), 'import'],
   [/^\/pending$/, lazy('./pages/pending.js', 'pendingPage'), 'pending'],
   [/^\/intercept$/, lazy('./pages/intercept.js', 'interceptPage'), 'intercept'],
+  [/^\/send$/, lazy('./pages/send.js', 'sendPage'), 'tools'],
+  [/^\/tools$/, lazy('./pages/tools.js', 'toolsPage'), 'tools'],
 ];
 
 let current = { cleanup: null, abort: null };

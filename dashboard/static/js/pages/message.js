@@ -57,6 +57,7 @@ export async function messagePage({ params, main, signal }) {
   ])));
 
   const tools = h('div', { class: 'row-actions' });
+  if (m.dir === 'c2s' && m.kind === 'request') tools.append(h('a', { href: '/send?from=' + m.seq, class: 'button send-again' }, 'Send again'));
   if (d.curl) tools.append(copyButton('Copy as curl', d.curl));
   if (d.request) tools.append(copyButton('Copy as JSON-RPC request', d.request));
   if (text !== null) tools.append(copyButton('Copy raw', text));

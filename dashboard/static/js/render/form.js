@@ -162,7 +162,7 @@ function control(kind, s, value, id, path, depth, required) {
   switch (kind) {
     case 'string': return stringControl(s, value, id, path);
     case 'number': return numberControl(s, value, id, path);
-    case 'boolean': return booleanControl(value, id, path);
+    case 'boolean': return booleanControl(s, value, id, path);
     case 'select': return selectControl(s, value, id, path, required);
     case 'multi': return multiControl(s, value, id, path);
     case 'chips': return chipsControl(s, value, id, path);
@@ -265,10 +265,12 @@ export function numberProblems(s, n) {
   return out;
 }
 
-function booleanControl(value, id) {
+// booleanControl is a switch. Untouched, it shows the default and sends
+// nothing (the server applies its default).
+function booleanControl(s, value, id) {
   const el = h('input', { id, type: 'checkbox', role: 'switch', class: 'switch' });
   let touched = value !== undefined;
-  el.checked = value === true;
+  el.checked = value !== undefined ? value === true : s.default === true;
   el.addEventListener('change', () => { touched = true; });
   return {
     el: h('span', { class: 'switch-box' }, el, h('span', { class: 'switch-text muted small' })),
