@@ -304,7 +304,7 @@ function multiControl(s, value, id, path) {
   const have = Array.isArray(value) ? value.map((v) => JSON.stringify(v)) : [];
   const inputs = cs.map((c) => {
     const cb = h('input', { type: 'checkbox', checked: have.includes(JSON.stringify(c.value)) });
-    box.append(h('label', { class: 'choice' }, cb, ' ', c.title ? clipped(c.title, 200) : compact(c.value, 100)));
+    box.append(h('label', { class: 'choice' }, cb, ' ', c.title ? clipped(c.title, 200) : typeof c.value === 'string' ? clipped(c.value, 200) : compact(c.value, 100)));
     return [cb, c.value];
   });
   let touched = value !== undefined;
