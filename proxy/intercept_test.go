@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -412,4 +413,59 @@ func TestInterceptStreamNotBuffered(t *testing.T) {
 		t.Error("the held event arrived before the 20th")
 	}
 	t.Logf("worst delay of an event that was not held: %v", worst)
+}
+
+// TestInterceptTimeout: a held request nobody decides goes on unchanged
+// once the intercept timeout passes, and the record says so.
+func TestInterceptTimeout(t *testing.T) {
+	r, icpt := interceptRig(t, nil, []string{"tools/call:echo"}, nil)
+	// The rig's queue waits a minute; this one 150 ms.
+	short, err := capture.NewInterceptor(icpt.Rules(), &capture.InterceptorOptions{Timeout: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _ := url.Parse(r.up.URL)
+	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: r.rec, Intercept: short})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := serveProxy(t, p)
+	t.Cleanup(px.Close)
+	cs := connect(t, px.URL+fixtures.PathStateful, protocol.V20251125)
+	start := time.Now()
+	if res := resultText(<-callAsync(cs, "echo", map[string]any{"text": "nobody decided"})); res != "nobody decided" {
+		t.Fatalf("after the timeout the client got %q", res)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("the call returned after %v, before the timeout", d)
+	}
+	r.sync(t)
+	found := false
+	for _, m := range r.all(t) {
+		found = found || m.Kind == protocol.KindRequest && heldFinding(m, "forwarded unchanged: nobody decided within the intercept timeout")
+	}
+	if !found {
+		t.Error("the record does not say the held call timed out")
+	}
+}
+
+// TestInterceptStop: when the recorder stops, what is held goes on
+// unchanged, and the record says the recorder stopped.
+func TestInterceptStop(t *testing.T) {
+	r, icpt := interceptRig(t, nil, []string{"response:tools/call:echo"}, nil)
+	cs := connect(t, r.px.URL+fixtures.PathStateful, protocol.V20251125)
+	got := callAsync(cs, "echo", map[string]any{"text": "held at the stop"})
+	nextHeld(t, icpt)
+	icpt.Close()
+	if res := resultText(<-got); res != "held at the stop" {
+		t.Fatalf("the client got %q", res)
+	}
+	r.sync(t)
+	found := false
+	for _, m := range r.all(t) {
+		found = found || m.Kind == protocol.KindResult && heldFinding(m, "forwarded unchanged: the recorder stopped while it was held")
+	}
+	if !found {
+		t.Error("the record does not say the recorder stopped while the answer was held")
+	}
 }

@@ -226,3 +226,108 @@ func TestSend(t *testing.T) {
 		t.Errorf("send without --to: %d %s", code, e)
 	}
 }
+
+// heldList is GET /api/v1/intercept.
+type heldList struct {
+	Held []capture.HeldMessage `json:"held"`
+}
+
+// waitHeld polls the dashboard until something is held.
+func waitHeld(t *testing.T, c *dashClient) capture.HeldMessage {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		var l heldList
+		if c.do(http.MethodGet, "/api/v1/intercept", &l) == http.StatusOK && len(l.Held) > 0 {
+			return l.Held[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("nothing was held")
+	return capture.HeldMessage{}
+}
+
+func (c *dashClient) post(path, body string) int {
+	c.t.Helper()
+	res, err := c.hc.Do(withJSON(pageRequest(c.hc, c.base, http.MethodPost, path, strings.NewReader(body))))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func withJSON(r *http.Request) *http.Request {
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+// TestRecordAnswerPerson: `record --answer sampling=person` on a
+// 2026-07-28 session: the sampling input request of an input_required
+// round waits on the dashboard; a person's answer (through its API, as the
+// Intercept page sends it) goes into the retry mcptape sends, and the
+// client, which declares no sampling, gets the final result.
+func TestRecordAnswerPerson(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	dashURL, out, _ := startCmd(t, "dashboard at ", "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0",
+		"--data", t.TempDir(), "--dashboard", "127.0.0.1:0", "--answer", "sampling=person")
+	proxyURL := outputValue(out.String(), "point your MCP client at ")
+	c := newDashClient(t, dashURL)
+	cs := noSamplingClient(t, proxyURL, "")
+	got := make(chan string, 1)
+	go func() { got <- toolText(t, cs, fixtures.ToolSample, map[string]any{"prompt": "for a person"}) }()
+	h := waitHeld(t, c)
+	if h.What != capture.HeldAnswer || h.Method != protocol.MethodSampling || h.Key != "sample" || !strings.Contains(string(h.Raw), "for a person") {
+		t.Fatalf("held: %+v", h)
+	}
+	if code := c.post("/api/v1/intercept/"+h.ID, `{"action":"answer","result":{"role":"assistant","content":{"type":"text","text":"a person's answer"},"model":"human"}}`); code != http.StatusOK {
+		t.Fatalf("answering: %d", code)
+	}
+	select {
+	case text := <-got:
+		if text != "a person's answer" {
+			t.Errorf("sample returned %q", text)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not return")
+	}
+}
+
+// TestRecordStopForwardsHeld: stopping `record --intercept` sends what it
+// holds on unchanged: the client gets the server's answer.
+func TestRecordStopForwardsHeld(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", t.TempDir(),
+		"--dashboard", "127.0.0.1:0", "--intercept", "tools/call:echo")
+	proxyURL := r.wait(t, "point your MCP client at ")
+	dashURL := r.wait(t, "dashboard at ")
+	c := newDashClient(t, dashURL)
+	cs := noSamplingClient(t, proxyURL, protocol.V20251125)
+	got := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "held when it stopped"}})
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- res.Content[0].(*mcp.TextContent).Text
+	}()
+	waitHeld(t, c)
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+	select {
+	case text := <-got:
+		if text != "held when it stopped" {
+			t.Errorf("the client got %q, want the server's answer to the call as it was sent", text)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held call never went on")
+	}
+}
