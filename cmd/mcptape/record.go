@@ -25,12 +25,16 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/proxy"
 )
 
 type recordConfig struct {
 	upstream     string
+	routes       []string // NAME=URL
+	forward      bool
+	mitm         []string
 	listen       string
 	data         string
 	redact       []string
@@ -68,7 +72,10 @@ const defaultShutdownTimeout = 10 * time.Second
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("record", stderr)
 	var c recordConfig
-	fs.StringVar(&c.upstream, "upstream", "", "the MCP server's URL, e.g. http://127.0.0.1:3001/mcp (required)")
+	fs.StringVar(&c.upstream, "upstream", "", "the MCP server's URL, e.g. http://127.0.0.1:3001/mcp (or --route, or --forward)")
+	fs.Var((*stringList)(&c.routes), "route", "record a server under /`NAME=URL`'s NAME/ on the proxy, e.g. github=https://api.example.com/mcp is reached at http://127.0.0.1:7411/github/mcp (repeatable; --upstream is the one-route form)")
+	fs.BoolVar(&c.forward, "forward", false, "also be an HTTP(S) proxy: set HTTPS_PROXY/HTTP_PROXY to the proxy's URL in a client and it records plain-HTTP requests; CONNECT tunnels pass unrecorded unless --mitm names their host")
+	fs.Var((*stringList)(&c.mitm), "mitm", "with --forward, intercept and record the HTTPS tunnels to hosts matching this `GLOB` (e.g. '*.example.com'; repeatable), with mcptape's own CA (`mcptape ca init`), which the client must trust")
 	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")
 	fs.StringVar(&c.data, "data", defaultDataDir(), "directory of the capture store")
 	fs.Var((*stringList)(&c.redact), "redact-header", "also redact this header (repeatable)")
@@ -110,8 +117,13 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	if c.upstream == "" {
-		return usagef("--upstream is required: the URL of the MCP server to record, e.g. --upstream http://127.0.0.1:3001/mcp")
+	switch {
+	case c.upstream == "" && len(c.routes) == 0 && !c.forward:
+		return usagef("say what to record: --upstream URL (one server, e.g. --upstream http://127.0.0.1:3001/mcp), --route NAME=URL (several), or --forward (an HTTP(S) proxy)")
+	case c.upstream != "" && len(c.routes) > 0:
+		return usagef("--upstream and --route do not mix: --upstream is the one-route form; give each server as --route NAME=URL")
+	case len(c.mitm) > 0 && !c.forward:
+		return usagef("--mitm intercepts the tunnels of the forward proxy: add --forward")
 	}
 	logger, err := newLogger(stderr, c.logLevel)
 	if err != nil {
@@ -124,9 +136,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if c.noRedact {
 		fmt.Fprintln(stderr, "mcptape: WARNING: --no-redact: Authorization headers, cookies, API keys and session ids are stored as they are. Do not share this store.")
 	}
-	up, _ := url.Parse(c.upstream)
-	fmt.Fprintf(stdout, "mcptape: recording %s into %s\n", up.Redacted(), c.data)
-	fmt.Fprintf(stdout, "mcptape: point your MCP client at %s%s\n", rs.srv.URL(), up.RequestURI())
+	rs.printHow(stdout, &c)
 	if rs.metrics != nil {
 		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
 	}
@@ -173,13 +183,35 @@ type recording struct {
 	// is set.
 	live     atomic.Pointer[capture.Recorder]
 	proxy    *proxy.Proxy
+	routed   bool // the proxy serves routes, which attach can add to
 	shutdown time.Duration // how long close waits for calls in flight
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
-	up, err := url.Parse(c.upstream)
-	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		return nil, usagef("--upstream %q is not an http(s) URL like http://127.0.0.1:3001/mcp", c.upstream)
+	var up *url.URL
+	if c.upstream != "" {
+		up, err = url.Parse(c.upstream)
+		if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+			return nil, usagef("--upstream %q is not an http(s) URL like http://127.0.0.1:3001/mcp", c.upstream)
+		}
+	}
+	routes, err := parseRoutes(c.routes)
+	if err != nil {
+		return nil, err
+	}
+	var fwd *proxy.ForwardOptions
+	if c.forward {
+		fwd = &proxy.ForwardOptions{MITM: c.mitm}
+		if len(c.mitm) > 0 {
+			auth, err := ca.Load(caDir(c.data))
+			if errors.Is(err, ca.ErrNoCA) {
+				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see the README)", c.data, c.data)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("--mitm: loading mcptape's CA: %w", err)
+			}
+			fwd.Certificate = auth.Leaf
+		}
 	}
 	var tlsConf *tls.Config
 	if c.upstreamCA != "" {
@@ -215,7 +247,10 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	rs := &recording{store: store, upstream: up.Redacted(), shutdown: c.shutdownTimeout}
+	rs := &recording{store: store, shutdown: c.shutdownTimeout, routed: up == nil}
+	if up != nil {
+		rs.upstream = up.Redacted()
+	}
 	if rs.shutdown <= 0 {
 		rs.shutdown = defaultShutdownTimeout
 	}
@@ -225,9 +260,12 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 	}()
 	ro := &capture.RecorderOptions{
-		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
+		Logger: logger, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
 		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
 		Registerer: registerer(reg),
+	}
+	if up != nil {
+		ro.Upstream = up.Scheme + "://" + up.Host
 	}
 	if !c.noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(c.data); err != nil {
@@ -249,7 +287,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	rs.live.Store(rs.rec)
 	// The wraps' spools: this process owns the store now.
 	rs.ingest = startIngest(c.data, rs.rec, store, logger)
-	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost,
+	p, err := proxy.New(&proxy.Options{Upstream: up, Routes: routes, Forward: fwd, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost,
 		Registerer: registerer(reg), UpstreamTimeout: c.upstreamTimeout, MaxRequestBody: c.maxRequestBody})
 	if err != nil {
 		return nil, err
@@ -325,8 +363,9 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	listen := rs.srv.URL()
 	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, &remotestore.HandlerOptions{
 		Status: func() remotestore.Status {
-			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Routes: rs.routeInfos(), Started: started, Stats: rs.rec.Stats()}
 		},
+		AddRoute: rs.addRoute(),
 		// A read sees everything forwarded before it: `export` right
 		// after a run must not find a session's record stale.
 		Sync: rs.rec.Sync,
