@@ -61,13 +61,13 @@ import (
 
 // Status is what the recording process reports about itself.
 type Status struct {
-	PID      int           `json:"pid"`
-	Listen   string        `json:"listen"`
-	Upstream string        `json:"upstream"`
+	PID      int    `json:"pid"`
+	Listen   string `json:"listen"`
+	Upstream string `json:"upstream"`
 	// Routes are the recorder's routes, when it serves several upstreams.
-	Routes []RouteInfo `json:"routes,omitempty"`
-	Started  time.Time     `json:"started"`
-	Stats    capture.Stats `json:"stats"`
+	Routes  []RouteInfo   `json:"routes,omitempty"`
+	Started time.Time     `json:"started"`
+	Stats   capture.Stats `json:"stats"`
 }
 
 // RouteInfo is one route of a recorder: its name, its upstream (redacted)

@@ -183,7 +183,7 @@ type recording struct {
 	// is set.
 	live     atomic.Pointer[capture.Recorder]
 	proxy    *proxy.Proxy
-	routed   bool // the proxy serves routes, which attach can add to
+	routed   bool          // the proxy serves routes, which attach can add to
 	shutdown time.Duration // how long close waits for calls in flight
 }
 
