@@ -177,7 +177,10 @@ func (p *pipeline) streamEnd(xs *xState, ev event) {
 	case ev.aborted:
 		xs.x.Error, xs.x.Aborted = ev.errText, true
 	case ev.errText != "" && st.s.Command != nil:
-		st.s.Command.Exit = ev.errText
+		// A new Command: a batch on its way to the store holds the old.
+		c := *st.s.Command
+		c.Exit = ev.errText
+		st.s.Command = &c
 	}
 	if ev.broken {
 		st.s.Status = StatusIncomplete

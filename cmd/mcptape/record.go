@@ -61,7 +61,7 @@ type recordConfig struct {
 // Defaults of the store's bounds (documented in the README).
 const (
 	defaultMinFree        = "256MiB"
-	defaultMaxRecordBytes = "64MiB"
+	defaultMaxRecordBytes = "16MiB"
 )
 
 // defaultShutdownTimeout is how long a stopping recorder waits for the
@@ -327,7 +327,7 @@ func (c *recordConfig) storeOptions() (*badgerstore.Options, int, error) {
 	}
 	maxRecord, err := parseSize(orDefault(c.maxRecordBytes, defaultMaxRecordBytes))
 	if err != nil || maxRecord < 1<<10 || maxRecord > 1<<30 {
-		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 64MiB", c.maxRecordBytes)
+		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 16MiB", c.maxRecordBytes)
 	}
 	return o, int(maxRecord), nil
 }

@@ -17,8 +17,8 @@ import (
 // its defaults) and reports the child's peak RSS (VmHWM): it must stay
 // under 150 MB, as JSON, as one 200 MiB SSE event, and as 200 events of
 // 1 MiB. The proxy buffers none of it; the recorder keeps the first
-// 64 MiB of one message (its default limit) and forwards the rest
-// unrecorded, marked oversize.
+// 16 MiB of one message (--max-record-bytes's default) and forwards the
+// rest unrecorded, marked oversize.
 func BenchmarkRecordLargeResponse(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("reads /proc")
