@@ -57,7 +57,7 @@ func (rs *recording) printHow(w io.Writer, c *recordConfig) {
 		fmt.Fprintf(w, "mcptape: no route yet: add servers with `mcptape attach CLIENT NAME`\n")
 	}
 	if c.forward {
-		fmt.Fprintf(w, "mcptape: forward proxy at %s: set HTTPS_PROXY=%s and HTTP_PROXY=%s in the client (Node also needs NODE_USE_ENV_PROXY=1)\n", base, base, base)
+		fmt.Fprintf(w, "mcptape: forward proxy at %s (in the client set HTTPS_PROXY=%s and HTTP_PROXY=%s; Node also needs NODE_USE_ENV_PROXY=1)\n", base, base, base)
 		if len(c.mitm) > 0 {
 			fmt.Fprintf(w, "mcptape: intercepting HTTPS to %s; the client must trust mcptape's CA (`mcptape ca path --data %s`); other tunnels pass unrecorded\n",
 				strings.Join(c.mitm, ", "), c.data)
