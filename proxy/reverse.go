@@ -254,6 +254,9 @@ type exchange struct {
 	mx       exchangeMetrics
 	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
 	orig     *original // set when the response was rewritten (oauth.go)
+	// recordsUpstream: the upstream's body reports its bytes to the
+	// recorder itself (legacy.go), not the teeWriter
+	recordsUpstream bool
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -487,6 +490,10 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	}
 	if x != nil && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
+		if legacyStream(res, x) {
+			res.Body = &endpointBody{ReadCloser: res.Body, x: x}
+			x.recordsUpstream = true
+		}
 	}
 	return nil
 }
