@@ -98,6 +98,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	legacy map[string]*live    // by the session id we minted
+	sse    map[string]*sseLive // legacy HTTP+SSE sessions, by the session id we minted (server_sse.go)
 	modern map[string][]*live  // 2026-07-28 clients by fingerprint, oldest first
 	uses   map[*recSession]int // how many live clients each recorded session was given to
 	report ServerReport
@@ -279,6 +280,9 @@ func paramsOf(raw []byte) json.RawMessage {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveLegacySSE(w, r) {
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		s.post(w, r)
@@ -420,6 +424,12 @@ func (s *Server) closest(rs *recSession, m *protocol.Message) string {
 }
 
 func (s *Server) miss(w http.ResponseWriter, m *protocol.Message, why string) {
+	writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, s.noteMiss(m, why))
+}
+
+// noteMiss reports a live request no recorded one matches, and returns
+// the message that says so.
+func (s *Server) noteMiss(m *protocol.Message, why string) string {
 	p, _ := protocol.ParseParams(m.Params)
 	msg := fmt.Sprintf("mcptape replay: no recorded %s", m.Method)
 	if p.Name != "" {
@@ -431,7 +441,7 @@ func (s *Server) miss(w http.ResponseWriter, m *protocol.Message, why string) {
 	s.report.Failures = append(s.report.Failures, msg)
 	s.mu.Unlock()
 	s.log.Warn(msg)
-	writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, msg)
+	return msg
 }
 
 // clientAnswer delivers a client's answer to a replayed server→client request.
