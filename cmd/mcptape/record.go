@@ -33,6 +33,7 @@ import (
 type recordConfig struct {
 	upstream     string
 	routes       []string // NAME=URL
+	routesOnly   bool     // --routes: a recorder of routes, maybe none yet
 	forward      bool
 	mitm         []string
 	listen       string
@@ -74,6 +75,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var c recordConfig
 	fs.StringVar(&c.upstream, "upstream", "", "the MCP server's URL, e.g. http://127.0.0.1:3001/mcp (or --route, or --forward)")
 	fs.Var((*stringList)(&c.routes), "route", "record a server under /`NAME=URL`'s NAME/ on the proxy, e.g. github=https://api.example.com/mcp is reached at http://127.0.0.1:7411/github/mcp (repeatable; --upstream is the one-route form)")
+	fs.BoolVar(&c.routesOnly, "routes", false, "serve routes, none yet or those --route names: `mcptape attach CLIENT NAME` adds a client's HTTP server as a route while this runs")
 	fs.BoolVar(&c.forward, "forward", false, "also be an HTTP(S) proxy: set HTTPS_PROXY/HTTP_PROXY to the proxy's URL in a client and it records plain-HTTP requests; CONNECT tunnels pass unrecorded unless --mitm names their host")
 	fs.Var((*stringList)(&c.mitm), "mitm", "with --forward, intercept and record the HTTPS tunnels to hosts matching this `GLOB` (e.g. '*.example.com'; repeatable), with mcptape's own CA (`mcptape ca init`), which the client must trust")
 	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")
@@ -118,9 +120,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	switch {
-	case c.upstream == "" && len(c.routes) == 0 && !c.forward:
-		return usagef("say what to record: --upstream URL (one server, e.g. --upstream http://127.0.0.1:3001/mcp), --route NAME=URL (several), or --forward (an HTTP(S) proxy)")
-	case c.upstream != "" && len(c.routes) > 0:
+	case c.upstream == "" && len(c.routes) == 0 && !c.forward && !c.routesOnly:
+		return usagef("say what to record: --upstream URL (one server, e.g. --upstream http://127.0.0.1:3001/mcp), --route NAME=URL (several), --routes (servers added by `mcptape attach`), or --forward (an HTTP(S) proxy)")
+	case c.upstream != "" && (len(c.routes) > 0 || c.routesOnly):
 		return usagef("--upstream and --route do not mix: --upstream is the one-route form; give each server as --route NAME=URL")
 	case len(c.mitm) > 0 && !c.forward:
 		return usagef("--mitm intercepts the tunnels of the forward proxy: add --forward")
@@ -287,6 +289,9 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	rs.live.Store(rs.rec)
 	// The wraps' spools: this process owns the store now.
 	rs.ingest = startIngest(c.data, rs.rec, store, logger)
+	if up == nil && routes == nil {
+		routes = []proxy.Route{} // a recorder of routes, none yet
+	}
 	p, err := proxy.New(&proxy.Options{Upstream: up, Routes: routes, Forward: fwd, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost,
 		Registerer: registerer(reg), UpstreamTimeout: c.upstreamTimeout, MaxRequestBody: c.maxRequestBody})
 	if err != nil {

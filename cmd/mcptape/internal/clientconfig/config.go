@@ -214,7 +214,7 @@ type entry struct {
 	Server
 	m *member
 	// command, args, url: the entry's members of those names, or nil.
-	command, args *member
+	command, args, url *member
 	// pointer is the entry's JSON Pointer (RFC 6901) in the file.
 	pointer string
 	// src is the text the offsets refer to for an entry parsed on its own
@@ -290,6 +290,7 @@ func (c *config) readEntry(m *member, ptr string) *entry {
 		typ = t.val.str
 	}
 	url := v.lookup("url")
+	e.url = url
 	switch {
 	case e.command != nil:
 		e.Transport = Stdio
