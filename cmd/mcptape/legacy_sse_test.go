@@ -17,7 +17,7 @@ import (
 // endpoint event's path gets the route's prefix): every step passes; the
 // recording is one session whose tree has no orphan, unanswered or
 // invalid-frame finding; `mcptape replay server` of its tape passes the
-// same client.
+// same client (at the recorded pace, the replay server's default).
 func TestRecordAndReplayLegacySSE(t *testing.T) {
 	needPeers(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
@@ -99,7 +99,7 @@ func TestRecordAndReplayLegacySSE(t *testing.T) {
 	st.Close()
 
 	// The replay of the tape stands in for server-everything.
-	rr := startRun(t, "replay", "server", "--tape", tape, "--listen", "127.0.0.1:0", "--timing", "fast")
+	rr := startRun(t, "replay", "server", "--tape", tape, "--listen", "127.0.0.1:0")
 	base := urlRE.FindString(rr.wait(t, "mcptape replay: serving "))
 	if base == "" {
 		t.Fatalf("no replay URL: %s", rr.out.String())
