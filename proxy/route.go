@@ -111,14 +111,6 @@ func (t *routeTable) get(name string) *route {
 	return (*m)[name]
 }
 
-func (t *routeTable) len() int {
-	m := t.m.Load()
-	if m == nil {
-		return 0
-	}
-	return len(*m)
-}
-
 // add adds a route. Adding one that exists with the same upstream is a
 // no-op; with another, ErrRouteExists.
 func (t *routeTable) add(r Route) (added bool, err error) {
