@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -205,4 +206,159 @@ func BenchmarkLoadTape100k(b *testing.B) {
 	if mb := float64(peak.Load()) / (1 << 20); mb > 300 {
 		b.Errorf("loading the 100k-message tape took %.0f MB of heap at its peak; the target is under 300 MB", mb)
 	}
+}
+
+// notificationTape is a legacy session of n tools/call requests every
+// spacing, each setting off a log notification on the standalone GET
+// stream gap(i) after it.
+func notificationTape(n int, spacing time.Duration, gap func(i int) time.Duration) *replay.Tape {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ts := &replay.TapeSession{Session: &capture.Session{ID: "notes", Era: protocol.EraLegacy, Version: "2025-11-25", Path: "/mcp",
+		Opening: "initialize", Start: t0}}
+	seq, xid := uint64(0), uint64(0)
+	x := func(method string, status int, body capture.BodyKind, at time.Time) uint64 {
+		xid++
+		ts.Exchanges = append(ts.Exchanges, &capture.Exchange{ID: xid, SessionID: "notes", Method: method, URL: "/mcp", Status: status,
+			Start: at, End: at, RequestHeader: http.Header{}, ResponseHeader: http.Header{}, ResponseBody: body})
+		return xid
+	}
+	msg := func(x uint64, dir protocol.Direction, at time.Time, raw string, req uint64) uint64 {
+		seq++
+		d := protocol.Decode([]byte(raw))
+		ts.Messages = append(ts.Messages, &capture.Message{Seq: seq, SessionID: "notes", ExchangeID: x, Direction: dir, Time: at,
+			Kind: d.Kind, Method: d.Method, ID: d.ID, Raw: []byte(raw), Size: len(raw), Batch: -1, Links: capture.Links{Request: req}})
+		return seq
+	}
+	c2s, s2c := protocol.ClientToServer, protocol.ServerToClient
+	ix := x("POST", 200, capture.BodyJSON, t0)
+	init := msg(ix, c2s, t0, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`, 0)
+	msg(ix, s2c, t0, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"logging":{}},"serverInfo":{"name":"s","version":"1"}}}`, init)
+	get := x("GET", 200, capture.BodySSE, t0)
+	type note struct {
+		at  time.Time
+		raw string
+	}
+	var pending []note
+	flush := func(before time.Time) {
+		for len(pending) > 0 && pending[0].at.Before(before) {
+			msg(get, s2c, pending[0].at, pending[0].raw, 0)
+			pending = pending[1:]
+		}
+	}
+	for i := 0; i < n; i++ {
+		at := t0.Add(time.Duration(i+1) * spacing)
+		flush(at)
+		cx := x("POST", 200, capture.BodyJSON, at)
+		req := msg(cx, c2s, at, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"work","arguments":{"i":%d}}}`, i+1, i), 0)
+		msg(cx, s2c, at, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"done %d"}]}}`, i+1, i), req)
+		pending = append(pending, note{at.Add(gap(i)), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"n%d"}}`, i)})
+	}
+	flush(t0.Add(time.Duration(n+2) * spacing))
+	return &replay.Tape{Sessions: []*replay.TapeSession{ts}}
+}
+
+// BenchmarkGetStreamPacing replays a 1,000-call tape whose calls each set
+// off a notification on the standalone GET stream, at recorded timing, to
+// a client that calls at the recorded pace: the added delay of each
+// notification is how much later it came after its call than it did in
+// the recording. Target: p99 under 5 ms. Figures: p50, p99 and max added
+// delay.
+func BenchmarkGetStreamPacing(b *testing.B) {
+	const n, spacing = 1000, 3 * time.Millisecond
+	gap := func(i int) time.Duration { return time.Duration(200+(i*137)%1800) * time.Microsecond } // 0.2 to 2 ms
+	tape := notificationTape(n, spacing, gap)
+	var added []time.Duration
+	for range b.N {
+		s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: replay.TimingRecorded, Strict: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs := httptest.NewServer(s)
+		added = append(added, replayNotes(b, hs.URL+"/mcp", n, spacing, gap)...)
+		if r := s.Report(); !r.OK() || r.Served != n+1 {
+			b.Fatalf("strict replay: served %d, failures %q", r.Served, r.Failures)
+		}
+		s.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+	}
+	slices.Sort(added)
+	pct := func(p float64) time.Duration { return added[min(len(added)-1, int(p*float64(len(added))))] }
+	b.ReportMetric(float64(pct(0.50).Microseconds())/1000, "p50-added-ms")
+	b.ReportMetric(float64(pct(0.99).Microseconds())/1000, "p99-added-ms")
+	b.ReportMetric(float64(added[len(added)-1].Microseconds())/1000, "max-added-ms")
+	if p99 := pct(0.99); p99 >= 5*time.Millisecond {
+		b.Errorf("p99 added delay of a GET-stream notification is %v; the target is under 5 ms", p99)
+	}
+}
+
+// replayNotes plays the bench client against a replay of notificationTape:
+// initialize, the GET stream, then the n calls at their recorded offsets.
+// It returns each notification's added delay.
+func replayNotes(b *testing.B, u string, n int, spacing time.Duration, gap func(int) time.Duration) []time.Duration {
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	do := func(method, sid, body string) *http.Response {
+		req, _ := http.NewRequest(method, u, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res
+	}
+	res := do("POST", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	sid := res.Header.Get("Mcp-Session-Id")
+	stream := do("GET", sid, "")
+	arrived := make([]time.Time, n)
+	got := make(chan int, n)
+	go func() {
+		defer close(got)
+		sc := bufio.NewScanner(stream.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if i := strings.Index(line, `"data":"n`); i >= 0 {
+				var k int
+				fmt.Sscanf(line[i+len(`"data":"n`):], "%d", &k)
+				if k >= 0 && k < n && arrived[k].IsZero() {
+					arrived[k] = time.Now()
+					got <- k
+				}
+			}
+		}
+	}()
+	sent := make([]time.Time, n)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i+1) * spacing)))
+		sent[i] = time.Now()
+		res := do("POST", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"work","arguments":{"i":%d}}}`, i+1, i))
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	deadline := time.After(10 * time.Second)
+	for c := 0; c < n; c++ {
+		select {
+		case _, ok := <-got:
+			if !ok {
+				b.Fatalf("the GET stream ended after %d of %d notifications", c, n)
+			}
+		case <-deadline:
+			b.Fatalf("%d of %d notifications came", c, n)
+		}
+	}
+	stream.Body.Close()
+	added := make([]time.Duration, n)
+	for i := range n {
+		added[i] = arrived[i].Sub(sent[i]) - gap(i)
+	}
+	return added
 }

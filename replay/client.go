@@ -69,6 +69,17 @@ type ClientOptions struct {
 	// does not count against CallTimeout. Zero means DefaultManualTimeout
 	// (10 minutes).
 	ManualTimeout time.Duration
+	// Matcher decides which recorded request of the server a live one
+	// (a server→client request, an MRTR input request) stands for, as the
+	// replay server's Matcher does for client requests: only a match gets
+	// the recorded answer; any other is answered by the Profile (or a
+	// person). Nil means NewMatcher().
+	Matcher *Matcher
+	// Strict makes every live server request that no recorded request
+	// matches — answered by the profile, a person, or nobody — a
+	// difference of its call, at "answers[i]". False reports only what it
+	// changed in the compared documents.
+	Strict bool
 }
 
 // DefaultIgnoreKeys are the members the comparison leaves out wherever they
@@ -92,6 +103,7 @@ type Client struct {
 	opts     ClientOptions
 	sessions []*TapeSession
 	ignore   *ignoreRules
+	matcher  *Matcher
 }
 
 // ErrNoSession is returned when ClientOptions.Sessions names no session of
@@ -121,6 +133,9 @@ func NewClient(tape *Tape, opts *ClientOptions) (*Client, error) {
 		return nil, err
 	}
 	c.ignore = ig
+	if c.matcher = c.opts.Matcher; c.matcher == nil {
+		c.matcher = NewMatcher()
+	}
 	if len(c.opts.Sessions) == 0 {
 		c.sessions = tape.Sessions
 		return c, nil
@@ -183,7 +198,14 @@ func (c *Client) Run(ctx context.Context, target string) (*ClientReport, error) 
 		if u.Path == "" || u.Path == "/" {
 			endpoint = strings.TrimSuffix(target, "/") + cmp.Or(ts.Session.Path, "/")
 		}
-		sr := c.replaySession(ctx, hc, ts, endpoint)
+		// A tape OpenTape opened gives one session whole at a time.
+		full, err := c.tape.Session(slices.Index(c.tape.Sessions, ts))
+		if err != nil {
+			s := ts.Session
+			rep.Sessions = append(rep.Sessions, &SessionResult{ID: s.ID, Era: s.Era, Version: s.Version, Endpoint: endpoint, Err: err.Error()})
+			continue
+		}
+		sr := c.replaySession(ctx, hc, full, endpoint)
 		rep.Sessions = append(rep.Sessions, sr)
 		if ctx.Err() != nil {
 			break
@@ -532,13 +554,10 @@ func planSession(ts *TapeSession) *clientPlan {
 // unsupported says why the session cannot be replayed, or "".
 func (p *clientPlan) unsupported() string {
 	s := p.ts.Session
-	if s.Version == protocol.V20241105 {
-		for _, x := range p.ts.Exchanges {
-			if x.Method == http.MethodGet && x.ResponseBody == capture.BodySSE {
-				return "the session used the 2024-11-05 HTTP+SSE transport, which the replay client does not speak (it speaks Streamable HTTP)"
-			}
-			break
-		}
+	// A 2024-11-05 session that began with a GET event stream used the
+	// legacy HTTP+SSE transport.
+	if xs := p.ts.Exchanges; s.Version == protocol.V20241105 && len(xs) > 0 && xs[0].Method == http.MethodGet && xs[0].ResponseBody == capture.BodySSE {
+		return "the session used the 2024-11-05 HTTP+SSE transport, which the replay client does not speak (it speaks Streamable HTTP)"
 	}
 	if p.modern {
 		return ""

@@ -222,7 +222,39 @@ func (r *sessionRun) compare(cr *CallResult, rec, live *callDoc) {
 	cr.Live, _ = json.Marshal(lv)
 	if cr.Err == "" {
 		cr.Diffs = diffDocs(rv, lv, r.c.ignore)
+		if r.c.opts.Strict {
+			cr.Diffs = append(cr.Diffs, cr.unmatchedAnswers()...)
+		}
 	}
+}
+
+// unmatchedAnswers are the call's answers to live server requests that no
+// recorded request matched, as differences (a strict replay's).
+func (c *CallResult) unmatchedAnswers() []Difference {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Difference
+	for i, a := range c.Answers {
+		how := ""
+		switch a.From {
+		case "recording":
+			continue
+		case "profile":
+			how = "answered by the testing profile"
+		case "manual":
+			how = "answered by a person"
+		default:
+			how = "not answered"
+		}
+		what := a.Method
+		if a.Key != "" {
+			what += fmt.Sprintf(" (input request %q)", a.Key)
+		}
+		out = append(out, Difference{Path: fmt.Sprintf("answers[%d]", i),
+			Recorded: "the recorded answer to a matching " + a.Method,
+			Live:     fmt.Sprintf("no recorded request matches the live %s: %s", what, how)})
+	}
+	return out
 }
 
 func (r *sessionRun) addCall(cr *CallResult) {
@@ -421,29 +453,23 @@ func (r *sessionRun) reply(ctx context.Context, cr *CallResult, sm *protocol.Mes
 }
 
 // recordedRequest is the recorded server request a live one stands for:
-// the first unused one of recStream with the same method and params (the
-// default matcher's view), else the first unused one with the same method.
+// the first unused one of recStream, with a recorded answer, that the
+// matcher matches (the same method, the same params but for ids, `_meta`
+// and the matcher's ignored paths). Nil when none does: the recording has
+// no answer for this request.
 func (r *sessionRun) recordedRequest(sm *protocol.Message, recStream []*capture.Message) *capture.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	matcher := NewMatcher()
-	var sameMethod *capture.Message
 	for _, m := range recStream {
 		if m.Kind != protocol.KindRequest || m.Method != sm.Method || r.used[m.Seq] || r.plan.answer[m.Seq] == nil {
 			continue
 		}
-		if matcher.Match(sm.Method, sm.Params, paramsOf(m.Raw)) {
+		if r.c.matcher.Match(sm.Method, sm.Params, paramsOf(m.Raw)) {
 			r.used[m.Seq] = true
 			return m
 		}
-		if sameMethod == nil {
-			sameMethod = m
-		}
 	}
-	if sameMethod != nil {
-		r.used[sameMethod.Seq] = true
-	}
-	return sameMethod
+	return nil
 }
 
 var errNoAnswer = errors.New("no answer for this method")
@@ -513,7 +539,7 @@ func (r *sessionRun) inputResponses(ctx context.Context, cr *CallResult, rounds 
 	slices.SortStableFunc(recorded, func(a, b recInput) int {
 		return boolInt(b.round == round) - boolInt(a.round == round)
 	})
-	matcher := NewMatcher()
+	matcher := r.c.matcher
 	take := func(fits func(recInput) bool) json.RawMessage {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -542,11 +568,12 @@ func (r *sessionRun) inputResponses(ctx context.Context, cr *CallResult, rounds 
 		req := reqs[key]
 		in := &inputs[i]
 		in.key, in.method, in.from = key, req.Method, "recording"
-		in.ans = take(func(ri recInput) bool { return ri.key == key && ri.req.Method == req.Method })
+		matches := func(ri recInput) bool {
+			return ri.req.Method == req.Method && matcher.Match(req.Method, req.Params, ri.req.Params)
+		}
+		in.ans = take(func(ri recInput) bool { return ri.key == key && matches(ri) })
 		if in.ans == nil {
-			in.ans = take(func(ri recInput) bool {
-				return ri.req.Method == req.Method && matcher.Match(req.Method, req.Params, ri.req.Params)
-			})
+			in.ans = take(matches)
 		}
 		if in.ans != nil {
 			continue

@@ -6,8 +6,12 @@
 //
 // A [Tape] holds recorded sessions (docs/tape-format.md). [Export] writes a
 // store's sessions as a tape, [Import] reads one back, [LoadTape] and
-// [ReadTape] read and check a file, refusing a malformed tape or an unknown
-// version with [ErrNotTape], [ErrTapeInvalid] or [ErrTapeVersion].
+// [ReadTape] read and check a file whole, refusing a malformed tape or an
+// unknown version with [ErrNotTape], [ErrTapeInvalid] or [ErrTapeVersion].
+// [OpenTape] checks a file the same way but keeps only an index (about 190
+// bytes a message, whatever its size) and reads each record from the file
+// when a replay or an import needs it: what the CLI uses, so that a tape
+// of hundreds of megabytes replays and imports in tens.
 //
 // # Matching
 //
@@ -15,8 +19,10 @@
 // method, same params once ids, `_meta` (progress tokens, trace context) and
 // MRTR inputResponses are set aside; more paths with [IgnorePaths].
 // Repeated identical requests get the recorded answers in recorded order.
-// A miss explains itself: the closest recorded request and the fields that
-// differ.
+// A miss explains itself: a [MissError] (wrapping [ErrNoMatch]) names the
+// recorded session the client was given, the closest recorded request in
+// it with the fields that differ, and the other sessions that hold a
+// match.
 //
 // # Replay server
 //
@@ -42,16 +48,25 @@
 // A tape can hold several sessions, and each live client gets one of its
 // own. A legacy client is one session (from initialize to DELETE); a
 // 2026-07-28 client is known by its fingerprint — remote host, path,
-// clientInfo and capabilities from `_meta` — from its server/discover
-// (which starts it over) or first request on. A new live client gets, of
-// the recorded sessions that fit it (with an initialize, or of its era),
-// preferring those recorded on the request's path: the one whose handshake
-// is closest (the initialize params; or, on 2026-07-28, whether the
-// session holds the request, then clientInfo and capabilities), and among
-// equals the first that no live client has had yet, so that a second
-// client of the same program gets the second session. When every such
+// clientInfo and capabilities from `_meta` — from its server/discover or
+// first request on. Its repeated discovers (a probe, then other versions)
+// are answered in turn from the session it was given, each by the recorded
+// discover whose `_meta` is closest; a discover that session has no answer
+// left for starts the client over. A new live client gets, of the recorded
+// sessions that fit it (with an initialize, or of its era), preferring
+// those recorded on the request's path: the one whose handshake is closest
+// (the initialize params; or, on 2026-07-28, whether the session holds the
+// request, then clientInfo and capabilities, then for a discover the
+// protocol version and the rest of its `_meta`), and among equals the
+// first that no live client has had yet, so that a second client of the
+// same program gets the second session. When every such
 // session is taken they are replayed again, the least used first, then in
 // recorded order; a strict server reports each reuse as a failure.
+//
+// [Server.ServeStdio] serves the same replay to one stdio client —
+// newline-delimited JSON-RPC on a server's stdin and stdout — whichever
+// transport the tape was recorded over; [NewStdioServer] runs one for a Go
+// test, its Conn an io.ReadWriteCloser for go-sdk's mcp.IOTransport.
 //
 // [Annotation]s inject faults (docs/tape-format.md): from the tape, from
 // [ServerOptions.Profile], from [ServerOptions.Faults] (or [WithFault] for
@@ -91,8 +106,11 @@
 // of an input_required result (2026-07-28; the call is retried with a new
 // id, inputResponses under the same keys, and the requestState exactly as
 // the live server sent it). An answer is the recorded answer to the
-// corresponding recorded request (the same method and params among those of
-// the call, or the same input request key), else the testing profile's. A
+// recorded request the live one stands for — matched as the replay server
+// matches client requests ([ClientOptions].Matcher: the same method and
+// params but for ids and `_meta`), among those of the call, preferring the
+// same input request key — else the testing profile's (or a person's);
+// [ClientOptions].Strict makes each such unmatched request a difference. A
 // subscriptions/listen request, or one the recorded server never answered,
 // runs in the background until the recorded client cancelled it (or the
 // session ends), once it has carried what it carried in the recording, or

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/replay"
 )
@@ -73,4 +75,31 @@ func ExampleReplayClient() {
 	fmt.Printf("%d calls, ok %v\n", len(rep.Sessions[0].Calls), rep.OK())
 	// Output:
 	// 6 calls, ok true
+}
+
+// The same recorded server over stdio, for a client that launches its
+// servers as commands: the fixture client (go-sdk) speaks to the replay's
+// stdin and stdout, and gets the recorded results. (`mcptape replay server
+// --stdio --tape FILE` is the same as a command.)
+func ExampleNewStdioServer() {
+	t := &exampleT{} // in a test: func TestX(t *testing.T)
+	defer t.end()
+
+	ss := replay.NewStdioServer(t, "testdata/client/tools.tape.json")
+
+	transport := &mcp.IOTransport{Reader: ss.Conn, Writer: ss.Conn}
+	rep, err := fixtures.RunClient(context.Background(), "stdio", &fixtures.ClientOptions{Transport: transport, Only: []string{"echo", "add", "sample"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Steps[:3] {
+		fmt.Printf("%s: %s\n", s.Name, s.Text)
+	}
+	r := ss.Report()
+	fmt.Printf("misses %d, failures %d\n", len(r.Misses), len(r.Failures))
+	// Output:
+	// echo: hello, tape
+	// add: 2 + 3 = 5
+	// sample: sampled: Say hello to the tape.
+	// misses 0, failures 0
 }

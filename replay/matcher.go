@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -80,6 +81,13 @@ func (m *Matcher) canonical(method string, params json.RawMessage) string {
 	v = m.strip(method, "", v)
 	b, _ := json.Marshal(v) // maps marshal with sorted keys
 	return string(b)
+}
+
+// key is what matches a request, as a map key: its method and a digest of
+// its canonical params (params can be large; the digest is not).
+func (m *Matcher) key(method string, params json.RawMessage) string {
+	sum := sha256.Sum256([]byte(m.canonical(method, params)))
+	return method + "\x00" + string(sum[:16])
 }
 
 func decodeAny(raw json.RawMessage) any {

@@ -1,18 +1,14 @@
 package replay
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +22,9 @@ type Timing uint8
 
 const (
 	// TimingRecorded waits between replayed events as long as the recording
-	// did (capped at MaxGap).
+	// did (capped at MaxGap): each stream message its recorded gap after
+	// the later of the stream's previous event and the request that set it
+	// off, counted from when that happened live.
 	TimingRecorded Timing = iota
 	// TimingFast sends everything as soon as it may.
 	TimingFast
@@ -55,9 +53,6 @@ func ParseTiming(s string) (Timing, error) {
 // leaves to implementations).
 const CodeNoMatch = -32010
 
-// ErrNoMatch is wrapped by a miss in a ServerReport.
-var ErrNoMatch = errors.New("no recorded request matches")
-
 // ServerOptions configures a replay server. Nil means defaults; every
 // field's zero value is documented.
 type ServerOptions struct {
@@ -85,10 +80,16 @@ type ServerOptions struct {
 	Profile *Profile
 	// Logger receives one line per replayed request. Nil discards.
 	Logger *slog.Logger
+	// AllowAnyHost turns off the DNS-rebinding check: by default a request
+	// that arrives on a loopback address must name a loopback host
+	// (localhost, 127.0.0.1, [::1]) in its Host header, or it is refused
+	// with 403, as the recording proxy and go-sdk's servers do.
+	AllowAnyHost bool
 }
 
 // Server is a recorded MCP server: an http.Handler that answers live
-// clients from a tape over Streamable HTTP, on both eras.
+// clients from a tape over Streamable HTTP, on both eras, and over stdio
+// with ServeStdio.
 type Server struct {
 	opts     ServerOptions
 	matcher  *Matcher
@@ -104,6 +105,10 @@ type Server struct {
 	report ServerReport
 	closed chan struct{}
 	once   sync.Once
+
+	emu          sync.Mutex // guards readErrs and moreReadErrs
+	readErrs     []string   // tape read errors, the first maxReadErrs
+	moreReadErrs int
 }
 
 // ServerReport is what a replay server saw: the requests it served, and
@@ -111,8 +116,9 @@ type Server struct {
 type ServerReport struct {
 	// Served counts live requests answered from the tape.
 	Served int
-	// Misses are live requests that matched no recorded one.
-	Misses []string
+	// Misses are the live requests that matched no recorded one, each
+	// explained.
+	Misses []*MissError
 	// Failures are the differences Strict makes failures (misses included).
 	Failures []string
 }
@@ -120,7 +126,9 @@ type ServerReport struct {
 // OK reports whether nothing failed.
 func (r *ServerReport) OK() bool { return len(r.Failures) == 0 }
 
-// NewServerHandler returns a replay server for tape.
+// NewServerHandler returns a replay server for tape. A tape OpenTape
+// opened stays in its file, each message read when it is replayed: keep it
+// open while the server runs.
 func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 	s := &Server{legacy: map[string]*live{}, modern: map[string][]*live{}, uses: map[*recSession]int{}, closed: make(chan struct{})}
 	if opts != nil {
@@ -150,12 +158,18 @@ func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("fault %d: %w", i, err)
 		}
 	}
-	for _, ts := range tape.Sessions {
-		rs := prepare(ts)
+	for i, ix := range tape.indexes() {
+		ld := tape.loaderFor(i)
+		rs := prepare(ix, tape.Sessions[i].Session, ld)
+		rs.onErr = s.readFailed
 		if s.matcher.custom == nil {
 			rs.byKey = map[string][]*call{}
 			for _, c := range rs.calls {
-				k := c.method + "\x00" + s.matcher.canonical(c.method, c.params)
+				m, err := ld.message(c.req)
+				if err != nil {
+					return nil, err
+				}
+				k := s.matcher.key(c.method, paramsOf(m.Raw))
 				rs.byKey[k] = append(rs.byKey[k], c)
 			}
 		}
@@ -176,9 +190,33 @@ func (s *Server) Report() ServerReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.report
-	r.Misses = append([]string(nil), r.Misses...)
+	r.Misses = append([]*MissError(nil), r.Misses...)
 	r.Failures = append([]string(nil), r.Failures...)
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	r.Failures = append(r.Failures, s.readErrs...)
+	if s.moreReadErrs > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("reading the tape failed %d more time(s)", s.moreReadErrs))
+	}
 	return r
+}
+
+// maxReadErrs bounds the tape read errors a report lists one by one.
+const maxReadErrs = 100
+
+// readFailed reports a record the tape could not give (the file changed,
+// or went away). It takes its own lock: it is called where s.mu may be
+// held (choosing a session reads recorded params).
+func (s *Server) readFailed(err error) {
+	msg := "reading the tape: " + err.Error()
+	s.log.Error(msg)
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	if len(s.readErrs) < maxReadErrs {
+		s.readErrs = append(s.readErrs, msg)
+	} else {
+		s.moreReadErrs++
+	}
 }
 
 // Close ends every open stream (GET and listen streams wait for it). On a
@@ -199,70 +237,150 @@ func (s *Server) fail(strictOnly bool, format string, a ...any) {
 	s.log.Warn(msg)
 }
 
-// recSession is a recorded session prepared for replay.
+// recSession is a recorded session prepared for replay: summaries of its
+// messages and exchanges (a tape's index), their bytes read when replayed.
 type recSession struct {
 	s        *capture.Session
-	calls    []*call
+	ld       loader
+	onErr    func(error) // a record the tape could not give
+	msgs     []msgRef    // every message, in seq order
+	calls    []*call     // every client request, in order
 	byMethod map[string][]*call
-	bySeq    map[uint64]*capture.Message
-	xs       map[uint64]*capture.Exchange
-	byKey    map[string][]*call // method + canonical params → calls, in order
-	get      []*capture.Message // messages of the standalone GET streams
-	getX     *capture.Exchange
-	delete   *capture.Exchange
-	triggers map[uint64]uint64           // message seq → the client request it waits for
-	answers  map[uint64]*capture.Message // server→client request seq → the client's answer
+	byKey    map[string][]*call // matchKey → calls, in order
+	get      []*msgRef          // what the server sent on its own: the standalone GET streams
+	getX     *xRef
+	delete   *xRef
+	answers  map[uint64]*msgRef // server→client request seq → the client's answer
 }
 
 // call is one recorded client request and what answered it.
 type call struct {
-	req    *capture.Message
-	x      *capture.Exchange
-	stream []*capture.Message // s2c messages of its exchange, after it, in order
+	rs     *recSession
+	req    *msgRef
+	x      *xRef
+	stream []*msgRef // s2c messages of its exchange, after it, in order
 	method string
-	params json.RawMessage
 }
 
-func prepare(ts *TapeSession) *recSession {
-	rs := &recSession{s: ts.Session, byMethod: map[string][]*call{}, bySeq: map[uint64]*capture.Message{},
-		xs: map[uint64]*capture.Exchange{}, triggers: map[uint64]uint64{}, answers: map[uint64]*capture.Message{}}
-	for _, x := range ts.Exchanges {
-		rs.xs[x.ID] = x
+// params are the recorded request's params, read from the tape (nil when
+// it cannot be read; the replay server logs why).
+func (c *call) params() json.RawMessage {
+	m := c.rs.message(c.req)
+	if m == nil {
+		return nil
+	}
+	return paramsOf(m.Raw)
+}
+
+// message reads a recorded message's record; nil, logged, when the tape
+// cannot be read.
+func (rs *recSession) message(r *msgRef) *capture.Message {
+	if r == nil {
+		return nil
+	}
+	m, err := rs.ld.message(r)
+	if err != nil {
+		rs.onErr(err)
+		return nil
+	}
+	return m
+}
+
+// exchange reads a recorded exchange's record; nil, logged, when the tape
+// cannot be read.
+func (rs *recSession) exchange(r *xRef) *capture.Exchange {
+	if r == nil {
+		return nil
+	}
+	x, err := rs.ld.exchange(r)
+	if err != nil {
+		rs.onErr(err)
+		return nil
+	}
+	return x
+}
+
+// msg is the recorded message seq of the session; nil when it holds none.
+func (rs *recSession) msg(seq uint64) *msgRef {
+	i, ok := slices.BinarySearchFunc(rs.msgs, seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.Seq, seq) })
+	if !ok {
+		return nil
+	}
+	return &rs.msgs[i]
+}
+
+// trigger is the recorded client request a server message waits for: the
+// last that came before it.
+func (rs *recSession) trigger(seq uint64) uint64 {
+	i, _ := slices.BinarySearchFunc(rs.calls, seq, func(c *call, seq uint64) int { return cmp.Compare(c.req.Seq, seq) })
+	if i == 0 {
+		return 0
+	}
+	return rs.calls[i-1].req.Seq
+}
+
+func prepare(ix *sessionIndex, s *capture.Session, ld loader) *recSession {
+	rs := &recSession{s: s, ld: ld, msgs: ix.ms, byMethod: map[string][]*call{}, answers: map[uint64]*msgRef{}}
+	xs := make(map[uint64]*xRef, len(ix.xs))
+	for i := range ix.xs {
+		xs[ix.xs[i].ID] = &ix.xs[i]
 	}
 	byX := map[uint64]*call{}
-	var lastReq uint64
-	for _, m := range ts.Messages {
-		rs.bySeq[m.Seq] = m
-		x := rs.xs[m.ExchangeID]
+	bySeq := map[uint64]*call{}
+	// A stdio session's one "exchange" is the server's process: its
+	// messages belong where their links say, as if it had none.
+	stdio := s.Leg == capture.LegStdio
+	for i := range ix.ms {
+		m := &ix.ms[i]
+		x := xs[m.ExchangeID]
+		if stdio {
+			x = nil
+		}
 		switch {
 		case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindRequest:
-			c := &call{req: m, x: x, method: m.Method, params: paramsOf(m.Raw)}
+			c := &call{rs: rs, req: m, x: x, method: m.Method}
 			rs.calls = append(rs.calls, c)
 			rs.byMethod[m.Method] = append(rs.byMethod[m.Method], c)
 			if byX[m.ExchangeID] == nil {
 				byX[m.ExchangeID] = c
 			}
-			lastReq = m.Seq
+			bySeq[m.Seq] = c
 		case m.Direction == protocol.ClientToServer && m.Kind.IsResponse():
 			if m.Links.Request != 0 {
 				rs.answers[m.Links.Request] = m
 			}
 		case m.Direction == protocol.ServerToClient:
-			rs.triggers[m.Seq] = lastReq
 			if x != nil && x.Method == http.MethodGet {
 				rs.get = append(rs.get, m)
 				rs.getX = x
 				continue
 			}
-			if c := byX[m.ExchangeID]; c != nil {
+			if x != nil {
+				if c := byX[m.ExchangeID]; c != nil {
+					c.stream = append(c.stream, m)
+				}
+				continue
+			}
+			// No HTTP exchange (a stdio recording): a message belongs to the
+			// call its links name — the request it answers or reports on,
+			// or the call whose stream carried a server→client request;
+			// the rest the server sent on its own, as on a GET stream.
+			c := bySeq[m.Links.Request]
+			if c == nil {
+				c = bySeq[m.Links.Parent]
+			}
+			if c != nil {
 				c.stream = append(c.stream, m)
+			} else {
+				rs.get = append(rs.get, m)
 			}
 		}
 		if x != nil && x.Method == http.MethodDelete && rs.delete == nil {
 			rs.delete = x
 		}
 	}
-	for _, x := range ts.Exchanges {
+	for i := range ix.xs {
+		x := &ix.xs[i]
 		if x.Method == http.MethodDelete && rs.delete == nil {
 			rs.delete = x
 		}
@@ -276,89 +394,6 @@ func prepare(ts *TapeSession) *recSession {
 func paramsOf(raw []byte) json.RawMessage {
 	v, _, _, _ := protocol.Member(raw, "params")
 	return v
-}
-
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.serveLegacySSE(w, r) {
-		return
-	}
-	switch r.Method {
-	case http.MethodPost:
-		s.post(w, r)
-	case http.MethodGet:
-		s.getStream(w, r)
-	case http.MethodDelete:
-		s.deleteSession(w, r)
-	default:
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-	}
-}
-
-func (s *Server) post(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	if err != nil {
-		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	m := protocol.Decode(body)
-	switch m.Kind {
-	case protocol.KindInvalid:
-		writeJSONError(w, http.StatusBadRequest, nil, -32700, "mcptape replay: "+m.Problem)
-		return
-	case protocol.KindResult, protocol.KindError:
-		s.clientAnswer(w, r, &m)
-		return
-	case protocol.KindNotification:
-		if l := s.sessionOf(r); l == nil && r.Header.Get(protocol.HeaderSessionID) != "" {
-			writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
-			return
-		}
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	p, _ := protocol.ParseParams(m.Params)
-	key := s.matchKey(&m)
-	l := s.liveFor(r, &m, &p, key)
-	if l == nil {
-		if r.Header.Get(protocol.HeaderSessionID) != "" {
-			writeJSONError(w, http.StatusNotFound, m.ID, -32001, "mcptape replay: session not found (it ended, or the replay server restarted)")
-			return
-		}
-		s.miss(w, &m, "the tape holds no session for this request")
-		return
-	}
-	c, extra := s.match(l, &m, key)
-	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
-		// The handshake is answered as recorded whoever the client says
-		// it is; the recorded protocolVersion is the one negotiated.
-		if c = l.handshakeCall(m.Method); c != nil {
-			s.fail(true, "the client's %s differs from the recording (answered as recorded): %s", m.Method,
-				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params), "; "))
-		}
-	} else if c != nil && m.Method == protocol.MethodDiscover {
-		if d := handshakeMetaDiff(m.Params, c.params); len(d) > 0 {
-			s.fail(true, "the client's server/discover differs from the recording (answered as recorded): %s", strings.Join(d, "; "))
-		}
-	}
-	if c == nil {
-		if m.Method == protocol.MethodPing {
-			writeJSONBody(w, http.StatusOK, responseWithID([]byte(`{"jsonrpc":"2.0","id":0,"result":{}}`), m.ID))
-			return
-		}
-		s.miss(w, &m, s.closest(l.rs, &m))
-		return
-	}
-	if extra {
-		s.fail(true, "%s %s was called more often than recorded; the last recorded answer was replayed", m.Method, p.Name)
-	}
-	s.mu.Lock()
-	s.report.Served++
-	s.mu.Unlock()
-	l.markSeen(c.req.Seq)
-	s.log.Debug("replay", "method", m.Method, "name", p.Name, "recorded", c.req.Seq)
-	s.checkInputResponses(c, &m, &p)
-	s.answer(w, r, l, c, &m, &p)
 }
 
 // match finds the recorded call for a live request: the first unused one
@@ -382,7 +417,7 @@ func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra
 	defer l.mu.Unlock()
 	var last *call
 	for _, rc := range l.rs.byMethod[m.Method] {
-		if !s.matcher.Match(m.Method, m.Params, rc.params) {
+		if !s.matcher.Match(m.Method, m.Params, rc.params()) {
 			continue
 		}
 		if !l.used[rc] {
@@ -397,415 +432,137 @@ func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra
 	return nil, false
 }
 
-// closest explains a miss: the recorded request of the same method that
-// differs in the fewest fields (named by its tool, prompt or resource).
-func (s *Server) closest(rs *recSession, m *protocol.Message) string {
-	var best *call
-	var bestDiff []string
-	for _, rc := range rs.byMethod[m.Method] {
-		d := s.matcher.Diff(m.Method, m.Params, rc.params)
-		if best == nil || len(d) < len(bestDiff) {
-			best, bestDiff = rc, d
-		}
-	}
-	if best == nil {
-		methods := make([]string, 0, len(rs.byMethod))
-		for k := range rs.byMethod {
-			methods = append(methods, k)
-		}
-		sort.Strings(methods)
-		return fmt.Sprintf("the recording has no %s request at all (it has: %s)", m.Method, strings.Join(methods, ", "))
-	}
-	name := best.req.Name // the recorded request's, not the live one's
-	if name != "" {
-		name = " " + name
-	}
-	return fmt.Sprintf("the closest recorded request is seq %d (%s%s); it differs in %s", best.req.Seq, best.method, name, strings.Join(bestDiff, "; "))
+// resolve finds the recorded call that answers live request m of client
+// l: the matching one (see match; a server/discover by discoverCall), or,
+// for a handshake that matches none, the recorded one all the same (a
+// strict replay notes the difference). It counts the request served and
+// marks the call seen. Nil is a miss.
+func (s *Server) resolve(l *live, m *protocol.Message, p *protocol.Params, key string) *call {
+	return s.resolveThen(l, m, p, key, nil)
 }
 
-func (s *Server) miss(w http.ResponseWriter, m *protocol.Message, why string) {
-	writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, s.noteMiss(m, why))
-}
-
-// noteMiss reports a live request no recorded one matches, and returns
-// the message that says so.
-func (s *Server) noteMiss(m *protocol.Message, why string) string {
-	p, _ := protocol.ParseParams(m.Params)
-	msg := fmt.Sprintf("mcptape replay: no recorded %s", m.Method)
-	if p.Name != "" {
-		msg += " " + p.Name
+// resolveThen is resolve; bind, when set, is called with the matched call
+// before it is marked seen (and so before a stream waiting for it goes
+// on): the legacy SSE stream learns the live request's id there.
+func (s *Server) resolveThen(l *live, m *protocol.Message, p *protocol.Params, key string, bind func(*call)) *call {
+	var c *call
+	var extra bool
+	if m.Method == protocol.MethodDiscover {
+		if c = s.discoverCall(l, m, false); c == nil {
+			c, extra = s.discoverCall(l, m, true), true
+		}
+	} else {
+		c, extra = s.match(l, m, key)
 	}
-	msg += " matches this request: " + why
+	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
+		// The handshake is answered as recorded whoever the client says
+		// it is; the recorded protocolVersion is the one negotiated.
+		if c = l.handshakeCall(m.Method); c != nil {
+			s.fail(true, "the client's %s differs from the recording (answered as recorded): %s", m.Method,
+				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params()), "; "))
+		}
+	} else if c != nil && m.Method == protocol.MethodDiscover {
+		if d := handshakeMetaDiff(m.Params, c.params()); len(d) > 0 {
+			s.fail(true, "the client's server/discover differs from the recording (answered as recorded): %s", strings.Join(d, "; "))
+		}
+	}
+	if c == nil {
+		return nil
+	}
+	if extra {
+		s.fail(true, "%s %s was called more often than recorded; the last recorded answer was replayed", m.Method, p.Name)
+	}
 	s.mu.Lock()
-	s.report.Misses = append(s.report.Misses, msg)
+	s.report.Served++
+	s.mu.Unlock()
+	if bind != nil {
+		bind(c)
+	}
+	l.markSeen(c.req.Seq)
+	s.log.Debug("replay", "method", m.Method, "name", p.Name, "recorded", c.req.Seq)
+	s.checkInputResponses(c, m, p)
+	return c
+}
+
+// pingResult answers a ping the recording does not hold.
+const pingResult = `{"jsonrpc":"2.0","id":0,"result":{}}`
+
+// noteMiss explains and reports a live request that matched nothing, and
+// returns the JSON-RPC error the client gets.
+func (s *Server) noteMiss(l *live, m *protocol.Message, key string) []byte {
+	e := s.explainMiss(l, m, key)
+	msg := e.Error()
+	s.mu.Lock()
+	s.report.Misses = append(s.report.Misses, e)
 	s.report.Failures = append(s.report.Failures, msg)
 	s.mu.Unlock()
 	s.log.Warn(msg)
-	return msg
+	return errorResponse(m.ID, &RPCError{Code: CodeNoMatch, Message: "mcptape replay: " + msg, Data: e.data()})
 }
 
-// clientAnswer delivers a client's answer to a replayed server→client request.
-func (s *Server) clientAnswer(w http.ResponseWriter, r *http.Request, m *protocol.Message) {
-	l := s.sessionOf(r)
-	if l == nil {
-		writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
-		return
-	}
+// errorResponse is a JSON-RPC error response to id.
+func errorResponse(id json.RawMessage, e *RPCError) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *RPCError       `json:"error"`
+	}{"2.0", idOrNull(id), e})
+	return b
+}
+
+// deliver hands a client's answer to the replayed server→client request
+// it answers; the strict report notes an answer to nothing it asked.
+func (s *Server) deliver(l *live, m *protocol.Message) {
 	l.mu.Lock()
 	ch := l.waiting[m.IDKey()]
 	delete(l.waiting, m.IDKey())
 	l.mu.Unlock()
 	if ch == nil {
 		s.fail(true, "the client answered id %s, which the replay server did not ask", m.ID)
-	} else {
-		c := *m
-		c.Raw = append([]byte(nil), m.Raw...)
-		ch <- &c
+		return
 	}
-	w.WriteHeader(http.StatusAccepted)
+	c := *m
+	c.Raw = append([]byte(nil), m.Raw...)
+	ch <- &c
 }
 
-// answer replays a recorded call's response to a live request.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call, m *protocol.Message, p *protocol.Params) {
-	faults := s.faultsFor(m.Method, p.Name)
-	drop, listChanged := 0, []string(nil)
-	for _, f := range faults {
+// faultPlan is what the faults that match a request do to its answer.
+type faultPlan struct {
+	status      int       // answer with this HTTP status and no body
+	err         *RPCError // answer with this JSON-RPC error
+	drop        int       // cut the stream after this many events
+	listChanged []string  // list_changed kinds to send after the response
+}
+
+// planFaults waits out the delays of the faults that match a live request
+// (false: ctx ended meanwhile) and returns what the others do. The first
+// fault that answers (status or error) ends the list.
+func (s *Server) planFaults(ctx context.Context, method, name string) (faultPlan, bool) {
+	var fp faultPlan
+	for _, f := range s.faultsFor(method, name) {
 		if f.Delay > 0 {
+			t := time.NewTimer(time.Duration(f.Delay))
 			select {
-			case <-time.After(time.Duration(f.Delay)):
-			case <-r.Context().Done():
-				return
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return fp, false
 			}
 		}
 		switch {
 		case f.Status != 0:
-			w.WriteHeader(f.Status)
-			return
+			fp.status = f.Status
+			return fp, true
 		case f.Error != nil:
-			b, _ := json.Marshal(struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   *RPCError       `json:"error"`
-			}{"2.0", idOrNull(m.ID), f.Error})
-			writeJSONBody(w, http.StatusOK, b)
-			return
+			fp.err = f.Error
+			return fp, true
 		}
 		if f.DropAfterEvents > 0 {
-			drop = f.DropAfterEvents
+			fp.drop = f.DropAfterEvents
 		}
 		if f.ListChanged != "" {
-			listChanged = append(listChanged, f.ListChanged)
+			fp.listChanged = append(fp.listChanged, f.ListChanged)
 		}
 	}
-	h := w.Header()
-	status := http.StatusOK
-	sse := true
-	if c.x != nil {
-		copyHeaders(h, c.x.ResponseHeader)
-		if c.x.Status != 0 {
-			status = c.x.Status
-		}
-		sse = c.x.ResponseBody == capture.BodySSE
-	}
-	if m.Method == protocol.MethodInitialize && l.id != "" {
-		h.Set(protocol.HeaderSessionID, l.id)
-	}
-	resp := s.responseOf(c)
-	if !sse {
-		if resp == nil {
-			writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, "mcptape replay: the recorded request was never answered")
-			return
-		}
-		h.Set("Content-Type", protocol.ContentTypeJSON)
-		w.WriteHeader(status)
-		_, _ = w.Write(responseWithID(resp.Raw, m.ID))
-		flush(w)
-		s.afterResponse(l, listChanged...)
-		return
-	}
-	h.Set("Content-Type", protocol.ContentTypeSSE)
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(status)
-	flush(w)
-	prev := c.req.Time
-	events := 0
-	for _, sm := range c.stream {
-		l.waitTrigger(r.Context(), l.rs.triggerAfter(sm, c), s.opts.MaxGap+s.opts.AnswerTimeout)
-		if !s.pace(r.Context(), l, prev, sm.Time) {
-			return
-		}
-		prev = sm.Time
-		if drop > 0 && events >= drop {
-			panic(http.ErrAbortHandler)
-		}
-		if !s.emit(w, r, l, c, sm, m, p) {
-			return
-		}
-		events++
-		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
-			s.afterResponse(l, listChanged...)
-			return
-		}
-	}
-	if resp == nil {
-		// A stream that never answers (subscriptions/listen): hold it open
-		// until the client closes it.
-		s.hold(w, r, l, listenStream(m))
-	}
-}
-
-// triggerAfter is the request a stream message waits for: the recorded
-// request that last preceded it, unless that is the call itself.
-func (rs *recSession) triggerAfter(m *capture.Message, c *call) uint64 {
-	t := rs.triggers[m.Seq]
-	if c != nil && t <= c.req.Seq {
-		return 0
-	}
-	return t
-}
-
-func (s *Server) responseOf(c *call) *capture.Message {
-	for _, sm := range c.stream {
-		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
-			return sm
-		}
-	}
-	return nil
-}
-
-// pace sleeps the recorded gap under TimingRecorded.
-func (s *Server) pace(ctx context.Context, l *live, prev, next time.Time) bool {
-	if s.opts.Timing == TimingFast {
-		return ctx.Err() == nil
-	}
-	d := min(next.Sub(prev), s.opts.MaxGap)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-l.done:
-		return false
-	}
-}
-
-// emit writes one recorded stream message, rewritten for the live request:
-// the response gets the live id, progress the live token, a subscription
-// notification the live listen id, a server→client request a fresh id
-// (and the server waits for the client's answer).
-func (s *Server) emit(w http.ResponseWriter, r *http.Request, l *live, c *call, sm *capture.Message, m *protocol.Message, p *protocol.Params) bool {
-	if sm.Kind == protocol.KindFrame || sm.Kind == protocol.KindInvalid {
-		if _, err := w.Write(sm.Raw); err != nil {
-			return false
-		}
-		flush(w)
-		return true
-	}
-	data := sm.Raw
-	var ask string
-	switch {
-	case sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq:
-		data = responseWithID(data, m.ID)
-	case sm.Kind == protocol.KindRequest:
-		l.mu.Lock()
-		id := l.nextID
-		l.nextID++
-		l.mu.Unlock()
-		idRaw := []byte(strconv.FormatInt(id, 10))
-		data = responseWithID(data, idRaw)
-		ask = string(idRaw)
-	case sm.Method == protocol.MethodProgress && len(p.ProgressToken) > 0:
-		if out, ok := protocol.SetMember(data, p.ProgressToken, "params", "progressToken"); ok {
-			data = out
-		}
-	}
-	if len(m.ID) > 0 && c.method == protocol.MethodSubscriptionsListen {
-		if out, ok := protocol.SetMember(data, m.ID, "params", "_meta", protocol.MetaSubscriptionID); ok {
-			data = out
-		}
-	}
-	var ch chan *protocol.Message
-	if ask != "" {
-		ch = make(chan *protocol.Message, 1)
-		l.mu.Lock()
-		l.waiting[ask] = ch
-		l.mu.Unlock()
-	}
-	if _, err := w.Write(frame(sm, data)); err != nil {
-		return false
-	}
-	flush(w)
-	if ch == nil {
-		return true
-	}
-	return s.awaitAnswer(r.Context(), l, sm, ask, ch)
-}
-
-func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, id string, ch chan *protocol.Message) bool {
-	t := time.NewTimer(s.opts.AnswerTimeout)
-	defer t.Stop()
-	select {
-	case ans := <-ch:
-		if rec := l.rs.answers[sm.Seq]; rec != nil {
-			if d := s.matcher.answerDiff(sm.Method, ans.Raw, rec.Raw); len(d) > 0 {
-				s.fail(true, "the client's answer to %s differs from the recording: %s", sm.Method, strings.Join(d, "; "))
-			}
-		}
-		return true
-	case <-t.C:
-		s.fail(false, "the client did not answer the replayed %s (id %s) within %s", sm.Method, id, s.opts.AnswerTimeout)
-		return true
-	case <-ctx.Done():
-		return false
-	case <-l.done:
-		return false
-	}
-}
-
-// checkInputResponses compares an MRTR retry's inputResponses with the
-// recorded ones, under the configured ignore rules (matching set them
-// aside).
-func (s *Server) checkInputResponses(c *call, m *protocol.Message, p *protocol.Params) {
-	if len(p.InputResponses) == 0 {
-		return
-	}
-	rp, _ := protocol.ParseParams(c.params)
-	if d := s.matcher.inputResponsesDiff(m.Method, p.InputResponses, rp.InputResponses); len(d) > 0 {
-		s.fail(true, "the inputResponses of %s %s differ from the recording: %s", m.Method, p.Name, strings.Join(d, "; "))
-	}
-}
-
-// frame is the SSE block for a replayed message: the recorded bytes around
-// it, or a plain message event.
-func frame(sm *capture.Message, data []byte) []byte {
-	if sm.SSE != nil && (len(sm.SSE.Prefix) > 0 || len(sm.SSE.Suffix) > 0) {
-		out := make([]byte, 0, len(sm.SSE.Prefix)+len(data)+len(sm.SSE.Suffix))
-		out = append(out, sm.SSE.Prefix...)
-		out = append(out, data...)
-		return append(out, sm.SSE.Suffix...)
-	}
-	var b bytes.Buffer
-	b.WriteString("event: message\n")
-	if sm.SSE != nil && sm.SSE.ID != "" {
-		b.WriteString("id: " + sm.SSE.ID + "\n")
-	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		b.WriteString("data: ")
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	b.WriteByte('\n')
-	return b.Bytes()
-}
-
-// getStream replays a legacy session's standalone GET stream.
-func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	l := s.legacy[r.Header.Get(protocol.HeaderSessionID)]
-	s.mu.Unlock()
-	if l == nil {
-		if r.Header.Get(protocol.HeaderSessionID) == "" {
-			http.Error(w, "mcptape replay: the recorded server has no stream for requests without a session", http.StatusMethodNotAllowed)
-			return
-		}
-		writeJSONError(w, http.StatusNotFound, nil, -32001, "mcptape replay: session not found")
-		return
-	}
-	if l.rs.getX == nil {
-		http.Error(w, "mcptape replay: the recording has no standalone GET stream", http.StatusMethodNotAllowed)
-		return
-	}
-	copyHeaders(w.Header(), l.rs.getX.ResponseHeader)
-	w.Header().Set("Content-Type", protocol.ContentTypeSSE)
-	w.WriteHeader(http.StatusOK)
-	flush(w)
-	prev := l.rs.getX.Start
-	for _, sm := range l.rs.get {
-		l.waitTrigger(r.Context(), l.rs.triggers[sm.Seq], s.opts.MaxGap+s.opts.AnswerTimeout)
-		if !s.pace(r.Context(), l, prev, sm.Time) {
-			return
-		}
-		prev = sm.Time
-		if !s.emit(w, r, l, &call{}, sm, &protocol.Message{}, &protocol.Params{}) {
-			return
-		}
-	}
-	s.hold(w, r, l, &openStream{})
-}
-
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	sid := r.Header.Get(protocol.HeaderSessionID)
-	s.mu.Lock()
-	l := s.legacy[sid]
-	delete(s.legacy, sid)
-	s.mu.Unlock()
-	if l == nil {
-		http.Error(w, "mcptape replay: session not found", http.StatusNotFound)
-		return
-	}
-	l.end()
-	status := http.StatusOK
-	if l.rs.delete != nil && l.rs.delete.Status != 0 {
-		status = l.rs.delete.Status
-	}
-	w.WriteHeader(status)
-}
-
-// copyHeaders copies recorded response headers, leaving out what belongs
-// to the recorded connection or session, and redacted values.
-func copyHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		switch http.CanonicalHeaderKey(k) {
-		case "Content-Length", "Date", "Connection", "Keep-Alive", "Transfer-Encoding", "Mcp-Session-Id", "Set-Cookie", "Content-Encoding":
-			continue
-		}
-		for _, v := range vs {
-			if strings.Contains(v, capture.Redacted) {
-				continue
-			}
-			dst.Add(k, v)
-		}
-	}
-}
-
-func flush(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }
-
-func responseWithID(raw []byte, id json.RawMessage) []byte {
-	if out, ok := protocol.SetMember(raw, idOrNull(id), "id"); ok {
-		return out
-	}
-	return raw
-}
-
-func idOrNull(id json.RawMessage) json.RawMessage {
-	if len(id) == 0 {
-		return json.RawMessage("null")
-	}
-	return id
-}
-
-func writeJSONBody(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", protocol.ContentTypeJSON)
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   RPCError        `json:"error"`
-	}{"2.0", idOrNull(id), RPCError{Code: code, Message: msg}})
-	writeJSONBody(w, status, b)
-}
-
-func newSessionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return fp, true
 }

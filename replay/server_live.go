@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -21,14 +20,17 @@ type live struct {
 	rs      *recSession
 	id      string // the minted session id (legacy)
 	mu      sync.Mutex
-	used    map[*call]bool  // with a custom matcher
-	cursor  map[string]int  // by match key: the next recorded call to replay
-	seen    map[uint64]bool // recorded requests matched so far
-	changed chan struct{}   // closed and replaced when seen grows
+	used    map[*call]bool       // with a custom matcher
+	cursor  map[string]int       // by match key: the next recorded call to replay
+	seen    map[uint64]time.Time // recorded requests matched so far, and when
+	changed chan struct{}        // closed and replaced when seen grows
 	nextID  int64
 	waiting map[string]chan *protocol.Message
 	done    chan struct{}
 	ended   bool
+	drain   chan struct{}               // closed by DELETE: deliver what was recorded before it, at once
+	noInput chan struct{}               // closed when the client can send nothing more (a stdio client's input ended)
+	gets    []chan struct{}             // one per standalone GET stream, closed when its recorded messages are out
 	streams map[chan string]*openStream // open GET and listen streams
 	pending []string                    // list_changed kinds no open stream took yet
 }
@@ -67,23 +69,68 @@ func listenStream(m *protocol.Message) *openStream {
 }
 
 func newLive(rs *recSession) *live {
-	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]bool{}, changed: make(chan struct{}),
-		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), streams: map[chan string]*openStream{}}
+	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]time.Time{}, changed: make(chan struct{}),
+		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}}
 }
 
+// markSeen notes that the recorded request seq was matched live, now.
 func (l *live) markSeen(seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.seen[seq] {
-		l.seen[seq] = true
+	if _, ok := l.seen[seq]; !ok {
+		l.seen[seq] = time.Now()
 		close(l.changed)
 		l.changed = make(chan struct{})
 	}
 }
 
+// seenAt is when the recorded request seq was matched live.
+func (l *live) seenAt(seq uint64) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.seen[seq]
+	return at, ok
+}
+
+// draining reports whether the client's DELETE asks for the rest of what
+// was recorded before it.
+func (l *live) draining() bool {
+	select {
+	case <-l.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// maxDrain bounds how long a DELETE waits for the standalone GET stream to
+// deliver what was recorded before the recorded DELETE.
+const maxDrain = 2 * time.Second
+
+// endAfterDrain ends the session once its GET streams delivered what was
+// recorded before the DELETE, waiting at most maxDrain.
+func (l *live) endAfterDrain() {
+	l.mu.Lock()
+	if !l.draining() {
+		close(l.drain)
+	}
+	gets := append([]chan struct{}(nil), l.gets...)
+	l.mu.Unlock()
+	t := time.NewTimer(maxDrain)
+	defer t.Stop()
+	for _, g := range gets {
+		select {
+		case <-g:
+		case <-t.C:
+		}
+	}
+	l.end()
+}
+
 // waitTrigger waits until the recorded request that preceded m has been
 // seen live, so that notifications a call caused follow it on replay too.
-func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Duration) {
+// A nil drain never ends the wait; the GET stream passes l.drain.
+func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Duration, drain <-chan struct{}) {
 	if trigger == 0 {
 		return
 	}
@@ -91,7 +138,8 @@ func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Durat
 	defer deadline.Stop()
 	for {
 		l.mu.Lock()
-		ok, ch := l.seen[trigger], l.changed
+		_, ok := l.seen[trigger]
+		ch := l.changed
 		l.mu.Unlock()
 		if ok {
 			return
@@ -102,9 +150,23 @@ func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Durat
 			return
 		case <-l.done:
 			return
+		case <-drain:
+			return
 		case <-deadline.C:
 			return
 		}
+	}
+}
+
+// inputEnded notes that the client can send nothing more: no answer to a
+// replayed request will come.
+func (l *live) inputEnded() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.noInput:
+	default:
+		close(l.noInput)
 	}
 }
 
@@ -125,7 +187,7 @@ func (l *live) handshakeCall(method string) *call {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range list {
-		if !l.seen[c.req.Seq] {
+		if _, ok := l.seen[c.req.Seq]; !ok {
 			return c
 		}
 	}
@@ -141,7 +203,7 @@ func (s *Server) matchKey(m *protocol.Message) string {
 	if s.matcher.custom != nil {
 		return ""
 	}
-	return m.Method + "\x00" + s.matcher.canonical(m.Method, m.Params)
+	return s.matcher.key(m.Method, m.Params)
 }
 
 // sessionOf is the live legacy session a request names by its
@@ -174,10 +236,7 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 		return s.legacy[sid]
 	}
 	if m.Method == protocol.MethodInitialize {
-		rs := s.pick(r.URL.Path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
-			func(rs *recSession) int {
-				return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params))
-			})
+		rs := s.pickInitialize(r.URL.Path, m)
 		if rs == nil {
 			return nil
 		}
@@ -187,16 +246,20 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 		s.take(rs)
 		return l
 	}
-	modern := p.Modern || r.Header.Get(protocol.HeaderProtocolVersion) >= protocol.FirstModern
-	fits := func(rs *recSession) bool {
-		if m.Method == protocol.MethodDiscover {
-			return len(rs.byMethod[protocol.MethodDiscover]) > 0 && (rs.s.Era == protocol.EraModern || len(rs.byMethod[protocol.MethodInitialize]) > 0)
-		}
-		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
-	}
+	fits := s.fits(m, p.Modern || r.Header.Get(protocol.HeaderProtocolVersion) >= protocol.FirstModern)
 	fp := fingerprint(r, p)
 	var rs *recSession
-	if m.Method != protocol.MethodDiscover {
+	if m.Method == protocol.MethodDiscover {
+		// A client's repeated discovers (a probe, then other versions)
+		// belong to the session it is being given, while that session
+		// has discovers left to answer them.
+		lives := s.modern[fp]
+		for i := len(lives) - 1; i >= 0; i-- {
+			if s.discoverCall(lives[i], m, false) != nil {
+				return lives[i]
+			}
+		}
+	} else {
 		var l *live
 		if l, rs = s.knownLive(fp, r.URL.Path, m, key, fits); l != nil {
 			return l
@@ -226,6 +289,30 @@ func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Param
 	s.modern[fp] = append(kept, l)
 	s.take(rs)
 	return l
+}
+
+// pickInitialize is the recorded session for a new legacy client: of those
+// with an initialize, the one whose initialize params are closest (see
+// pick). s.mu is held.
+func (s *Server) pickInitialize(path string, m *protocol.Message) *recSession {
+	return s.pick(path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
+		func(rs *recSession) int {
+			return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params()))
+		})
+}
+
+// fits reports which recorded sessions may answer a new client's first
+// request m other than initialize: for server/discover, those that
+// recorded one (a 2026-07-28 session, or a legacy one whose client probed
+// before its initialize); otherwise those of the request's era (modern:
+// the request says 2026-07-28) or of unknown era.
+func (s *Server) fits(m *protocol.Message, modern bool) func(*recSession) bool {
+	return func(rs *recSession) bool {
+		if m.Method == protocol.MethodDiscover {
+			return len(rs.byMethod[protocol.MethodDiscover]) > 0 && (rs.s.Era == protocol.EraModern || len(rs.byMethod[protocol.MethodInitialize]) > 0)
+		}
+		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
+	}
 }
 
 // fingerprint tells 2026-07-28 clients apart, as the recorder does: remote
@@ -281,7 +368,7 @@ func (s *Server) peek(rs *recSession, l *live, m *protocol.Message, key string) 
 	}
 	rank := matchNone
 	for _, rc := range rs.byMethod[m.Method] {
-		if !s.matcher.Match(m.Method, m.Params, rc.params) {
+		if !s.matcher.Match(m.Method, m.Params, rc.params()) {
 			continue
 		}
 		if l == nil {
@@ -353,7 +440,47 @@ func (s *Server) clientDistance(rs *recSession, p *protocol.Params, m *protocol.
 	if canonicalJSON(p.ClientCapabilities) != canonicalJSON(rs.s.ClientCapabilities) {
 		d++
 	}
+	if m.Method == protocol.MethodDiscover {
+		// Sessions alike in client differ in what their discovers asked:
+		// the protocol version above all.
+		best := -1
+		for _, c := range rs.byMethod[protocol.MethodDiscover] {
+			if n := len(handshakeMetaDiff(m.Params, c.params())); best < 0 || n < best {
+				best = n
+			}
+		}
+		d += max(best, 0)
+	}
 	return d
+}
+
+// discoverCall is the recorded server/discover of l's session that
+// answers a live one: of those the matcher matches, the first not yet
+// replayed whose `_meta` (protocol version, clientInfo, capabilities)
+// differs least from the live one's. When all have been replayed, reuse
+// (strict replays report it) gives the last; without reuse it is nil.
+func (s *Server) discoverCall(l *live, m *protocol.Message, reuse bool) *call {
+	var best, last *call
+	bestDiff := 0
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.rs.byMethod[protocol.MethodDiscover] {
+		params := c.params()
+		if !s.matcher.Match(m.Method, m.Params, params) {
+			continue
+		}
+		last = c
+		if _, ok := l.seen[c.req.Seq]; ok {
+			continue
+		}
+		if d := len(handshakeMetaDiff(m.Params, params)); best == nil || d < bestDiff {
+			best, bestDiff = c, d
+		}
+	}
+	if best == nil && reuse {
+		return last
+	}
+	return best
 }
 
 // pick chooses the recorded session for a new live client (see liveFor):
@@ -435,7 +562,7 @@ func (s *Server) afterResponse(l *live, kinds ...string) {
 // hold keeps a stream open until the client or the server ends it,
 // writing the notifications that listChanged faults push to it (first any
 // that waited for a stream).
-func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, st *openStream) {
+func (s *Server) hold(ctx context.Context, o out, l *live, st *openStream) {
 	ch := make(chan string, 8)
 	var backlog []string
 	l.mu.Lock()
@@ -461,11 +588,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, st *openS
 			note += `,"params":{"_meta":{"` + protocol.MetaSubscriptionID + `":` + string(st.listenID) + `}}`
 		}
 		note += "}"
-		if _, err := io.WriteString(w, "event: message\ndata: "+note+"\n\n"); err != nil {
-			return false
-		}
-		flush(w)
-		return true
+		return o.send(nil, []byte(note)) == nil
 	}
 	for _, kind := range backlog {
 		if !write(kind) {
@@ -478,7 +601,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, l *live, st *openS
 			if !write(kind) {
 				return
 			}
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-l.done:
 			return

@@ -2,15 +2,13 @@ package replay
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -43,6 +41,9 @@ type Tape struct {
 	Generator   string
 	Sessions    []*TapeSession
 	Annotations []Annotation
+
+	file  *tapeFile       // OpenTape's: where the records are
+	index []*sessionIndex // OpenTape's, one per session
 }
 
 // TapeSession is a session with its exchanges and messages, in order.
@@ -297,272 +298,6 @@ func Export(ctx context.Context, store capture.Reader, ids []string, w io.Writer
 	return tw.close()
 }
 
-// LoadTape reads a tape file.
-func LoadTape(path string) (*Tape, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	t, err := ReadTape(bufio.NewReaderSize(f, 256<<10))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return t, nil
-}
-
-// ReadTape reads and checks a tape document. It streams: each message is
-// decoded and converted in turn, so a tape costs about its records' size.
-func ReadTape(r io.Reader) (*Tape, error) {
-	br := bufio.NewReaderSize(r, sniffBytes)
-	if head, _ := br.Peek(sniffBytes); notATape(head) != "" {
-		// A HAR file, a profile, a gzip: say what it is, not how it
-		// fails to be a tape.
-		return nil, fmt.Errorf("%w: %s", ErrNotTape, notATape(head))
-	}
-	dec := json.NewDecoder(br)
-	t := &Tape{}
-	fail := func(err error) (*Tape, error) {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%w: not JSON at byte %d: %v", ErrNotTape, se.Offset, se)
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, fmt.Errorf("%w: field %q at byte %d: %s where %s belongs", ErrTapeInvalid, te.Field, te.Offset, aJSON(te.Value), jsonKindOf(te.Type))
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: the document ends early, at byte %d (a truncated file?)", ErrNotTape, dec.InputOffset())
-		}
-		if errors.Is(err, ErrNotTape) || errors.Is(err, ErrTapeInvalid) || errors.Is(err, ErrTapeVersion) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: at byte %d: %v", ErrTapeInvalid, dec.InputOffset(), err)
-	}
-	if err := expectDelim(dec, '{'); err != nil {
-		if errors.Is(err, errWrongDelim) {
-			return nil, fmt.Errorf("%w: the document is not a JSON object", ErrNotTape)
-		}
-		return fail(err)
-	}
-	seqs := map[uint64]bool{}
-	sawSessions := false
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return fail(err)
-		}
-		switch key {
-		case "format":
-			err = dec.Decode(&t.Format)
-		case "version":
-			err = dec.Decode(&t.Version)
-		case "created":
-			err = dec.Decode(&t.Created)
-		case "generator":
-			err = dec.Decode(&t.Generator)
-		case "annotations":
-			err = dec.Decode(&t.Annotations)
-		case "sessions":
-			// The header fields come first (docs/tape-format.md): check
-			// them before reading the bulk.
-			if t.Format == "" && t.Version == 0 {
-				return nil, fmt.Errorf("%w: no format and version before the sessions (they must come first)", ErrNotTape)
-			}
-			if err := t.checkHeader(); err != nil {
-				return nil, err
-			}
-			sawSessions = true
-			err = readSessions(dec, t, seqs)
-		default:
-			var skip json.RawMessage
-			err = dec.Decode(&skip)
-		}
-		if err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) && te.Field == "" {
-				te.Field, _ = key.(string) // a header field: name it
-			}
-			return fail(err)
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return fail(err)
-	}
-	if err := t.checkHeader(); err != nil {
-		return nil, err
-	}
-	if !sawSessions {
-		return nil, fmt.Errorf("%w: no sessions", ErrTapeInvalid)
-	}
-	for _, s := range t.Sessions {
-		for _, m := range s.Messages {
-			for _, l := range []uint64{m.Links.Request, m.Links.Parent, m.Links.Previous, m.Links.Task} {
-				if l != 0 && !seqs[l] {
-					return nil, fmt.Errorf("%w: session %s: message %d links to seq %d, which is not in the tape", ErrTapeInvalid, s.Session.ID, m.Seq, l)
-				}
-			}
-		}
-	}
-	return t, nil
-}
-
-func (t *Tape) checkHeader() error {
-	if t.Format != TapeFormat {
-		return fmt.Errorf("%w: the format field is %q, want %q", ErrNotTape, t.Format, TapeFormat)
-	}
-	if t.Version != TapeVersion {
-		return fmt.Errorf("%w: version %d (this build reads version %d; a newer mcptape may read it)", ErrTapeVersion, t.Version, TapeVersion)
-	}
-	return nil
-}
-
-var errWrongDelim = errors.New("unexpected JSON value")
-
-func expectDelim(dec *json.Decoder, d json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok != d {
-		return fmt.Errorf("%w: want %q at byte %d", errWrongDelim, d, dec.InputOffset())
-	}
-	return nil
-}
-
-func readSessions(dec *json.Decoder, t *Tape, seqs map[uint64]bool) error {
-	if err := expectDelim(dec, '['); err != nil {
-		return err
-	}
-	for i := 0; dec.More(); i++ {
-		if err := expectDelim(dec, '{'); err != nil {
-			return err
-		}
-		ts := &TapeSession{}
-		var raw []tapeMessage
-		for dec.More() {
-			key, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			switch key {
-			case "session":
-				err = dec.Decode(&ts.Session)
-			case "exchanges":
-				err = dec.Decode(&ts.Exchanges)
-			case "messages":
-				if ts.Session != nil {
-					err = readMessages(dec, ts, seqs)
-				} else {
-					err = dec.Decode(&raw) // the session record comes later
-				}
-			default:
-				var skip json.RawMessage
-				err = dec.Decode(&skip)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return err
-		}
-		if ts.Session == nil || ts.Session.ID == "" {
-			return fmt.Errorf("%w: session %d has no session record with an id", ErrTapeInvalid, i)
-		}
-		for j := range raw {
-			if err := addMessage(ts, &raw[j], seqs); err != nil {
-				return err
-			}
-		}
-		if err := ts.checkExchanges(); err != nil {
-			return err
-		}
-		t.Sessions = append(t.Sessions, ts)
-	}
-	_, err := dec.Token()
-	return err
-}
-
-func readMessages(dec *json.Decoder, ts *TapeSession, seqs map[uint64]bool) error {
-	if err := expectDelim(dec, '['); err != nil {
-		return err
-	}
-	for dec.More() {
-		var tm tapeMessage
-		if err := dec.Decode(&tm); err != nil {
-			return err
-		}
-		if err := addMessage(ts, &tm, seqs); err != nil {
-			return err
-		}
-	}
-	_, err := dec.Token()
-	return err
-}
-
-func addMessage(ts *TapeSession, tm *tapeMessage, seqs map[uint64]bool) error {
-	m, err := tm.message(ts.Session.ID)
-	if err != nil {
-		return fmt.Errorf("%w: session %s, message %d: %v", ErrTapeInvalid, ts.Session.ID, tm.Seq, err)
-	}
-	var last uint64
-	if n := len(ts.Messages); n > 0 {
-		last = ts.Messages[n-1].Seq
-	}
-	if m.Seq <= last || seqs[m.Seq] {
-		return fmt.Errorf("%w: session %s: message seq %d repeats or goes backwards", ErrTapeInvalid, ts.Session.ID, m.Seq)
-	}
-	seqs[m.Seq] = true
-	ts.Messages = append(ts.Messages, m)
-	return nil
-}
-
-func (ts *TapeSession) checkExchanges() error {
-	xids := make(map[uint64]bool, len(ts.Exchanges))
-	for _, x := range ts.Exchanges {
-		x.SessionID = ts.Session.ID
-		xids[x.ID] = true
-	}
-	for _, m := range ts.Messages {
-		if m.ExchangeID != 0 && !xids[m.ExchangeID] {
-			return fmt.Errorf("%w: session %s: message %d names exchange %d, which the session does not hold", ErrTapeInvalid, ts.Session.ID, m.Seq, m.ExchangeID)
-		}
-	}
-	return nil
-}
-
-func (tm *tapeMessage) message(session string) (*capture.Message, error) {
-	m := &capture.Message{
-		Seq: tm.Seq, SessionID: session, ExchangeID: tm.ExchangeID, Direction: tm.Direction, Time: tm.Time,
-		Kind: tm.Kind, Method: tm.Method, ID: tm.ID, Name: tm.Name, Batch: tm.Batch, Size: tm.Size,
-		SSE: tm.SSE, Findings: tm.Findings, Links: tm.Links, Edited: tm.Edited,
-	}
-	n := 0
-	if tm.Raw != nil {
-		m.Raw, n = []byte(tm.Raw), n+1
-	}
-	if tm.RawText != nil {
-		m.Raw, n = []byte(*tm.RawText), n+1
-	}
-	if tm.RawBase64 != nil {
-		m.Raw, n = tm.RawBase64, n+1
-	}
-	if n > 1 {
-		return nil, errors.New("more than one of raw, rawText and rawBase64")
-	}
-	if m.Seq == 0 {
-		return nil, errors.New("no seq")
-	}
-	if m.Edited < 0 {
-		return nil, fmt.Errorf("edited is %d; it counts edits, from 0", m.Edited)
-	}
-	if m.Direction != protocol.ClientToServer && m.Direction != protocol.ServerToClient {
-		return nil, errors.New(`dir is neither "c2s" nor "s2c"`)
-	}
-	return m, nil
-}
-
 // ImportOptions configures Import. The zero value refuses sessions whose id
 // the store holds already.
 type ImportOptions struct {
@@ -574,7 +309,10 @@ type ImportOptions struct {
 // Import writes the tape's sessions into store and returns their ids in
 // the store. Seqs and exchange ids are kept when they are all above what
 // the store holds (an empty store gets the tape back exactly), and
-// renumbered after it otherwise, links rewritten alike.
+// renumbered after it otherwise, links rewritten alike. It streams: a
+// tape OpenTape opened is read from its file a record at a time and
+// written in batches (of at most 2048 records or 8 MiB of bodies), so
+// importing it costs about its index, not its size.
 func Import(ctx context.Context, store capture.Store, t *Tape, opts *ImportOptions) ([]string, error) {
 	if opts == nil {
 		opts = &ImportOptions{}
@@ -583,43 +321,36 @@ func Import(ctx context.Context, store capture.Store, t *Tape, opts *ImportOptio
 	if err != nil {
 		return nil, err
 	}
+	idx := t.indexes()
 	minSeq, minX := ^uint64(0), ^uint64(0)
-	for _, s := range t.Sessions {
-		for _, m := range s.Messages {
-			minSeq = min(minSeq, m.Seq)
+	for _, ix := range idx {
+		for j := range ix.ms {
+			minSeq = min(minSeq, ix.ms[j].Seq)
 		}
-		for _, x := range s.Exchanges {
-			minX = min(minX, x.ID)
-		}
-	}
-	seqMap := map[uint64]uint64{}
-	xMap := map[uint64]uint64{}
-	renumber := minSeq <= lastSeq || minX <= lastX
-	next, nextX := lastSeq, lastX
-	for _, s := range t.Sessions {
-		for _, x := range s.Exchanges {
-			nextX++
-			xMap[x.ID] = nextX
-		}
-		for _, m := range s.Messages {
-			next++
-			seqMap[m.Seq] = next
+		for j := range ix.xs {
+			minX = min(minX, ix.xs[j].ID)
 		}
 	}
-	mapSeq := func(v uint64) uint64 {
-		if !renumber || v == 0 {
-			return v
+	// Renumbered, the records follow the store's last ones in tape order.
+	var seqMap, xMap renumbering
+	if minSeq <= lastSeq || minX <= lastX {
+		next, nextX := lastSeq, lastX
+		for _, ix := range idx {
+			for j := range ix.xs {
+				nextX++
+				xMap = append(xMap, [2]uint64{ix.xs[j].ID, nextX})
+			}
+			for j := range ix.ms {
+				next++
+				seqMap = append(seqMap, [2]uint64{ix.ms[j].Seq, next})
+			}
 		}
-		return seqMap[v]
-	}
-	mapX := func(v uint64) uint64 {
-		if !renumber || v == 0 {
-			return v
-		}
-		return xMap[v]
+		seqMap.sort()
+		xMap.sort()
 	}
 	var ids []string
-	for _, ts := range t.Sessions {
+	for i, ts := range t.Sessions {
+		ix, ld := idx[i], t.loaderFor(i)
 		s := *ts.Session
 		if _, err := store.Session(ctx, s.ID); err == nil {
 			if !opts.Rename {
@@ -636,34 +367,43 @@ func Import(ctx context.Context, store capture.Store, t *Tape, opts *ImportOptio
 			return ids, err
 		}
 		b := &capture.Batch{Sessions: []*capture.Session{&s}}
-		for _, x := range ts.Exchanges {
-			c := *x
-			c.ID, c.SessionID = mapX(x.ID), s.ID
-			b.Exchanges = append(b.Exchanges, &c)
-		}
-		flush := func() error {
-			if b.Len() == 0 {
+		size := 0
+		flush := func(force bool) error {
+			if b.Len() == 0 || (!force && size <= 8<<20 && b.Len() < 2048) {
 				return nil
 			}
 			err := store.Write(ctx, b)
-			b = &capture.Batch{}
+			b, size = &capture.Batch{}, 0
 			return err
 		}
-		size := 0
-		for _, m := range ts.Messages {
-			c := *m
-			c.Seq, c.ExchangeID, c.SessionID = mapSeq(m.Seq), mapX(m.ExchangeID), s.ID
-			c.Links = capture.Links{Request: mapSeq(m.Links.Request), Parent: mapSeq(m.Links.Parent),
-				Previous: mapSeq(m.Links.Previous), Task: mapSeq(m.Links.Task)}
-			b.Messages = append(b.Messages, &c)
-			if size += len(c.Raw); size > 8<<20 || len(b.Messages) >= 2048 {
-				if err := flush(); err != nil {
-					return ids, err
-				}
-				size = 0
+		for j := range ix.xs {
+			x, err := ld.exchange(&ix.xs[j])
+			if err != nil {
+				return ids, err
+			}
+			c := *x
+			c.ID, c.SessionID = xMap.of(x.ID), s.ID
+			b.Exchanges = append(b.Exchanges, &c)
+			if err := flush(false); err != nil {
+				return ids, err
 			}
 		}
-		if err := flush(); err != nil {
+		for j := range ix.ms {
+			m, err := ld.message(&ix.ms[j])
+			if err != nil {
+				return ids, err
+			}
+			c := *m
+			c.Seq, c.ExchangeID, c.SessionID = seqMap.of(m.Seq), xMap.of(m.ExchangeID), s.ID
+			c.Links = capture.Links{Request: seqMap.of(m.Links.Request), Parent: seqMap.of(m.Links.Parent),
+				Previous: seqMap.of(m.Links.Previous), Task: seqMap.of(m.Links.Task)}
+			b.Messages = append(b.Messages, &c)
+			size += len(c.Raw)
+			if err := flush(false); err != nil {
+				return ids, err
+			}
+		}
+		if err := flush(true); err != nil {
 			return ids, err
 		}
 		ids = append(ids, s.ID)
@@ -671,17 +411,22 @@ func Import(ctx context.Context, store capture.Store, t *Tape, opts *ImportOptio
 	return ids, nil
 }
 
-// equalRaw reports whether two raw JSON values are the same JSON
-// (insignificant whitespace aside).
-func equalRaw(a, b []byte) bool {
-	if bytes.Equal(a, b) {
-		return true
-	}
-	var ca, cb bytes.Buffer
-	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
-		return false
-	}
-	return bytes.Equal(ca.Bytes(), cb.Bytes())
+// renumbering maps old ids to new ones, sorted by the old; empty keeps
+// every id.
+type renumbering [][2]uint64
+
+func (r renumbering) sort() {
+	slices.SortFunc(r, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
 }
 
-var _ = base64.StdEncoding
+// of is v's new id; 0 stays 0, and so does every id when r is empty.
+func (r renumbering) of(v uint64) uint64 {
+	if len(r) == 0 || v == 0 {
+		return v
+	}
+	i, ok := slices.BinarySearchFunc(r, v, func(e [2]uint64, v uint64) int { return cmp.Compare(e[0], v) })
+	if !ok {
+		return 0
+	}
+	return r[i][1]
+}

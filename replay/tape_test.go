@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +17,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/replay"
 )
@@ -163,6 +169,138 @@ func TestReadTapeRefuses(t *testing.T) {
 			if !errors.Is(err, tc.target) || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("ReadTape: %v\nwant %v saying %q", err, tc.target, tc.says)
 			}
+			// OpenTape checks a file as ReadTape checks a document.
+			path := filepath.Join(t.TempDir(), "bad.tape.json")
+			if err := os.WriteFile(path, []byte(tc.doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tape, err := replay.OpenTape(path)
+			if !errors.Is(err, tc.target) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), path) {
+				t.Errorf("OpenTape: %v\nwant %v saying %q and naming the file", err, tc.target, tc.says)
+			}
+			tape.Close()
 		})
+	}
+}
+
+// OpenTape keeps the sessions' records and an index: a session read from
+// the file is the session LoadTape reads, byte for byte, whichever order
+// its members come in; a tape imported from the file is the tape imported
+// from memory; and a file that changed under an open tape is said to have
+// changed, not misread.
+func TestOpenTapeReadsOnDemand(t *testing.T) {
+	want := handTape()
+	want.Sessions = append(want.Sessions, &replay.TapeSession{Session: &capture.Session{ID: "second", Era: protocol.EraModern, Start: want.Created}})
+	var buf bytes.Buffer
+	if err := replay.WriteTape(&buf, want); err != nil {
+		t.Fatal(err)
+	}
+	// The messages before the exchanges and the session record, as a
+	// writer that streams may put them.
+	doc := buf.String()
+	const sess, msgs = "{\"session\": ", ",\n \"messages\": ["
+	i, j := strings.Index(doc, sess), strings.Index(doc, msgs)
+	if i < 0 || j < i {
+		t.Fatalf("the tape is not laid out as expected:\n%s", doc)
+	}
+	k := strings.Index(doc[j:], "]},\n{") + j // the end of the first session
+	doc = doc[:i] + "{\"messages\": [" + doc[j+len(msgs):k] + "],\n" + doc[i+1:j] + "}" + doc[k+2:]
+	path := filepath.Join(t.TempDir(), "hand.tape.json")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := replay.LoadTape(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want.Sessions[0], whole.Sessions[0]); d != "" {
+		t.Fatalf("the reordered tape reads back differently (-written +read):\n%s", d)
+	}
+	tape, err := replay.OpenTape(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tape.Close()
+	if len(tape.Sessions) != 2 || tape.Sessions[0].Messages != nil || tape.Sessions[0].Exchanges != nil ||
+		!cmp.Equal(tape.Sessions[0].Session, want.Sessions[0].Session) {
+		t.Fatalf("an opened tape's sessions: %+v", tape.Sessions)
+	}
+	for i := range want.Sessions {
+		got, err := tape.Session(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(whole.Sessions[i], got); d != "" {
+			t.Errorf("session %d read from the file differs from the one read whole (-whole +from the file):\n%s", i, d)
+		}
+	}
+	ctx := context.Background()
+	export := func(tp *replay.Tape) string {
+		st := memstore.New()
+		if _, err := replay.Import(ctx, st, tp, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Into a store that holds a session already: renumbered.
+		if _, err := replay.Import(ctx, st, tp, &replay.ImportOptions{Rename: true}); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := replay.Export(ctx, st, nil, &b, "test"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := replay.ReadTape(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, ts := range out.Sessions {
+			lines = append(lines, fmt.Sprintf("%+v", *ts.Session))
+			for _, m := range ts.Messages {
+				lines = append(lines, fmt.Sprintf("%d %d %+v %q", m.Seq, m.ExchangeID, m.Links, m.Raw))
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
+	if d := cmp.Diff(export(whole), export(tape)); d != "" {
+		t.Errorf("importing the opened tape differs from importing it whole (-whole +opened):\n%s", d)
+	}
+
+	if err := os.WriteFile(path, []byte(doc[:len(doc)/2]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tape.Session(0); err == nil || !strings.Contains(err.Error(), "changed since it was opened") && !strings.Contains(err.Error(), "did it change") {
+		t.Errorf("a session read from a file cut in two: %v", err)
+	}
+}
+
+// A tape file that changes under a running replay server does not hang
+// it: the request gets what could be read, and the report says the tape
+// could not be read (choosing a session reads recorded params, under the
+// server's lock: a read error must not need that lock again).
+func TestReplayOfAChangedTapeFile(t *testing.T) {
+	tape, _ := record(t, fixtures.PathStateful, &fixtures.ClientOptions{Only: []string{"echo"}})
+	path := writeTapeFile(t, tape)
+	opened, err := replay.OpenTape(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	s, hs := serve(t, opened, &replay.ServerOptions{Timing: replay.TimingFast})
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", hs.URL+fixtures.PathStateful, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	hc := &http.Client{Timeout: 10 * time.Second}
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("initialize against a tape cut to nothing: %v", err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	r := s.Report()
+	if r.OK() || !strings.Contains(strings.Join(r.Failures, "\n"), "reading the tape") {
+		t.Errorf("report: %q", r.Failures)
 	}
 }

@@ -3,6 +3,9 @@ package replay
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -98,7 +101,7 @@ func NewServer(t testing.TB, path string, options ...Option) *TestServer {
 	if c.via != nil && (os.IsNotExist(statErr) || os.Getenv(UpdateEnv) == "1") {
 		return recordTape(t, path, c)
 	}
-	tape, err := LoadTape(path)
+	tape, err := OpenTape(path)
 	if err != nil {
 		if os.IsNotExist(statErr) {
 			t.Fatalf("replay: tape %s does not exist; record it (mcptape export, or NewServer with RecordIfMissing)", path)
@@ -107,6 +110,7 @@ func NewServer(t testing.TB, path string, options ...Option) *TestServer {
 	}
 	s, err := NewServerHandler(tape, &c.opts)
 	if err != nil {
+		tape.Close()
 		t.Fatalf("replay: %s: %v", path, err)
 	}
 	hs := httptest.NewServer(s)
@@ -114,6 +118,7 @@ func NewServer(t testing.TB, path string, options ...Option) *TestServer {
 		s.Close()
 		hs.CloseClientConnections()
 		hs.Close()
+		tape.Close()
 		r := s.Report()
 		for _, f := range r.Failures {
 			if c.lenient {
@@ -124,6 +129,62 @@ func NewServer(t testing.TB, path string, options ...Option) *TestServer {
 		}
 	})
 	return &TestServer{URL: hs.URL, Server: s, endpoint: tape.Sessions[0].Session.Path}
+}
+
+// StdioServer is a replay server serving one stdio client for a test.
+type StdioServer struct {
+	// Conn is the client's end of the server's stdin and stdout: write
+	// newline-delimited JSON-RPC to it, read the server's lines from it.
+	// A go-sdk client connects with &mcp.IOTransport{Reader: Conn, Writer:
+	// Conn}. Closing it ends the connection.
+	Conn io.ReadWriteCloser
+	// Server is the replay server.
+	*Server
+}
+
+// NewStdioServer serves the tape at path to one stdio client, over an
+// in-memory connection, until the test ends — a recorded server in place
+// of one a client would spawn (Server.ServeStdio; `mcptape replay server
+// --stdio` is the same as a command). Options are NewServer's (the helper
+// is strict by default); it replays only: RecordIfMissing records through
+// the HTTP proxy, so record the tape first.
+func NewStdioServer(t testing.TB, path string, options ...Option) *StdioServer {
+	t.Helper()
+	c := &testConfig{opts: ServerOptions{Timing: TimingFast, Strict: true}}
+	for _, o := range options {
+		o(c)
+	}
+	c.opts.Strict = !c.lenient
+	c.opts.Matcher = NewMatcher(c.match...)
+	tape, err := OpenTape(path)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	s, err := NewServerHandler(tape, &c.opts)
+	if err != nil {
+		tape.Close()
+		t.Fatalf("replay: %s: %v", path, err)
+	}
+	client, server := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- s.ServeStdio(context.Background(), server, server) }()
+	t.Cleanup(func() {
+		client.Close()
+		server.Close()
+		s.Close()
+		if err := <-done; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			t.Errorf("replay %s over stdio: %v", path, err)
+		}
+		tape.Close()
+		for _, f := range s.Report().Failures {
+			if c.lenient {
+				t.Logf("replay %s: %s", path, f)
+			} else {
+				t.Errorf("replay %s: %s", path, f)
+			}
+		}
+	})
+	return &StdioServer{Conn: client, Server: s}
 }
 
 func recordTape(t testing.TB, path string, c *testConfig) *TestServer {
@@ -179,10 +240,11 @@ func recordTape(t testing.TB, path string, c *testConfig) *TestServer {
 // differs from the recorded one, naming the path and both values.
 func ReplayClient(t testing.TB, path, target string, opts *ClientOptions) *ClientReport {
 	t.Helper()
-	tape, err := LoadTape(path)
+	tape, err := OpenTape(path)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
+	defer tape.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := RunClient(ctx, tape, target, opts)

@@ -47,7 +47,7 @@ func commands() []command {
 		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"verify", "[--data DIR]", "read the whole store and name any damage (checksums, unreadable records)", runVerify},
-		{"replay", "server --tape FILE | client --tape FILE --target URL", "stand in for a recorded server, or replay a recorded client", runReplay},
+		{"replay", "server --tape FILE [--stdio] | client --tape FILE --target URL", "stand in for a recorded server (over HTTP or stdio), or replay a recorded client", runReplay},
 		{"clients", clientsUsage, "list the MCP client configs on this machine (Claude Desktop, Claude Code, Cursor, VS Code) and their servers", runClients},
 		{"attach", attachUsage, "route a client's server through `mcptape wrap`, so that it is recorded", runAttach},
 		{"detach", detachUsage, "put an attached server's config entry back as it was", runDetach},

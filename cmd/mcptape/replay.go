@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/mcptape/mcptape/proxy"
@@ -12,7 +14,7 @@ import (
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("say which: `mcptape replay server --tape FILE` or `mcptape replay client --tape FILE --target URL`")
+		return usagef("say which: `mcptape replay server --tape FILE [--stdio]` or `mcptape replay client --tape FILE --target URL`")
 	}
 	if isHelp(args[0]) {
 		return groupHelp(stderr, "replay", "server", "client")
@@ -36,11 +38,16 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	var ignore stringList
 	fs.Var(&ignore, "ignore", "also ignore this params path when matching, e.g. arguments.timestamp (repeatable)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	allowAnyHost := fs.Bool("allow-any-host", false, "accept any Host header on a loopback listener (turns off DNS-rebinding protection)")
+	stdio := fs.Bool("stdio", false, "serve one client on stdin and stdout (newline-delimited JSON-RPC; logs and the report on stderr) instead of listening: the command a client config launches")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *tapePath == "" {
 		return usagef("--tape is required: the file `mcptape export` wrote")
+	}
+	if *stdio && (flagSet(fs, "listen") || *allowAnyHost) {
+		return usagef("--stdio serves stdin and stdout: it listens nowhere, so --listen and --allow-any-host do not go with it")
 	}
 	tm, err := replay.ParseTiming(*timing)
 	if err != nil {
@@ -50,11 +57,15 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return usagef("%v", err)
 	}
-	tape, err := replay.LoadTape(*tapePath)
+	// The tape stays in its file, read as it is replayed: a large one
+	// costs its index, not its size.
+	tape, err := replay.OpenTape(*tapePath)
 	if err != nil {
 		return err
 	}
-	opts := &replay.ServerOptions{Timing: tm, Strict: *strict, Logger: logger, Matcher: replay.NewMatcher(replay.IgnorePaths(ignore...))}
+	defer tape.Close()
+	opts := &replay.ServerOptions{Timing: tm, Strict: *strict, Logger: logger, Matcher: replay.NewMatcher(replay.IgnorePaths(ignore...)),
+		AllowAnyHost: *allowAnyHost}
 	if *profilePath != "" {
 		if opts.Profile, err = loadProfile(*profilePath); err != nil {
 			return err
@@ -63,6 +74,19 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	s, err := replay.NewServerHandler(tape, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *tapePath, err)
+	}
+	if *stdio {
+		// stdout is the client's: everything for people goes to stderr.
+		fmt.Fprintf(stderr, "mcptape replay: serving %s (%d session(s)) on stdin and stdout, timing %s\n", clean(*tapePath), len(tape.Sessions), tm)
+		err := s.ServeStdio(ctx, replayStdin, stdout)
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			err = nil // stopped by a signal
+		}
+		s.Close()
+		if rerr := replayReport(stderr, s, *strict); err == nil {
+			err = rerr
+		}
+		return err
 	}
 	srv, err := proxy.Listen(*listen, s, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
@@ -83,16 +107,28 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = srv.Shutdown(sctx)
 	cancel()
+	if rerr := replayReport(stdout, s, *strict); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// replayStdin is what `replay server --stdio` serves: the process's stdin.
+var replayStdin io.Reader = os.Stdin
+
+// replayReport writes what a replay server served and, when strict, every
+// difference, and says whether the replay failed.
+func replayReport(w io.Writer, s *replay.Server, strict bool) error {
 	rep := s.Report()
-	fmt.Fprintf(stdout, "mcptape replay: served %d request(s), %d miss(es)\n", rep.Served, len(rep.Misses))
-	if *strict && !rep.OK() {
-		fmt.Fprintf(stdout, "strict replay found %d difference(s):\n", len(rep.Failures))
+	fmt.Fprintf(w, "mcptape replay: served %d request(s), %d miss(es)\n", rep.Served, len(rep.Misses))
+	if strict && !rep.OK() {
+		fmt.Fprintf(w, "strict replay found %d difference(s):\n", len(rep.Failures))
 		for _, f := range rep.Failures {
-			fmt.Fprintf(stdout, "  - %s\n", clean(f))
+			fmt.Fprintf(w, "  - %s\n", clean(f))
 		}
 		return fmt.Errorf("the replay differed from the recording (%d difference(s))", len(rep.Failures))
 	}
-	return err
+	return nil
 }
 
 // loadProfile reads and checks a testing profile (docs/testing-profiles.md).

@@ -36,6 +36,7 @@ func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Write
 	dashToken := fs.String("dashboard-token", "", "the token a dashboard off loopback asks for (default: a random one, printed once)")
 	manualTimeout := fs.Duration("manual-timeout", replay.DefaultManualTimeout, "how long to wait for a person's answer to one sampling request (the manual provider); the call's --timeout stops meanwhile")
 	streamWait := fs.Duration("stream-wait", 3*time.Second, "how long a long-lived stream (listen, GET) may take to carry what it carried in the recording")
+	strict := fs.Bool("strict", false, "also count as a difference each request of the server that no recorded request matches (answered by the profile, a person, or nobody)")
 	verbose := fs.Bool("v", false, "list the calls that matched too")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
@@ -62,7 +63,8 @@ func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	opts := &replay.ClientOptions{Ignore: ignore, Sessions: sessions, Header: h, CallTimeout: *timeout, StreamWait: *streamWait, Logger: logger}
+	opts := &replay.ClientOptions{Ignore: ignore, Sessions: sessions, Header: h, CallTimeout: *timeout, StreamWait: *streamWait, Logger: logger,
+		Strict: *strict}
 	if len(ignoreKeys) > 0 {
 		opts.IgnoreKeys = append(slices.Clone(replay.DefaultIgnoreKeys), ignoreKeys...)
 	}
@@ -71,10 +73,11 @@ func runReplayClient(ctx context.Context, args []string, stdout, stderr io.Write
 			return err
 		}
 	}
-	tape, err := replay.LoadTape(*tapePath)
+	tape, err := replay.OpenTape(*tapePath)
 	if err != nil {
 		return err
 	}
+	defer tape.Close()
 	if s := opts.Profile; s != nil && s.Sampling != nil && s.Sampling.Provider == replay.ProviderManual {
 		if *dash == dashboardOff {
 			fmt.Fprintln(stderr, "mcptape: the testing profile leaves sampling to a person, but --dashboard off leaves nobody to ask: "+

@@ -81,6 +81,22 @@ func newPendingClient(t *testing.T, printed string) *pendingClient {
 	return c
 }
 
+// poll GETs path like call, but a dashboard that has gone (the run ended
+// between two polls) is not an error: it returns 0.
+func (c *pendingClient) poll(t *testing.T, path string, v any) int {
+	t.Helper()
+	res, err := c.hc.Do(pageRequest(c.hc, c.base, http.MethodGet, path, nil))
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode == http.StatusOK && json.Unmarshal(b, v) != nil {
+		t.Errorf("GET %s: %d %s", path, res.StatusCode, b)
+	}
+	return res.StatusCode
+}
+
 func (c *pendingClient) call(t *testing.T, method, path string, body, v any) int {
 	t.Helper()
 	var rd io.Reader
@@ -168,7 +184,7 @@ answering:
 				} `json:"params"`
 			} `json:"requests"`
 		}
-		if c.call(t, http.MethodGet, "/api/v1/pending", nil, &l) != http.StatusOK {
+		if c.poll(t, "/api/v1/pending", &l) != http.StatusOK {
 			continue // the run ended meanwhile
 		}
 		for _, q := range l.Requests {

@@ -113,3 +113,48 @@ func TestReplayClientCommand(t *testing.T) {
 		t.Errorf("bad target: exit %d, %s", code, errOut)
 	}
 }
+
+// TestReplayClientStrict: a server whose sampling prompt changed gets the
+// testing profile's answer, not the recorded answer to the old prompt;
+// --strict counts that as a difference of its call.
+func TestReplayClientStrict(t *testing.T) {
+	src := demoStore(t)
+	tape := filepath.Join(t.TempDir(), "demo.tape.json")
+	if code, _, errOut := mcptape(t, "export", "--data", src, "-o", tape, "-q"); code != 0 {
+		t.Fatal(errOut)
+	}
+	profile := filepath.Join("..", "..", "replay", "testdata", "profiles", "default.json")
+	inner := fixtures.Handler(nil)
+	changed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(rewrite{w, strings.NewReplacer("Say hello to the tape.", "Say HELLO to the tape.")}, r)
+	}))
+	t.Cleanup(func() { changed.CloseClientConnections(); changed.Close() })
+
+	code, out, errOut := mcptape(t, "replay", "client", "--tape", tape, "--target", changed.URL, "--profile", profile, "--strict")
+	if code != exitError {
+		t.Fatalf("--strict against a changed prompt: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"tools/call sample", "answers[0]", "no recorded request matches the live sampling/createMessage", "answered by the testing profile"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = mcptape(t, "replay", "client", "--tape", tape, "--target", fixtureServer(t, false), "--profile", profile, "--strict")
+	if code != 0 || strings.Contains(out, "answers[") {
+		t.Errorf("--strict against the recorded server: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// rewrite replaces strings in what a handler writes (of the same length,
+// so Content-Length stays right).
+type rewrite struct {
+	http.ResponseWriter
+	r *strings.Replacer
+}
+
+func (w rewrite) Write(b []byte) (int, error) {
+	_, err := w.ResponseWriter.Write([]byte(w.r.Replace(string(b))))
+	return len(b), err
+}
+func (w rewrite) Flush()                      { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+func (w rewrite) Unwrap() http.ResponseWriter { return w.ResponseWriter }

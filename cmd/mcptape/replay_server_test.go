@@ -135,3 +135,22 @@ func TestReplayServerErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayServerHostCheck: like record, the replay server refuses a
+// foreign Host on its loopback listener (DNS rebinding) unless
+// --allow-any-host.
+func TestReplayServerHostCheck(t *testing.T) {
+	tape := recordTapeFile(t, fixtures.PathStateless, "echo")
+	echo := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, tape"}}}`
+	h := map[string]string{"Host": "attacker.example", "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+	base, stop := startReplayServer(t, "--tape", tape)
+	if code, body := postBody(t, base+fixtures.PathStateless, echo, h); code != http.StatusForbidden || !strings.Contains(body, "--allow-any-host") {
+		t.Errorf("a foreign Host got %d %s, want 403 naming --allow-any-host", code, body)
+	}
+	stop()
+	base, stop = startReplayServer(t, "--tape", tape, "--allow-any-host")
+	defer stop()
+	if code, body := postBody(t, base+fixtures.PathStateless, echo, h); code != http.StatusOK || !strings.Contains(body, "hello, tape") {
+		t.Errorf("--allow-any-host: a foreign Host got %d %s, want the recorded answer", code, body)
+	}
+}

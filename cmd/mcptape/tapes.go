@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -136,19 +137,24 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("name one tape file (- reads stdin)")
 	}
 	path := fs.Arg(0)
-	var tape *replay.Tape
-	var err error
 	if path == "-" {
-		tape, err = replay.ReadTape(bufio.NewReaderSize(os.Stdin, 256<<10))
+		// A tape is read from a file a record at a time (OpenTape):
+		// stdin goes to a temporary file first.
+		tmp, err := spoolStdin()
 		if err != nil {
-			err = fmt.Errorf("stdin: %w", err)
+			return err
 		}
-	} else {
-		tape, err = replay.LoadTape(path)
+		defer os.Remove(tmp)
+		path = tmp
 	}
+	tape, err := replay.OpenTape(path)
 	if err != nil {
+		if fs.Arg(0) == "-" {
+			err = fmt.Errorf("stdin: %w", errors.Unwrap(err))
+		}
 		return err
 	}
+	defer tape.Close()
 	store, err := openWrite(*data, nil)
 	if err != nil {
 		return err
@@ -173,6 +179,26 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stderr, "mcptape import: %d session(s) into %s\n", len(ids), *data)
 	return nil
+}
+
+// importStdin is what `import -` reads.
+var importStdin io.Reader = os.Stdin
+
+// spoolStdin copies stdin to a temporary file and returns its name.
+func spoolStdin() (string, error) {
+	f, err := os.CreateTemp("", "mcptape-import-*.tape.json")
+	if err != nil {
+		return "", fmt.Errorf("spooling stdin to a temporary file: %w", err)
+	}
+	_, err = io.Copy(f, importStdin)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("spooling stdin to %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
 }
 
 // countingWriter counts what passes through it, for progress reports.

@@ -309,3 +309,37 @@ func TestExportProgress(t *testing.T) {
 		t.Errorf("progress: %q", s)
 	}
 }
+
+// `import -` reads the tape from stdin (spooled to a temporary file, then
+// read a record at a time like a file), and a bad one is refused naming
+// stdin, leaving no temporary file behind.
+func TestImportFromStdin(t *testing.T) {
+	src := demoStore(t)
+	tapePath := filepath.Join(t.TempDir(), "demo.tape.json")
+	if code, _, errOut := mcptape(t, "export", "--data", src, "-o", tapePath, "-q"); code != 0 {
+		t.Fatal(errOut)
+	}
+	good, err := os.ReadFile(tapePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { importStdin = os.Stdin }()
+	spooled := func() []string {
+		m, _ := filepath.Glob(filepath.Join(os.TempDir(), "mcptape-import-*.tape.json"))
+		return m
+	}
+	before := len(spooled())
+	importStdin = bytes.NewReader(good)
+	code, out, errOut := mcptape(t, "import", "--data", filepath.Join(t.TempDir(), "store"), "-")
+	if code != 0 || len(strings.Fields(out)) != 2 || !strings.Contains(errOut, "2 session(s)") {
+		t.Errorf("import - of a good tape: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	importStdin = bytes.NewReader(good[:len(good)/2])
+	code, out, errOut = mcptape(t, "import", "--data", filepath.Join(t.TempDir(), "store"), "-")
+	if code != exitError || out != "" || !strings.Contains(errOut, "stdin: ") || !strings.Contains(errOut, "ends early") {
+		t.Errorf("import - of a truncated tape: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if after := len(spooled()); after != before {
+		t.Errorf("import - left %d temporary file(s) behind", after-before)
+	}
+}
