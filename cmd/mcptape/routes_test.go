@@ -132,3 +132,37 @@ func TestRecordTwoRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordOAuthThroughRoute: the TypeScript SDK client's OAuth flow
+// through a route: the protected-resource metadata and the challenge name
+// the route's URL (http://…/gh/mcp), the client discovers the metadata
+// under the route, gets a token for the route's URL and calls a tool; no
+// token is stored.
+func TestRecordOAuthThroughRoute(t *testing.T) {
+	needPeers(t)
+	o, err := fixtures.StartOAuth(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	data := t.TempDir()
+	r := startRun(t, "record", "--route", "gh="+o.MCPURL(), "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
+	r.wait(t, "route gh: ")
+	u := routeLines(r.out.String())["gh"]
+	o.AcceptResource(u)
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	rep, err := interop.RunClient(ctx, u, &interop.ClientOptions{OAuth: true, Steps: interop.StepsFixture})
+	if err != nil {
+		t.Fatalf("the TypeScript client through route gh: %v", err)
+	}
+	if rep.OAuth == nil || rep.OAuth.Tokens < 1 {
+		t.Errorf("client's OAuth report %+v", rep.OAuth)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+	if found := holdsAny(t, data, o.Secrets()); len(found) > 0 {
+		t.Errorf("the store's files hold secrets: %q", found)
+	}
+}
