@@ -53,10 +53,6 @@ func TestAttachURLServer(t *testing.T) {
 		t.Fatalf("attach: %d %s%s", code, out, e)
 	}
 	attached := string(readFile(t, cfg))
-	routeURL := urlRE.FindString(r.out.String())
-	if routeURL == "" {
-		routeURL = "http://127.0.0.1"
-	}
 	var newURL string
 	for _, line := range strings.Split(attached, "\n") {
 		if _, rest, ok := strings.Cut(line, `"url": "`); ok {
@@ -81,6 +77,20 @@ func TestAttachURLServer(t *testing.T) {
 	if code, out, e = mcptape(t, "attach", "cursor", "remote tools", "--config", cfg, "--data", data); code != 0 || !strings.Contains(out, "already attached") || string(readFile(t, cfg)) != attached {
 		t.Errorf("attach twice: %d %s%s", code, out, e)
 	}
+	// A recorder started again on the data directory serves the route
+	// attach added: the client's url still works.
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+	r = startRun(t, "record", "--routes", "--listen", strings.TrimPrefix(routeBase(newURL), "http://"), "--data", data, "--dashboard", "off")
+	if got := r.wait(t, "route remote-tools: "); !strings.Contains(got, newURL) {
+		t.Errorf("the restarted recorder's route: %q, want %s", got, newURL)
+	}
+	rep, err = fixtures.RunClient(ctx, newURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+	if err != nil || failures(rep) != nil {
+		t.Fatalf("a client at the attached url, after the recorder restarted: %v %v", err, failures(rep))
+	}
+
 	if code, out, e = mcptape(t, "detach", "cursor", "remote tools", "--config", cfg); code != 0 || !strings.Contains(out, "remote tools: detached") {
 		t.Errorf("detach: %d %s%s", code, out, e)
 	}
@@ -96,16 +106,19 @@ func TestAttachURLServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var found bool
+	var found int
 	for s, err := range st.Sessions(context.Background(), capture.SessionQuery{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if s.Route == "remote-tools" && s.Calls >= 2 && s.Upstream == up.URL {
-			found = true
+			found++
 		}
 	}
-	if !found {
-		t.Error("no session recorded on route remote-tools")
+	if found != 2 {
+		t.Errorf("%d sessions recorded on route remote-tools, want one per recorder", found)
 	}
 }
+
+// routeBase is scheme://host:port of a URL.
+func routeBase(u string) string { return urlRE.FindString(u) }

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -185,7 +186,9 @@ type recording struct {
 	// is set.
 	live     atomic.Pointer[capture.Recorder]
 	proxy    *proxy.Proxy
-	routed   bool          // the proxy serves routes, which attach can add to
+	routed   bool   // the proxy serves routes, which attach can add to
+	data     string // the data directory
+	log      *slog.Logger
 	shutdown time.Duration // how long close waits for calls in flight
 }
 
@@ -249,7 +252,10 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	rs := &recording{store: store, shutdown: c.shutdownTimeout, routed: up == nil}
+	rs := &recording{store: store, shutdown: c.shutdownTimeout, routed: up == nil, data: c.data, log: logger}
+	if rs.log == nil {
+		rs.log = slog.New(slog.DiscardHandler)
+	}
 	if up != nil {
 		rs.upstream = up.Redacted()
 	}
@@ -289,6 +295,18 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	rs.live.Store(rs.rec)
 	// The wraps' spools: this process owns the store now.
 	rs.ingest = startIngest(c.data, rs.rec, store, logger)
+	if c.routesOnly {
+		// The routes attach added before, unless --route names them anew.
+		saved, err := savedRoutes(c.data)
+		if err != nil {
+			return nil, err
+		}
+		for _, sr := range saved {
+			if !slices.ContainsFunc(routes, func(r proxy.Route) bool { return r.Name == sr.Name }) {
+				routes = append(routes, sr)
+			}
+		}
+	}
 	if up == nil && routes == nil {
 		routes = []proxy.Route{} // a recorder of routes, none yet
 	}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/proxy"
@@ -92,12 +96,89 @@ func (rs *recording) addRoute() func(name, upstream string) (remotestore.RouteIn
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return remotestore.RouteInfo{}, fmt.Errorf("%q is not an http(s) URL", upstream)
 		}
-		if _, err := rs.proxy.AddRoute(proxy.Route{Name: name, Upstream: u}); err != nil {
+		added, err := rs.proxy.AddRoute(proxy.Route{Name: name, Upstream: u})
+		if err != nil {
 			if errors.Is(err, proxy.ErrRouteExists) {
 				return remotestore.RouteInfo{}, fmt.Errorf("%w: %v", remotestore.ErrRouteConflict, err)
 			}
 			return remotestore.RouteInfo{}, err
 		}
+		if added {
+			if err := rememberRoute(rs.data, proxy.Route{Name: name, Upstream: u}); err != nil {
+				rs.log.Warn("the route works, but could not be remembered for the next recorder", "route", name, "error", err)
+			}
+		}
 		return remotestore.RouteInfo{Name: name, Upstream: u.Redacted(), URL: routeURL(rs.srv.URL(), name, u)}, nil
 	}
+}
+
+// routesFile, in the data directory, remembers the routes attach added, so
+// that the next `record --routes` on it serves them again (a client's
+// config keeps pointing at them until detach).
+const routesFile = "routes.json"
+
+var routesFileMu sync.Mutex
+
+type savedRoute struct {
+	Name     string `json:"name"`
+	Upstream string `json:"upstream"`
+}
+
+// savedRoutes reads the routes remembered in data; none when there is no
+// file.
+func savedRoutes(data string) ([]proxy.Route, error) {
+	b, err := os.ReadFile(filepath.Join(data, routesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var list []savedRoute
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("%s: %w (remove it to forget the routes attach added)", filepath.Join(data, routesFile), err)
+	}
+	var out []proxy.Route
+	for _, r := range list {
+		u, err := url.Parse(r.Upstream)
+		if err != nil || proxy.ValidRouteName(r.Name) != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			continue
+		}
+		out = append(out, proxy.Route{Name: r.Name, Upstream: u})
+	}
+	return out, nil
+}
+
+// rememberRoute adds r to data's routes file (mode 0600: an upstream URL
+// may carry a key), replacing one of the same name.
+func rememberRoute(data string, r proxy.Route) error {
+	routesFileMu.Lock()
+	defer routesFileMu.Unlock()
+	old, err := savedRoutes(data)
+	if err != nil {
+		return err
+	}
+	list := []savedRoute{}
+	for _, o := range old {
+		if o.Name != r.Name {
+			list = append(list, savedRoute{o.Name, o.Upstream.String()})
+		}
+	}
+	list = append(list, savedRoute{r.Name, r.Upstream.String()})
+	b, _ := json.MarshalIndent(list, "", "  ")
+	tmp, err := os.CreateTemp(data, "."+routesFile+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), filepath.Join(data, routesFile))
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+	}
+	return werr
 }
