@@ -286,3 +286,43 @@ func TestConnectWithoutForward(t *testing.T) {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// The forward legs answer with the reverse leg's rules: a body over the
+// bound is a 413, an unreachable server a 502 carrying a JSON-RPC error
+// with the request's id, plain or inside an intercepted tunnel.
+func TestForwardSharesThePolicy(t *testing.T) {
+	ca := newTestCA(t)
+	p, err := proxy.New(&proxy.Options{MaxRequestBody: 90, Forward: &proxy.ForwardOptions{MITM: []string{"127.0.0.1"}, Certificate: ca.leaf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := serveProxy(t, p)
+	defer px.CloseClientConnections()
+	pu, _ := url.Parse(px.URL)
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	// A port nothing listens on.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	call := `{"jsonrpc":"2.0","id":"req-7","method":"tools/call","params":{"name":"echo"}}`
+	for _, c := range []struct {
+		name, url, body string
+		status          int
+		want            string
+	}{
+		{"too large, plain", "http://" + dead + "/mcp", strings.Repeat("x", 200), http.StatusRequestEntityTooLarge, "--max-request-body"},
+		{"unreachable, plain", "http://" + dead + "/mcp", call, http.StatusBadGateway, `"id":"req-7"`},
+		{"unreachable, in a tunnel", "https://" + dead + "/mcp", call, http.StatusBadGateway, `"id":"req-7"`},
+	} {
+		res, err := hc.Post(c.url, "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.status || !strings.Contains(string(b), c.want) || !strings.Contains(string(b), `"code":-32000`) {
+			t.Errorf("%s: %d %s; want %d with a JSON-RPC error holding %s", c.name, res.StatusCode, b, c.status, c.want)
+		}
+	}
+}
