@@ -184,6 +184,9 @@ func TestRecordForwardMITMOAuth(t *testing.T) {
 // on their legs, with the server's answer unchanged.
 func TestRecordForwardCurl(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("MCPTAPE_REQUIRE_PEERS") == "1" {
+			t.Fatal("curl is not installed (.ci/run installs it)")
+		}
 		t.Skip("no curl")
 	}
 	upTLS, upCA := upstreamTLS(t)
