@@ -66,6 +66,10 @@ func TestAttachURLServer(t *testing.T) {
 		t.Errorf("attach changed more than the url:\n%s", attached)
 	}
 
+	if code, out, e := mcptape(t, "clients", "cursor", "--config", cfg); code != 0 ||
+		!strings.Contains(out, "url    yes") || !strings.Contains(out, up.URL+fixtures.PathStateful+"  (via "+newURL+")") {
+		t.Errorf("clients does not show the url server attached:\n%s%s", out, e)
+	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

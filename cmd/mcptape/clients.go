@@ -146,8 +146,11 @@ func listLocation(w io.Writer, loc clientconfig.Location) {
 				what += "  (env " + strings.Join(env, " ") + ")"
 			}
 		case clientconfig.HTTP:
-			attached = "-"
 			what = clientconfig.RedactURL(s.URL)
+			if s.Attached() {
+				attached = "yes"
+				what = clientconfig.RedactURL(s.Upstream) + "  (via " + clientconfig.RedactURL(s.URL) + ")"
+			}
 		}
 		if s.Problem != "" {
 			attached = "-"

@@ -272,9 +272,21 @@ func Servers(loc Location) ([]Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var st *state
 	out := make([]Server, len(es))
 	for i, e := range es {
 		out[i] = e.Server
+		if e.Transport != HTTP {
+			continue
+		}
+		if st == nil {
+			if st, err = readState(StatePath(loc.Path)); err != nil {
+				st = &state{Entries: map[string]savedEntry{}} // listing does not need it
+			}
+		}
+		if routed(e, st) {
+			out[i].Upstream = st.Entries[e.pointer].Upstream
+		}
 	}
 	return out, nil
 }

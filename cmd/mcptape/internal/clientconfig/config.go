@@ -51,12 +51,17 @@ type Server struct {
 	// Wrapped is set when the entry runs through `mcptape wrap`: what it
 	// wraps.
 	Wrapped *Wrapped
+	// Upstream is set when an HTTP entry goes through a recorder's route
+	// (URL is the route's): the server's own url it replaced, as the state
+	// file beside the config remembers it.
+	Upstream string
 	// Problem says why the entry cannot be attached; empty when it can.
 	Problem string
 }
 
-// Attached reports whether the server runs through `mcptape wrap`.
-func (s *Server) Attached() bool { return s.Wrapped != nil }
+// Attached reports whether the server goes through mcptape: a stdio
+// server through `mcptape wrap`, an HTTP one through a recorder's route.
+func (s *Server) Attached() bool { return s.Wrapped != nil || s.Upstream != "" }
 
 // EnvVar is one member of an entry's "env".
 type EnvVar struct{ Name, Value string }
