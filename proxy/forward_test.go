@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -325,4 +326,60 @@ func TestForwardSharesThePolicy(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d with a JSON-RPC error holding %s", c.name, res.StatusCode, b, c.status, c.want)
 		}
 	}
+}
+
+// A shutdown closes the unrecorded tunnels, which net/http's Shutdown does
+// not see (their connections were hijacked): nothing is left open.
+func TestForwardShutdownClosesTunnels(t *testing.T) {
+	// A TCP server that holds every connection open.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	p, err := proxy.New(&proxy.Options{Forward: &proxy.ForwardOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := serveProxy(t, p)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(px.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	target := ln.Addr().String()
+	io.WriteString(conn, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", res, err)
+	}
+	io.WriteString(conn, "bytes through the tunnel")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := px.srv.Shutdown(ctx); err != nil {
+		t.Logf("shutdown: %v", err)
+	}
+	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := br.ReadByte(); err == nil || isTimeout(err) {
+		t.Errorf("the tunnel is still open after the shutdown (%v)", err)
+	}
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("the shutdown took %v", d)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -163,6 +163,9 @@ func TestRecordForwardMITMOAuth(t *testing.T) {
 			if s.Session.Upstream == o.AuthServerURL() && x.Method == http.MethodPost && strings.HasPrefix(x.URL, fixtures.PathToken) {
 				token = true
 			}
+			if s.Session.Upstream == o.AuthServerURL() && s.Session.Opening != "http" {
+				t.Errorf("the authorization server's traffic (not MCP) is in a %q session, want an http one", s.Session.Opening)
+			}
 			if strings.HasPrefix(x.URL, fixtures.WellKnownProtectedResource) && x.Status == http.StatusOK {
 				metadata = true
 			}
@@ -239,5 +242,15 @@ func TestRecordMITMNeedsCA(t *testing.T) {
 	code, _, e = mcptape(t, "record", "--mitm", "*.example.com", "--upstream", "http://127.0.0.1:1/mcp")
 	if code != 2 || !strings.Contains(e, "--forward") {
 		t.Errorf("--mitm without --forward: %d %s", code, e)
+	}
+}
+
+// --forward warns that it is an open proxy when it listens where others
+// can reach it (tested on the address check: tests listen on loopback only).
+func TestLoopbackAddr(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:7411": true, "[::1]:7411": true, "0.0.0.0:7411": false, "[::]:7411": false, "192.0.2.1:7411": false} {
+		if got := loopbackAddr(addr); got != want {
+			t.Errorf("loopbackAddr(%s) = %v", addr, got)
+		}
 	}
 }
