@@ -42,7 +42,7 @@ const probeWindow = 30 * time.Second
 func (g *grouper) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) *sessState {
 	o := g.p.o
 	if xs.key != "" && !xs.refused {
-		if st := g.byKey[xs.key]; st != nil {
+		if st := g.byKey[keyScope(xs)+xs.key]; st != nil {
 			return st
 		}
 		st := g.p.newSession(xs, at, "mid-session")
@@ -60,7 +60,7 @@ func (g *grouper) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) 
 		// Plain HTTP (OAuth metadata, health checks), and requests the
 		// proxy refused itself: filed per client address, never in an MCP
 		// session whose traffic they are not.
-		hk := xs.ip + "|" + xs.route
+		hk := xs.ip + "|" + xs.route + "|" + xs.upstream
 		if st := g.httpOnly[hk]; st != nil && at.Sub(st.last) < o.IdleGap {
 			return st
 		}
@@ -74,7 +74,7 @@ func (g *grouper) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) 
 		params, _ = protocol.ParseParams(first.Params)
 	}
 	client := params.ClientInfo.String()
-	probeFP := xs.ip + "|" + xs.route + "|" + xs.path + "|" + client
+	probeFP := xs.ip + "|" + xs.route + "|" + xs.upstream + "|" + xs.path + "|" + client
 	fp := probeFP + "|" + g.capsHash(params.ClientCapabilities)
 	method, id := "", ""
 	if first != nil {
@@ -84,7 +84,7 @@ func (g *grouper) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) 
 	// A message that does not say who sent it (go-sdk's HTTP
 	// notifications/cancelled has no _meta) belongs with the latest
 	// session-less traffic from the same address and endpoint.
-	near := xs.ip + "|" + xs.route + "|" + xs.path
+	near := xs.ip + "|" + xs.route + "|" + xs.upstream + "|" + xs.path
 	if params.ClientInfo == nil && method != protocol.MethodInitialize && method != protocol.MethodDiscover {
 		if st := g.recent[near]; st != nil && !st.keyed && at.Sub(st.last) < o.IdleGap && !st.usedID(id) {
 			return st
@@ -140,16 +140,27 @@ func (g *grouper) sessionByFP(xs *xState, method, id, probeFP, fp string, at tim
 // it, and a server may mint the same id again after the client deleted the
 // session that had it — the new session takes the id over.
 func (g *grouper) bindKey(key string, st *sessState) bool {
-	if other := g.byKey[key]; other != nil && other != st && !other.deleted {
+	k := st.scope + key
+	if other := g.byKey[k]; other != nil && other != st && !other.deleted {
 		return false
 	}
-	g.byKey[key] = st
+	g.byKey[k] = st
 	st.keyed = true
 	st.s.Key = g.p.red.pseudonym(key)
 	if g.probes[st.probeFP] == st {
 		delete(g.probes, st.probeFP)
 	}
 	return true
+}
+
+// keyScope scopes a session id to the leg, route and upstream that
+// carried it: servers mint ids on their own, so two upstreams (or a
+// hostile one) naming the same id never share a session.
+func keyScope(xs *xState) string {
+	if xs.leg == LegReverse && xs.route == "" && xs.upstream == "" {
+		return ""
+	}
+	return xs.leg.String() + "|" + xs.route + "|" + xs.upstream + "\x00"
 }
 
 // forget drops every index entry that points at st (a purged session).

@@ -64,6 +64,7 @@ type pending struct {
 // messages.
 type sessState struct {
 	s           Session
+	scope       string // keyScope of its traffic
 	last        time.Time
 	keyed       bool // has an Mcp-Session-Id
 	deleted     bool // the client ended it with DELETE
@@ -165,6 +166,7 @@ func (p *pipeline) newSession(xs *xState, at time.Time, opening string) *sessSta
 		up = p.o.Upstream
 	}
 	st := &sessState{
+		scope: keyScope(xs),
 		s: Session{
 			ID: id, Upstream: up, Path: xs.path, Opening: opening, Start: at, End: at,
 			Leg: xs.leg, Route: xs.route,

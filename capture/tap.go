@@ -237,10 +237,14 @@ func (t *Tap) Upstream(forwarded, headers time.Time) {
 // Rewritten reports that the proxy changed the response on its way to the
 // client, saying what (Exchange.Rewritten): Response and ResponseBody then
 // report the upstream's original headers and bytes, not the client's. Call
-// it before Response, from Response's goroutine.
+// it before Response, or before the first ResponseBody (a stream whose
+// first event was rewritten), from Response's goroutine.
 func (t *Tap) Rewritten(what string) {
 	if t != nil {
 		t.rewritten = what
+		if t.resp != nil {
+			t.resp.rewritten = what
+		}
 	}
 }
 

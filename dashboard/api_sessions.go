@@ -24,6 +24,8 @@ type sessionRow struct {
 	Server     protocol.Implementation `json:"server"`
 	Upstream   string                  `json:"upstream,omitempty"`
 	Path       string                  `json:"path,omitempty"`
+	Leg        capture.Leg             `json:"leg"`             // how it reached the recorder
+	Route      string                  `json:"route,omitempty"` // the route's name, for a recorder of several
 	Start      time.Time               `json:"start"`
 	End        time.Time               `json:"end"`
 	DurationMs float64                 `json:"durationMs"`
@@ -47,7 +49,7 @@ func eraName(s *capture.Session) string {
 
 func rowOf(s *capture.Session) sessionRow {
 	r := sessionRow{ID: s.ID, Era: eraName(s), Version: s.Version, Opening: s.Opening, Client: s.Client, Server: s.Server,
-		Upstream: s.Upstream, Path: s.Path, Start: s.Start, End: s.End, Exchanges: s.Exchanges, Messages: s.Messages,
+		Upstream: s.Upstream, Path: s.Path, Leg: s.Leg, Route: s.Route, Start: s.Start, End: s.End, Exchanges: s.Exchanges, Messages: s.Messages,
 		Calls: s.Calls, Errors: s.Errors, Findings: s.Findings, Status: s.Status.String(), Lost: s.Lost,
 		LossReason: s.LossReason, Labels: s.Labels}
 	if r.Labels == nil {

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +32,14 @@ func (s *Server) curlFor(sess *capture.Session, x *capture.Exchange, m *capture.
 		return "", "the HTTP exchange that carried it is not stored"
 	}
 	base, via := strings.TrimRight(s.proxyBase(), "/"), "through the recording proxy"
-	if base == "" && sess != nil {
+	switch {
+	case base == "" && sess != nil:
 		base, via = strings.TrimRight(sess.Upstream, "/"), "to the upstream directly (this dashboard is not serving a recorder)"
+	case sess != nil && (sess.Leg == capture.LegForward || sess.Leg == capture.LegMITM):
+		// The client used the server's own URL, with mcptape as its proxy.
+		base, via = strings.TrimRight(sess.Upstream, "/"), "to the server's own URL (add -x "+strings.TrimRight(s.proxyBase(), "/")+" to send it through the recording forward proxy)"
+	case sess != nil && sess.Route != "":
+		base += "/" + url.PathEscape(sess.Route)
 	}
 	if base == "" {
 		return "", "the session's upstream is not recorded"

@@ -87,8 +87,9 @@ func TestCopyAsCurlWithoutRecorder(t *testing.T) {
 	})
 	var d messageDetail
 	newAPIClient(t, r.srv.URL).get(fmt.Sprintf("/api/v1/messages/%d", echo), &d)
-	// The rig's recorder was not told the upstream's address.
-	if d.Curl != "" || !strings.Contains(d.CurlNote, "upstream is not recorded") {
+	// The proxy tells the recorder each session's upstream (every leg
+	// does), so the command goes there directly.
+	if !strings.Contains(d.Curl, "to the upstream directly") || !strings.Contains(d.Curl, r.up.URL+fixtures.PathStateless) {
 		t.Errorf("curl %q, note %q", d.Curl, d.CurlNote)
 	}
 }

@@ -207,7 +207,7 @@ func setMemberAt(obj, value []byte, path ...string) ([]byte, bool) {
 func (c *callInfo) answerForClient(ctx context.Context, m *protocol.Message) ([]byte, *capture.Intercepted, func(), bool) {
 	a := c.p.ans
 	by := a.Methods[m.Method]
-	reply, err := a.Answer(ctx, AnswerQuestion{Method: m.Method, Params: paramsOf(m), Upstream: c.p.up.Redacted(), Version: c.version, By: by})
+	reply, err := a.Answer(ctx, AnswerQuestion{Method: m.Method, Params: paramsOf(m), Upstream: c.x.rt.up.Redacted(), Version: c.version, By: by})
 	if err != nil {
 		return nil, &capture.Intercepted{Note: "to be answered by mcptape for the client (" + by + "), not delivered to the client; no answer came: " + err.Error()}, nil, true
 	}
@@ -241,7 +241,7 @@ func (c *callInfo) postAnswer(ctx context.Context, body []byte, what string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if _, err := c.sendOwn(ctx, body, body, "sent by mcptape, not by the client: "+what); err != nil {
-		c.p.log.Warn("sending an answer for the client", capture.LogKeyUpstream, c.p.up.Redacted(), capture.LogKeyError, err)
+		c.p.log.Warn("sending an answer for the client", capture.LogKeyUpstream, c.x.rt.up.Redacted(), capture.LogKeyError, err)
 	}
 }
 
@@ -272,7 +272,7 @@ func (c *callInfo) answerRounds(ctx context.Context, first *protocol.Message) ([
 		for _, key := range slices.Sorted(maps.Keys(ins)) {
 			ir := ins[key]
 			by := a.Methods[ir.Method]
-			reply, err := a.Answer(ctx, AnswerQuestion{Method: ir.Method, Params: ir.Params, Key: key, Upstream: c.p.up.Redacted(), Version: c.version, By: by})
+			reply, err := a.Answer(ctx, AnswerQuestion{Method: ir.Method, Params: ir.Params, Key: key, Upstream: c.x.rt.up.Redacted(), Version: c.version, By: by})
 			switch {
 			case err != nil:
 				if ctx.Err() != nil {
@@ -383,7 +383,7 @@ const maxOwnResponse = 64 << 20
 // recorded as its body and note saying what it is.
 func (c *callInfo) sendOwn(ctx context.Context, body, recorded []byte, note string) (*ownResponse, error) {
 	p := c.p
-	u := *p.up
+	u := *c.x.rt.up
 	target := c.target
 	if t, err := url.ParseRequestURI(target); err == nil {
 		u.Path, u.RawPath, u.RawQuery = t.Path, t.RawPath, t.RawQuery
@@ -412,8 +412,9 @@ func (c *callInfo) sendOwn(ctx context.Context, body, recorded []byte, note stri
 		if !bytes.Equal(body, recorded) {
 			in.Sent = body
 		}
-		tap = p.rec.Begin(&capture.Request{Method: http.MethodPost, Target: u.RequestURI(), Header: req.Header.Clone(),
-			Remote: c.remote, Body: recorded, Complete: true, Intercepted: in})
+		rt := c.x.rt
+		tap = p.rec.Begin(&capture.Request{Leg: rt.leg, Route: rt.name, Upstream: rt.base, Method: http.MethodPost, Target: u.RequestURI(),
+			Header: req.Header.Clone(), Remote: c.remote, Body: recorded, Complete: true, Intercepted: in})
 	}
 	forwarded := time.Now()
 	res, err := p.rp.Transport.RoundTrip(req)

@@ -40,6 +40,53 @@
 // The recorder sees the bytes as they were written to the client, so the
 // record shows what the client actually received.
 //
+// # Routes
+//
+// With [Options.Routes], one proxy serves several upstreams, each under
+// /NAME/ ([Route]): the prefix comes off before the request goes on
+// (http://proxy/github/mcp is https://upstream/mcp), Host is set to the
+// route's upstream, and the OAuth rewrite and the legacy SSE endpoint
+// rewrite use the route's URL. A client's discovery paths reach the route
+// both ways it builds them: /NAME/.well-known/… and RFC 9728's
+// /.well-known/oauth-protected-resource/NAME/…. A path no route serves
+// gets a 404 naming the routes. [Proxy.AddRoute] adds a route while the
+// proxy runs. Sessions are recorded with the route's name
+// ([capture.Request.Route]) and upstream, and the path the upstream got.
+//
+// # Forward proxy and MITM
+//
+// With [Options.Forward], the proxy is also an HTTP(S) proxy: a request in
+// absolute form (http://host/path) goes to that host, recorded on
+// [capture.LegForward]; a CONNECT to a host a [ForwardOptions.MITM] glob
+// matches is intercepted — the proxy answers the TLS handshake with
+// [ForwardOptions.Certificate]'s certificate for the host and reads the
+// requests inside, recorded on [capture.LegMITM] — and any other CONNECT is
+// tunnelled unrecorded. Nothing passing a forward leg is rewritten: the
+// client uses the servers' own URLs.
+//
+// goproxy (github.com/elazarl/goproxy) handles the CONNECTs: the decision,
+// the tunnels, the hijack. Every HTTP request, plain or read from an
+// intercepted tunnel, is served by the proxy's own handler on a net/http
+// server with the listener's bounds, so that one policy layer — the bounds
+// and refusals below, the Host rules, the synthesized errors, abort
+// handling, the tee — serves every leg. (goproxy's own MITM loop reads
+// requests with a parser of its own, without those bounds.) The Host
+// rules: a reverse route has the DNS-rebinding guard; a request inside a
+// tunnel must name the tunnel's host (else 421); a forward request or a
+// CONNECT naming the proxy itself is a loop (508). The forward proxy never
+// uses the environment's proxy settings.
+//
+// # Legacy HTTP+SSE
+//
+// A reverse route rewrites the endpoint event of a 2024-11-05 GET stream
+// when the client could not use it as sent: an absolute URL on the
+// upstream's origin becomes the proxy's (the route's prefix before its
+// path, its query kept), and an absolute path gets the route's prefix.
+// Only the stream's first events are held, each until it is whole, while
+// the proxy looks for the endpoint event (at most 4 events or 16 KiB). The
+// record keeps the upstream's bytes, and the exchange is marked
+// [capture.Exchange.Rewritten].
+//
 // # Bounds
 //
 // [Listen] serves with Go's net/http server, which parses every request:
@@ -70,6 +117,11 @@
 // metrics: the hooks are nil checks). The histograms have classic buckets (100µs to 30s; 10µs to
 // 10s for the overhead) and native ones (bucket factor 1.1), which
 // Prometheus reads when it scrapes with native histograms enabled.
+//
+// A proxy with routes or a forward leg adds a route label to each series
+// but the in-flight gauge: the route's name, "forward" or "mitm" for the
+// forward legs (route names are fixed at start or added by AddRoute, at
+// most 256).
 //
 //	mcptape_proxy_upstream_latency_seconds{method,tool}            request forwarded → the upstream's response headers
 //	mcptape_proxy_overhead_seconds{method,tool}                    the proxy's own time: arrival → forwarded, plus upstream headers → written to the client

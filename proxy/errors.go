@@ -75,7 +75,10 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		http.Error(w, "mcptape: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	up := p.up.Redacted()
+	up := x.rt.up.Scheme + "://" + x.rt.up.Host
+	if x.rt.name != "" {
+		up += " (route " + x.rt.name + ")"
+	}
 	status := http.StatusBadGateway
 	var msg, recorded string
 	var tl *errTooLarge
@@ -140,10 +143,17 @@ func writeError(w http.ResponseWriter, status int, id json.RawMessage, msg strin
 }
 
 // refuse answers a request the proxy does not forward, and records it.
-func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, body []byte, complete bool, status int, msg string) {
-	tap := p.begin(r, body, complete, false)
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, rt *route, body []byte, complete bool, status int, msg string) {
+	p.refuseAs(w, r, rt, body, complete, status, msg, false)
+}
+
+// refuseAs is refuse; policy marks a policy refusal (no route, a Host the
+// leg does not serve), filed with the client's plain-HTTP traffic rather
+// than in an MCP session.
+func (p *Proxy) refuseAs(w http.ResponseWriter, r *http.Request, rt *route, body []byte, complete bool, status int, msg string, policy bool) {
+	tap := p.begin(r, rt, body, complete, policy)
 	x := &exchange{tap: tap}
-	x.mx.begin(p.m, r, orEmpty(body), complete, time.Time{})
+	x.mx.begin(p.m, rt, r, orEmpty(body), complete, time.Time{})
 	defer x.mx.end()
 	tw := &teeWriter{ResponseWriter: w, x: x, synthesized: true}
 	var id json.RawMessage
@@ -167,19 +177,19 @@ func orEmpty(b []byte) []byte {
 // whose body broke its framing (a bad chunk size). A client that
 // went away is recorded with the bytes it sent and why they stopped; the
 // record never holds bytes it did not send.
-func (p *Proxy) bodyFailed(w http.ResponseWriter, r *http.Request, body []byte, err error) {
+func (p *Proxy) bodyFailed(w http.ResponseWriter, r *http.Request, rt *route, body []byte, err error) {
 	var tl *errTooLarge
 	var st *errStalled
 	var bad *errMalformed
 	switch {
 	case errors.As(err, &tl):
-		p.answerCut(w, r, body, http.StatusRequestEntityTooLarge, "mcptape: "+tl.Error()+"; raise --max-request-body to allow it")
+		p.answerCut(w, r, rt, body, http.StatusRequestEntityTooLarge, "mcptape: "+tl.Error()+"; raise --max-request-body to allow it")
 	case errors.As(err, &st):
-		p.answerCut(w, r, body, http.StatusRequestTimeout, "mcptape: "+st.Error()+"; the request was not forwarded")
+		p.answerCut(w, r, rt, body, http.StatusRequestTimeout, "mcptape: "+st.Error()+"; the request was not forwarded")
 	case errors.As(err, &bad):
-		p.answerCut(w, r, body, http.StatusBadRequest, "mcptape: "+bad.Error()+"; the request was not forwarded")
+		p.answerCut(w, r, rt, body, http.StatusBadRequest, "mcptape: "+bad.Error()+"; the request was not forwarded")
 	default:
-		tap := p.begin(r, body, false, false)
+		tap := p.begin(r, rt, body, false, false)
 		tap.End("reading the request body: "+err.Error(), true)
 		// The client's own body broke; there is nobody to answer.
 		panic(http.ErrAbortHandler)
@@ -188,10 +198,10 @@ func (p *Proxy) bodyFailed(w http.ResponseWriter, r *http.Request, body []byte, 
 
 // answerCut answers a request whose body was cut, with the part that
 // arrived recorded as such.
-func (p *Proxy) answerCut(w http.ResponseWriter, r *http.Request, body []byte, status int, msg string) {
-	tap := p.begin(r, body, false, false)
+func (p *Proxy) answerCut(w http.ResponseWriter, r *http.Request, rt *route, body []byte, status int, msg string) {
+	tap := p.begin(r, rt, body, false, false)
 	x := &exchange{tap: tap}
-	x.mx.begin(p.m, r, body, false, time.Time{})
+	x.mx.begin(p.m, rt, r, body, false, time.Time{})
 	defer x.mx.end()
 	tw := &teeWriter{ResponseWriter: w, x: x, synthesized: true}
 	writeError(tw, status, nil, msg, map[string]any{"status": status})
@@ -199,9 +209,9 @@ func (p *Proxy) answerCut(w http.ResponseWriter, r *http.Request, body []byte, s
 }
 
 func (p *Proxy) refuseHost(w http.ResponseWriter, r *http.Request) {
-	tap := p.begin(r, []byte{}, true, true)
+	tap := p.begin(r, nil, []byte{}, true, true)
 	x := &exchange{tap: tap}
-	x.mx.begin(p.m, r, []byte{}, true, time.Time{})
+	x.mx.begin(p.m, nil, r, []byte{}, true, time.Time{})
 	defer x.mx.end()
 	tw := &teeWriter{ResponseWriter: w, x: x, synthesized: true}
 	msg := fmt.Sprintf("mcptape: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)", r.Host)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -33,8 +34,14 @@ import (
 
 // inbound is what the hold points keep of a request as received.
 type inbound struct {
-	target, remote string
-	recv           []byte // the body as received (the forwarded one may differ)
+	upTarget string // the path and query as forwarded upstream
+	remote   string
+	recv     []byte // the body as received (the forwarded one may differ)
+}
+
+func inboundOf(r *http.Request, t target, recv []byte) inbound {
+	u := url.URL{Path: t.path, RawPath: t.rawPath, RawQuery: r.URL.RawQuery}
+	return inbound{upTarget: u.RequestURI(), remote: r.RemoteAddr, recv: recv}
 }
 
 // maxHold bounds a message the proxy holds: a larger one goes on as it is
@@ -84,7 +91,7 @@ type heldRequest struct {
 
 // holdRequest applies --answer's capabilities and the request rules to a
 // client's message before it is forwarded. body is the whole body.
-func (p *Proxy) holdRequest(w http.ResponseWriter, r *http.Request, body []byte) heldRequest {
+func (p *Proxy) holdRequest(w http.ResponseWriter, r *http.Request, t target, body []byte) heldRequest {
 	out := heldRequest{fwd: body}
 	if protocol.IsBatch(body) {
 		return out
@@ -116,11 +123,11 @@ func (p *Proxy) holdRequest(w http.ResponseWriter, r *http.Request, body []byte)
 	held := time.Now()
 	v, err := p.icpt.Hold(r.Context(), capture.HeldMessage{
 		What: what, Direction: protocol.ClientToServer, Method: m.Method, Name: params.Name, Raw: out.fwd,
-		Rule: rule.String(), Upstream: p.up.Redacted(), Version: requestVersion(r.Header, params),
+		Rule: rule.String(), Upstream: t.rt.up.Redacted(), Version: requestVersion(r.Header, params),
 	})
 	if err != nil {
 		notes = append(notes, heldText(rule.String(), time.Since(held))+"; the client went away before anyone decided, so it was not forwarded")
-		tap := p.beginAs(r, body, &capture.Intercepted{Note: strings.Join(notes, "; ")}, nil)
+		tap := p.beginHeld(r, t, body, &capture.Intercepted{Note: strings.Join(notes, "; ")}, nil)
 		tap.End("the client went away while its request was held", true)
 		out.done = true
 		return out
@@ -134,7 +141,7 @@ func (p *Proxy) holdRequest(w http.ResponseWriter, r *http.Request, body []byte)
 		}
 	case capture.ActionAnswer, capture.ActionFail:
 		resp := responseBody(m.ID, v)
-		p.answerInPlace(w, r, body, &capture.Intercepted{Note: strings.Join(notes, "; ")}, resp,
+		p.answerInPlace(w, r, t, body, &capture.Intercepted{Note: strings.Join(notes, "; ")}, resp,
 			"the answer a person gave in place of the server")
 		out.done = true
 		return out
@@ -184,26 +191,39 @@ func editHeaders(r *http.Request, body []byte) http.Header {
 	return orig
 }
 
-// beginAs reports a request to the recorder as received (body, header
-// when the forwarded one differs), with what became of it.
-func (p *Proxy) beginAs(r *http.Request, body []byte, note *capture.Intercepted, header http.Header) *capture.Tap {
+// beginHeld reports a request to the recorder as beginTarget does, as
+// received (body, and header when the forwarded one differs), with what
+// became of it.
+func (p *Proxy) beginHeld(r *http.Request, t target, body []byte, note *capture.Intercepted, header http.Header) *capture.Tap {
 	if p.rec == nil {
 		return nil
 	}
-	req := capture.RequestFrom(r, body, true)
 	if header != nil {
-		req.Header = header
+		r = r.Clone(r.Context())
+		r.Header = header
+	}
+	return p.rec.Begin(heldRequestOf(r, t, body, note))
+}
+
+// heldRequestOf is beginTarget's description of a request, with what
+// became of it.
+func heldRequestOf(r *http.Request, t target, body []byte, note *capture.Intercepted) *capture.Request {
+	req := capture.RequestFrom(r, body, true)
+	req.Leg, req.Route, req.Upstream = t.rt.leg, t.rt.name, t.rt.base
+	if t.rt.prefix != "" || r.URL.IsAbs() {
+		u := url.URL{Path: t.path, RawPath: t.rawPath, RawQuery: r.URL.RawQuery}
+		req.Target = u.RequestURI()
 	}
 	req.Intercepted = note
-	return p.rec.Begin(req)
+	return req
 }
 
 // answerInPlace answers a held client request itself, as a person said,
 // and records both.
-func (p *Proxy) answerInPlace(w http.ResponseWriter, r *http.Request, recv []byte, note *capture.Intercepted, resp []byte, respNote string) {
-	tap := p.beginAs(r, recv, note, nil)
-	x := &exchange{tap: tap}
-	x.mx.begin(p.m, r, recv, true, time.Time{})
+func (p *Proxy) answerInPlace(w http.ResponseWriter, r *http.Request, t target, recv []byte, note *capture.Intercepted, resp []byte, respNote string) {
+	tap := p.beginHeld(r, t, recv, note, nil)
+	x := &exchange{tap: tap, rt: t.rt}
+	x.mx.begin(p.m, t.rt, r, recv, true, time.Time{})
 	defer x.mx.end()
 	tw := &teeWriter{ResponseWriter: w, x: x, synthesized: true}
 	h := tw.Header()
@@ -283,7 +303,7 @@ type callInfo struct {
 	p      *Proxy
 	x      *exchange
 	header http.Header // the request's header as forwarded
-	target string      // its path and query
+	target string      // its path and query, as forwarded upstream
 	remote string
 	// the client's single request, when the body was one
 	method, name string
@@ -294,7 +314,7 @@ type callInfo struct {
 }
 
 func (p *Proxy) callInfo(x *exchange, out *http.Request) *callInfo {
-	c := &callInfo{p: p, x: x, header: out.Header, target: x.target, remote: x.remote, recv: x.recv, version: out.Header.Get(protocol.HeaderProtocolVersion)}
+	c := &callInfo{p: p, x: x, header: out.Header, target: x.upTarget, remote: x.remote, recv: x.recv, version: out.Header.Get(protocol.HeaderProtocolVersion)}
 	if x.complete && !protocol.IsBatch(x.body) {
 		m := protocol.Decode(x.body)
 		if m.Kind == protocol.KindRequest {
@@ -537,7 +557,7 @@ func (c *callInfo) settle(ctx context.Context, m *protocol.Message) (out []byte,
 func (c *callInfo) hold(ctx context.Context, m *protocol.Message, what capture.HeldWhat, rule string) ([]byte, *capture.Intercepted) {
 	held := time.Now()
 	hm := capture.HeldMessage{What: what, Direction: protocol.ServerToClient, Method: m.Method, Raw: m.Raw,
-		Rule: rule, Upstream: c.p.up.Redacted(), Version: c.version}
+		Rule: rule, Upstream: c.x.rt.up.Redacted(), Version: c.version}
 	if what == capture.HeldResponse {
 		hm.Method, hm.Name, hm.Request = c.method, c.name, c.fwd
 	}
@@ -563,7 +583,7 @@ func (c *callInfo) hold(ctx context.Context, m *protocol.Message, what capture.H
 func (c *callInfo) holdServerRequest(ctx context.Context, m *protocol.Message, rule string) ([]byte, *capture.Intercepted, func()) {
 	held := time.Now()
 	v, err := c.p.icpt.Hold(ctx, capture.HeldMessage{What: capture.HeldServerRequest, Direction: protocol.ServerToClient,
-		Method: m.Method, Raw: m.Raw, Rule: rule, Upstream: c.p.up.Redacted(), Version: c.version})
+		Method: m.Method, Raw: m.Raw, Rule: rule, Upstream: c.x.rt.up.Redacted(), Version: c.version})
 	if err != nil {
 		return nil, &capture.Intercepted{Note: heldText(rule, time.Since(held)) + "; the stream ended before anyone decided, so it went nowhere"}, nil
 	}

@@ -36,6 +36,7 @@ type metrics struct {
 	inFlight       prometheus.Gauge
 	sseOpen        *prometheus.GaugeVec
 	tools          *capture.ToolLabels
+	routed         bool // the series have a route label
 
 	// The children of one (method, tool) pair, looked up once: there are
 	// at most a few hundred pairs (see the package documentation).
@@ -43,7 +44,7 @@ type metrics struct {
 	pairs map[labelPair]*pairMetrics
 }
 
-type labelPair struct{ method, tool string }
+type labelPair struct{ route, method, tool string }
 
 type pairMetrics struct {
 	upstream, overhead  prometheus.Observer
@@ -57,14 +58,14 @@ type pairMetrics struct {
 
 func (pm *pairMetrics) sse(m *metrics, k labelPair) {
 	pm.sseOnce.Do(func() {
-		pm.firstEvent = m.firstEvent.WithLabelValues(k.method, k.tool)
-		pm.headersToEvent = m.headersToEvent.WithLabelValues(k.method, k.tool)
-		pm.sseOpen = m.sseOpen.WithLabelValues(k.method)
+		pm.firstEvent = m.firstEvent.WithLabelValues(m.lv(k.route, k.method, k.tool)...)
+		pm.headersToEvent = m.headersToEvent.WithLabelValues(m.lv(k.route, k.method, k.tool)...)
+		pm.sseOpen = m.sseOpen.WithLabelValues(m.lv(k.route, k.method)...)
 	})
 }
 
-func (m *metrics) pair(method, tool string) *pairMetrics {
-	k := labelPair{method, tool}
+func (m *metrics) pair(route, method, tool string) *pairMetrics {
+	k := labelPair{route, method, tool}
 	m.mu.RLock()
 	pm := m.pairs[k]
 	m.mu.RUnlock()
@@ -75,47 +76,63 @@ func (m *metrics) pair(method, tool string) *pairMetrics {
 	defer m.mu.Unlock()
 	if pm = m.pairs[k]; pm == nil {
 		pm = &pairMetrics{
-			upstream:  m.upstream.WithLabelValues(method, tool),
-			overhead:  m.overhead.WithLabelValues(method, tool),
-			reqBytes:  m.reqBytes.WithLabelValues(method),
-			respBytes: m.respBytes.WithLabelValues(method),
+			upstream:  m.upstream.WithLabelValues(m.lv(route, method, tool)...),
+			overhead:  m.overhead.WithLabelValues(m.lv(route, method, tool)...),
+			reqBytes:  m.reqBytes.WithLabelValues(m.lv(route, method)...),
+			respBytes: m.respBytes.WithLabelValues(m.lv(route, method)...),
 		}
 		m.pairs[k] = pm
 	}
 	return pm
 }
 
-func histogram(name, help string, buckets []float64) *prometheus.HistogramVec {
+// lv is a series' label values: the route first when the proxy has
+// routes or a forward leg; a proxy of one upstream has no route label.
+func (m *metrics) lv(route string, vals ...string) []string {
+	if !m.routed {
+		return vals
+	}
+	return append([]string{route}, vals...)
+}
+
+func histogram(name, help string, buckets []float64, labels []string) *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: name, Help: help, Buckets: buckets,
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  100,
 		NativeHistogramMinResetDuration: time.Hour,
-	}, []string{"method", "tool"})
+	}, labels)
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, routed bool) (*metrics, error) {
+	labels := func(names ...string) []string {
+		if routed {
+			return append([]string{"route"}, names...)
+		}
+		return names
+	}
 	m := &metrics{
+		routed: routed,
 		upstream: histogram("mcptape_proxy_upstream_latency_seconds",
-			"Time from forwarding a request to the upstream's response headers, by JSON-RPC method and tool.", latencyBuckets),
+			"Time from forwarding a request to the upstream's response headers, by JSON-RPC method and tool.", latencyBuckets, labels("method", "tool")),
 		overhead: histogram("mcptape_proxy_overhead_seconds",
-			"Time the proxy itself spent on a request: from its arrival to forwarding it, plus from the upstream's response headers to writing them to the client.", overheadBuckets),
+			"Time the proxy itself spent on a request: from its arrival to forwarding it, plus from the upstream's response headers to writing them to the client.", overheadBuckets, labels("method", "tool")),
 		firstEvent: histogram("mcptape_proxy_sse_first_event_seconds",
-			"For text/event-stream responses, time from the request's arrival to the first body byte written to the client.", latencyBuckets),
+			"For text/event-stream responses, time from the request's arrival to the first body byte written to the client.", latencyBuckets, labels("method", "tool")),
 		headersToEvent: histogram("mcptape_proxy_sse_headers_to_first_event_seconds",
-			"For text/event-stream responses, time from the upstream's response headers to the first body byte written to the client.", latencyBuckets),
+			"For text/event-stream responses, time from the upstream's response headers to the first body byte written to the client.", latencyBuckets, labels("method", "tool")),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcptape_proxy_requests_total",
 			Help: `Requests proxied, by JSON-RPC method and the HTTP status sent to the client ("none" when none was: the client left first).`,
-		}, []string{"method", "code"}),
+		}, labels("method", "code")),
 		reqBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcptape_proxy_request_bytes_total",
 			Help: "Request body bytes forwarded from clients to the upstream, by JSON-RPC method.",
-		}, []string{"method"}),
+		}, labels("method")),
 		respBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcptape_proxy_response_bytes_total",
 			Help: "Response body bytes written to clients, by JSON-RPC method.",
-		}, []string{"method"}),
+		}, labels("method")),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcptape_proxy_requests_in_flight",
 			Help: "Requests being proxied now (open SSE streams included).",
@@ -123,7 +140,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		sseOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mcptape_proxy_sse_streams_open",
 			Help: `Open text/event-stream responses, by JSON-RPC method ("none" is the standalone GET stream).`,
-		}, []string{"method"}),
+		}, labels("method")),
 		tools: capture.NewToolLabels(0),
 		pairs: map[labelPair]*pairMetrics{},
 	}
@@ -158,12 +175,16 @@ type exchangeMetrics struct {
 }
 
 // begin labels a request and counts it in flight.
-func (x *exchangeMetrics) begin(m *metrics, r *http.Request, body []byte, complete bool, arrived time.Time) {
+func (x *exchangeMetrics) begin(m *metrics, rt *route, r *http.Request, body []byte, complete bool, arrived time.Time) {
 	if m == nil {
 		return
 	}
 	method, tool := m.labels(r, body, complete)
-	x.m, x.p, x.labels, x.arrived = m, m.pair(method, tool), labelPair{method, tool}, arrived
+	var route string
+	if rt != nil {
+		route = rt.label
+	}
+	x.m, x.p, x.labels, x.arrived = m, m.pair(route, method, tool), labelPair{route, method, tool}, arrived
 	if n := len(body); n > 0 {
 		x.p.reqBytes.Add(float64(n)) // the buffered prefix is forwarded whole
 	}
@@ -261,7 +282,7 @@ func (x *exchangeMetrics) end() {
 		return
 	}
 	x.ended = true
-	x.m.requests.WithLabelValues(x.labels.method, statusLabel(x.code)).Inc()
+	x.m.requests.WithLabelValues(x.m.lv(x.labels.route, x.labels.method, statusLabel(x.code))...).Inc()
 	x.m.inFlight.Dec()
 	if x.sse {
 		x.p.sseOpen.Dec()

@@ -14,7 +14,7 @@ import (
 // answered by an SSE stream: labelling from the body, the histograms, the
 // counters and gauges.
 func BenchmarkExchangeMetrics(b *testing.B) {
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := newMetrics(prometheus.NewRegistry(), false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func BenchmarkExchangeMetrics(b *testing.B) {
 			for b.Loop() {
 				var x exchangeMetrics
 				now := time.Now()
-				x.begin(m, req, body, true, now)
+				x.begin(m, nil, req, body, true, now)
 				x.forwarded, x.upHeaders = now, now
 				x.wroteHeader(200, h, false)
 				x.wrote(100)

@@ -196,16 +196,17 @@ func (p *Proxy) rewriteOAuth(res *http.Response, x *exchange) error {
 	}
 	// The common case, every MCP response, costs these two tests.
 	challenge := (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden) && len(res.Header["Www-Authenticate"]) > 0
-	metadata := res.StatusCode == http.StatusOK && res.Request.Method == http.MethodGet && p.oauth.isMetadataPath(res.Request.URL.Path)
+	ra := x.rt.oauth
+	metadata := res.StatusCode == http.StatusOK && res.Request.Method == http.MethodGet && ra.isMetadataPath(res.Request.URL.Path)
 	if !challenge && !metadata {
 		return nil
 	}
 	o := &original{header: http.Header{}}
 	if challenge {
-		p.rewriteChallenges(res, x.front, o)
+		p.rewriteChallenges(res, x.rt, x.front, o)
 	}
 	if metadata {
-		if err := p.rewriteMetadata(res, x.front, o); err != nil {
+		if err := p.rewriteMetadata(res, x.rt, x.front, o); err != nil {
 			return err
 		}
 	}
@@ -216,7 +217,7 @@ func (p *Proxy) rewriteOAuth(res *http.Response, x *exchange) error {
 }
 
 // rewriteChallenges maps the resource_metadata URLs of WWW-Authenticate.
-func (p *Proxy) rewriteChallenges(res *http.Response, m frontMap, o *original) {
+func (p *Proxy) rewriteChallenges(res *http.Response, rt *route, m frontMap, o *original) {
 	vs := res.Header.Values("Www-Authenticate")
 	if len(vs) == 0 {
 		return
@@ -227,14 +228,14 @@ func (p *Proxy) rewriteChallenges(res *http.Response, m frontMap, o *original) {
 		out[i] = rewriteParam(v, "resource_metadata", func(u string) (string, bool) {
 			to, ok := m.mapURL(u)
 			if !ok {
-				p.warnForeign("resource_metadata", u)
+				p.warnForeign(rt, "resource_metadata", u)
 				return u, false
 			}
 			if to == u {
 				return u, false
 			}
-			if pu, err := url.Parse(u); err == nil && !p.oauth.isMetadataPath(pu.Path) {
-				p.oauth.remember(&p.oauth.paths, pu.Path)
+			if pu, err := url.Parse(u); err == nil && !rt.oauth.isMetadataPath(pu.Path) {
+				rt.oauth.remember(&rt.oauth.paths, pu.Path)
 			}
 			o.note = append(o.note, fmt.Sprintf("WWW-Authenticate resource_metadata %s → %s", u, to))
 			return to, true
@@ -248,10 +249,10 @@ func (p *Proxy) rewriteChallenges(res *http.Response, m frontMap, o *original) {
 }
 
 // warnForeign logs, once per URL, a metadata URL the proxy cannot route.
-func (p *Proxy) warnForeign(what, u string) {
-	if p.oauth.remember(&p.oauth.warned, what+" "+u) {
+func (p *Proxy) warnForeign(rt *route, what, u string) {
+	if rt.oauth.remember(&rt.oauth.warned, what+" "+u) {
 		p.log.Warn("OAuth metadata names another origin than the upstream's, which reverse mode cannot route; a client that checks it against mcptape's address may refuse it, and must then reach the server by its own URL (through a forward proxy that records it)",
-			"what", what, "url", u, "upstream", p.up.Scheme+"://"+p.up.Host)
+			"what", what, "url", u, "upstream", rt.base, "route", rt.name)
 	}
 }
 
@@ -361,7 +362,7 @@ func isTChar(c byte) bool {
 
 // rewriteMetadata maps the resource of a protected-resource metadata
 // document, editing only that member's value in the body's bytes.
-func (p *Proxy) rewriteMetadata(res *http.Response, m frontMap, o *original) error {
+func (p *Proxy) rewriteMetadata(res *http.Response, rt *route, m frontMap, o *original) error {
 	if mt, _, err := mime.ParseMediaType(res.Header.Get("Content-Type")); err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
@@ -396,7 +397,7 @@ func (p *Proxy) rewriteMetadata(res *http.Response, m frontMap, o *original) err
 	edited, notes := editResource(doc, func(u string) (string, bool) {
 		to, ok := m.mapURL(u)
 		if !ok {
-			p.warnForeign("resource", u)
+			p.warnForeign(rt, "resource", u)
 		}
 		return to, ok
 	})

@@ -28,8 +28,17 @@ import (
 type Options struct {
 	// Upstream is the server's URL. Its scheme and host are where requests
 	// go; the request path is kept as the client sent it, so a client uses
-	// the proxy's address with the server's path. Required.
+	// the proxy's address with the server's path. Either Upstream, or
+	// Routes and Forward (either or both, or neither when routes are added
+	// later with [Proxy.AddRoute]).
 	Upstream *url.URL
+	// Routes are upstreams each reached under /NAME/ on the proxy (see
+	// [Route]); more can be added while the proxy runs.
+	Routes []Route
+	// Forward, when set, makes the proxy a forward proxy as well: requests
+	// in absolute form (http://host/path) and CONNECT tunnels (see
+	// [ForwardOptions]). Origin-form requests still go to the routes.
+	Forward *ForwardOptions
 	// Transport carries requests upstream. Nil means [DefaultTransport]: no
 	// environment proxy, no transparent compression (bytes pass
 	// unchanged), generous idle connections, a bounded response head,
@@ -101,7 +110,9 @@ const (
 // Proxy is a transparent reverse proxy for MCP over Streamable HTTP. It is an
 // http.Handler; see the package documentation for what it guarantees.
 type Proxy struct {
-	up        *url.URL
+	single    *route // Options.Upstream; nil when the proxy serves routes
+	routes    routeTable
+	forward   *forwardLeg // nil without Options.Forward
 	rp        *httputil.ReverseProxy
 	rec       *capture.Recorder
 	log       *slog.Logger
@@ -113,7 +124,6 @@ type Proxy struct {
 	m         *metrics // nil without a Registerer
 	icpt      *capture.Interceptor
 	ans       *ClientAnswers
-	oauth     oauthRewrites
 
 	// live holds the exchanges in flight, so that a shutdown can cut them
 	// with ErrShutdown as their cause.
@@ -146,17 +156,16 @@ func DefaultTransport(tlsConfig *tls.Config) *http.Transport {
 
 // New returns a proxy to opts.Upstream.
 func New(opts *Options) (*Proxy, error) {
-	if opts == nil || opts.Upstream == nil {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if opts.Upstream == nil && opts.Routes == nil && opts.Forward == nil {
 		return nil, errors.New("proxy: no upstream URL")
 	}
-	up := opts.Upstream
-	if up.Scheme != "http" && up.Scheme != "https" {
-		return nil, fmt.Errorf("proxy: upstream %q: the scheme must be http or https", up.String())
+	if opts.Upstream != nil && len(opts.Routes) > 0 {
+		return nil, errors.New("proxy: an upstream or routes, not both (the single upstream is the one-route form)")
 	}
-	if up.Host == "" {
-		return nil, fmt.Errorf("proxy: upstream %q has no host", up.String())
-	}
-	p := &Proxy{up: up, rec: opts.Recorder, log: opts.Logger, checkHost: !opts.AllowAnyHost,
+	p := &Proxy{rec: opts.Recorder, log: opts.Logger, checkHost: !opts.AllowAnyHost,
 		maxBuf: orDefault(opts.MaxBufferedBody, DefaultMaxBufferedBody), maxReq: orDefault(opts.MaxRequestBody, DefaultMaxRequestBody),
 		bodyIdle: orDefault(opts.BodyIdleTimeout, DefaultBodyIdleTimeout), upTimeout: orDefault(opts.UpstreamTimeout, DefaultUpstreamTimeout),
 		live: map[*exchange]struct{}{}, icpt: opts.Intercept, ans: opts.Answer}
@@ -166,13 +175,32 @@ func New(opts *Options) (*Proxy, error) {
 	if p.maxReq > 0 && p.maxBuf > p.maxReq {
 		p.maxBuf = p.maxReq
 	}
+	if opts.Upstream != nil {
+		if err := checkUpstream(opts.Upstream); err != nil {
+			return nil, err
+		}
+		p.single = newRoute("", capture.LegReverse, opts.Upstream)
+	}
+	for _, r := range opts.Routes {
+		if added, err := p.routes.add(r); err != nil {
+			return nil, err
+		} else if !added {
+			return nil, fmt.Errorf("proxy: route %q is given twice", r.Name)
+		}
+	}
 	tr := opts.Transport
 	if tr == nil {
 		tr = DefaultTransport(opts.TLSConfig)
 	}
+	if opts.Forward != nil {
+		var err error
+		if p.forward, err = newForwardLeg(p, opts.Forward, tr); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Registerer != nil {
 		var err error
-		if p.m, err = newMetrics(opts.Registerer); err != nil {
+		if p.m, err = newMetrics(opts.Registerer, opts.Upstream == nil || opts.Forward != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -205,14 +233,22 @@ func orDefault[T int64 | time.Duration](v, def T) T {
 	return v
 }
 
-// Upstream is the upstream URL.
-func (p *Proxy) Upstream() *url.URL { return p.up }
+// Upstream is the single upstream's URL; nil for a proxy of routes.
+func (p *Proxy) Upstream() *url.URL {
+	if p.single == nil {
+		return nil
+	}
+	return p.single.up
+}
 
 type ctxKey struct{}
 
 // exchange is the per-request state shared by the handler, the body
 // wrappers, the upstream transport and the ReverseProxy callbacks.
 type exchange struct {
+	rt       *route
+	upPath   string // the upstream's path (and raw path, when escaped) for the request
+	upRaw    string
 	tap      *capture.Tap
 	w        *teeWriter
 	body     []byte          // the buffered request body
@@ -228,6 +264,9 @@ type exchange struct {
 	inbound            // the request as received, for the hold points (intercept.go)
 	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
 	orig     *original // set when the response was rewritten (oauth.go)
+	// recordsUpstream: the upstream's body reports its bytes to the
+	// recorder itself (legacy.go), not the teeWriter
+	recordsUpstream bool
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -253,18 +292,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.m != nil {
 		arrived = time.Now()
 	}
+	if r.Method == http.MethodConnect {
+		p.connect(w, r)
+		return
+	}
 	if r.RequestURI == "*" {
 		// An asterisk-form target (OPTIONS *, or an HTTP/2 preface) asks
 		// about this server, not a resource upstream.
-		p.refuse(w, r, nil, false, http.StatusBadRequest, "mcptape: asterisk-form targets (*) are not forwarded")
+		p.refuse(w, r, nil, nil, false, http.StatusBadRequest, "mcptape: asterisk-form targets (*) are not forwarded")
 		return
 	}
-	if p.checkHost && !hostAllowed(r) {
-		p.refuseHost(w, r)
+	t, ok := p.target(w, r)
+	if !ok {
 		return
 	}
 	if p.maxReq > 0 && r.ContentLength > p.maxReq {
-		p.refuse(w, r, nil, false, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		p.refuse(w, r, t.rt, nil, false, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"mcptape: the request body (%d bytes) is larger than the proxy forwards (%d bytes); raise --max-request-body to allow it", r.ContentLength, p.maxReq))
 		return
 	}
@@ -272,25 +315,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer in.handlerDone()
 	body, complete, err := readPrefix(in, r.ContentLength, p.maxBuf)
 	if err != nil {
-		p.bodyFailed(w, r, body, err)
+		p.bodyFailed(w, r, t.rt, body, err)
 		return
 	}
 	if p.draining() && opensCall(r, body, complete) {
-		p.refuse(w, r, body, complete, http.StatusServiceUnavailable,
+		p.refuse(w, r, t.rt, body, complete, http.StatusServiceUnavailable,
 			"mcptape: the recorder is shutting down; send this request again once it runs")
 		return
 	}
 	recv := body
 	var tap *capture.Tap
 	if complete && p.holdsRequests() {
-		held := p.holdRequest(w, r, body)
+		held := p.holdRequest(w, r, t, body)
 		if held.done {
 			return
 		}
 		body = held.fwd
-		tap = p.beginAs(r, recv, held.note, held.header)
+		tap = p.beginHeld(r, t, recv, held.note, held.header)
 	} else {
-		tap = p.begin(r, body, complete, false)
+		tap = p.beginTarget(r, t, body, complete)
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -298,15 +341,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// stream (which always carries its Mcp-Method header) stay open at the
 	// server's will and carry no call: a shutdown cuts them first.
 	stream := r.Method == http.MethodGet || r.Header.Get(protocol.HeaderMethod) == protocol.MethodSubscriptionsListen
-	x := &exchange{tap: tap, body: body, complete: complete, stream: stream, ctx: ctx, client: r.Context(), cancel: cancel, in: in,
-		inbound: inbound{target: r.URL.RequestURI(), remote: r.RemoteAddr, recv: recv}}
-	x.front.up = p.up
-	x.front.scheme, x.front.host = frontOf(r)
+	x := &exchange{rt: t.rt, upPath: t.path, upRaw: t.rawPath, tap: tap, body: body, complete: complete, stream: stream,
+		ctx: ctx, client: r.Context(), cancel: cancel, in: in, inbound: inboundOf(r, t, recv)}
+	if t.rt.leg == capture.LegReverse {
+		// Only a reverse route changes what passes (OAuth, the legacy
+		// endpoint): forward legs use the server's own URLs.
+		x.front.up, x.front.prefix = t.rt.up, t.rt.prefix
+		x.front.scheme, x.front.host = frontOf(r)
+	}
 	if !p.track(x) && x.stream {
 		cancel(ErrShutdown) // it arrived as the drain began
 	}
 	defer p.untrack(x)
-	x.mx.begin(p.m, r, body, complete, arrived)
+	x.mx.begin(p.m, t.rt, r, body, complete, arrived)
 	x.w = &teeWriter{ResponseWriter: w, x: x}
 	out := r.WithContext(context.WithValue(ctx, ctxKey{}, x))
 	switch {
@@ -337,15 +384,77 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(x.w, out)
 }
 
-// begin reports a request to the recorder: every exchange of the proxy,
-// forwarded or answered by the proxy itself, starts here. refused marks a
-// request the proxy answers itself without forwarding it.
-func (p *Proxy) begin(r *http.Request, body []byte, complete, refused bool) *capture.Tap {
+// target is where a request goes: its route and the upstream's path.
+type target struct {
+	rt            *route
+	path, rawPath string
+}
+
+// target resolves a request to its route, applying the route's Host
+// rules (the one place they live, for every leg): on a reverse route, the
+// DNS-rebinding guard; in an intercepted tunnel, the Host must name the
+// tunnel's host; a forward request must not name the proxy itself. When
+// ok is false the request has been answered.
+func (p *Proxy) target(w http.ResponseWriter, r *http.Request) (t target, ok bool) {
+	if tn := tunnelOf(r); tn != nil {
+		if !tn.hostMatches(r) {
+			p.refuseAs(w, r, tn.rt, nil, false, http.StatusMisdirectedRequest, fmt.Sprintf(
+				"mcptape: refused: the request names host %q inside a tunnel to %s; send it through a tunnel to its own host", r.Host, tn.rt.up.Host), true)
+			return t, false
+		}
+		return target{rt: tn.rt, path: r.URL.Path, rawPath: r.URL.RawPath}, true
+	}
+	if r.URL.IsAbs() && p.forward != nil {
+		rt, err := p.forward.route(r)
+		if err != nil {
+			p.refuseAs(w, r, nil, nil, false, err.status, err.msg, true)
+			return t, false
+		}
+		return target{rt: rt, path: r.URL.Path, rawPath: r.URL.RawPath}, true
+	}
+	if p.checkHost && !hostAllowed(r) {
+		p.refuseHost(w, r)
+		return t, false
+	}
+	rt, path, raw, ok := p.reverseTarget(r.URL)
+	if !ok {
+		p.noRoute(w, r)
+		return t, false
+	}
+	return target{rt: rt, path: path, rawPath: raw}, true
+}
+
+// beginTarget reports a forwarded request to the recorder, labelled with
+// its leg and route, with the path the upstream gets.
+func (p *Proxy) beginTarget(r *http.Request, t target, body []byte, complete bool) *capture.Tap {
+	if p.rec == nil {
+		return nil
+	}
+	req := capture.RequestFrom(r, body, complete)
+	req.Leg, req.Route, req.Upstream = t.rt.leg, t.rt.name, t.rt.base
+	if t.rt.prefix != "" || r.URL.IsAbs() {
+		u := url.URL{Path: t.path, RawPath: t.rawPath, RawQuery: r.URL.RawQuery}
+		req.Target = u.RequestURI()
+	}
+	return p.rec.Begin(req)
+}
+
+// begin reports a request to the recorder that the proxy answers itself
+// (a refusal; rt may be nil when no route was resolved yet). refused
+// marks a policy refusal, filed with the client's plain-HTTP traffic.
+func (p *Proxy) begin(r *http.Request, rt *route, body []byte, complete, refused bool) *capture.Tap {
 	if p.rec == nil {
 		return nil
 	}
 	req := capture.RequestFrom(r, body, complete)
 	req.Refused = refused
+	if rt != nil {
+		req.Leg, req.Route, req.Upstream = rt.leg, rt.name, rt.base
+	} else if tn := tunnelOf(r); tn != nil {
+		req.Leg = capture.LegMITM
+	} else if r.URL.IsAbs() && p.forward != nil {
+		req.Leg = capture.LegForward
+	}
 	return p.rec.Begin(req)
 }
 
@@ -365,14 +474,18 @@ func (x *exchange) abortReason() string {
 }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	pr.Out.URL.Scheme = p.up.Scheme
-	pr.Out.URL.Host = p.up.Host
-	pr.Out.Host = p.up.Host
-	// Keep the path exactly as the client sent it (RawPath included). The
-	// query is as ReverseProxy left it: unchanged, unless some of its
-	// parameters do not parse (a ';', a bad escape), which it drops.
-	pr.Out.URL.Path = pr.In.URL.Path
-	pr.Out.URL.RawPath = pr.In.URL.RawPath
+	x, _ := pr.In.Context().Value(ctxKey{}).(*exchange)
+	up := x.rt.up
+	pr.Out.URL.Scheme = up.Scheme
+	pr.Out.URL.Host = up.Host
+	pr.Out.URL.User = nil
+	pr.Out.Host = up.Host
+	// Keep the path exactly as the client sent it (RawPath included), less
+	// a route's prefix. The query is as ReverseProxy left it: unchanged,
+	// unless some of its parameters do not parse (a ';', a bad escape),
+	// which it drops.
+	pr.Out.URL.Path = x.upPath
+	pr.Out.URL.RawPath = x.upRaw
 	// The proxy has read (or is streaming) the body itself: the client got
 	// its 100 Continue, and the upstream need not be asked.
 	pr.Out.Header.Del("Expect")
@@ -398,7 +511,10 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	}
 	if x != nil && res.Body != nil && res.Body != http.NoBody {
 		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
-		if p.examines() {
+		if legacyStream(res, x) {
+			res.Body = &endpointBody{ReadCloser: res.Body, x: x}
+			x.recordsUpstream = true
+		} else if p.examines() {
 			return p.interceptResponse(res, x)
 		}
 	}

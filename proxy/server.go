@@ -67,13 +67,18 @@ func Listen(addr string, h http.Handler, o *ServerOptions) (*Server, error) {
 	} else {
 		el = log.New(discard{}, "", 0)
 	}
-	return &Server{ln: ln, h: h, srv: &http.Server{
+	s := &Server{ln: ln, h: h, srv: &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: orDefault(o.HeaderTimeout, DefaultHeaderTimeout),
 		IdleTimeout:       orDefault(o.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    int(orDefault(int64(o.MaxHeaderBytes), DefaultMaxHeaderBytes)),
 		ErrorLog:          el,
-	}}, nil
+	}}
+	if p, ok := h.(*Proxy); ok && p.forward != nil {
+		// Requests read from intercepted tunnels get the same bounds.
+		p.forward.configure(s.srv.ReadHeaderTimeout, s.srv.IdleTimeout, s.srv.MaxHeaderBytes, o.Logger)
+	}
+	return s, nil
 }
 
 type discard struct{}
@@ -142,6 +147,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			defer cancel()
 		}
 	}
+	if p, ok := s.h.(*Proxy); ok && p.forward != nil {
+		p.forward.shutdown(ctx)
+	}
 	if serr := s.srv.Shutdown(ctx); serr != nil {
 		_ = s.srv.Close()
 		if err == nil {
@@ -152,4 +160,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Close stops the server at once.
-func (s *Server) Close() error { return s.srv.Close() }
+func (s *Server) Close() error {
+	if p, ok := s.h.(*Proxy); ok && p.forward != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		p.forward.shutdown(ctx)
+	}
+	return s.srv.Close()
+}

@@ -73,7 +73,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	// The recorder hears of the bytes before the client can: a reader that
 	// asks the recorder (a Sync) after the client had them finds them.
 	// Should the write fail, the exchange ends aborted with the reason.
-	if o := t.x.orig; !t.bodyTapped && (o == nil || o.body == nil || t.synthesized) {
+	if o := t.x.orig; !t.bodyTapped && ((o == nil || o.body == nil) && !t.x.recordsUpstream || t.synthesized) {
 		t.x.tap.ResponseBody(p)
 	}
 	n, err := t.ResponseWriter.Write(p)

@@ -99,6 +99,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	legacy map[string]*live    // by the session id we minted
+	sse    map[string]*sseLive // legacy HTTP+SSE sessions, by the session id we minted (server_sse.go)
 	modern map[string][]*live  // 2026-07-28 clients by fingerprint, oldest first
 	uses   map[*recSession]int // how many live clients each recorded session was given to
 	report ServerReport
@@ -437,6 +438,13 @@ func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra
 // strict replay notes the difference). It counts the request served and
 // marks the call seen. Nil is a miss.
 func (s *Server) resolve(l *live, m *protocol.Message, p *protocol.Params, key string) *call {
+	return s.resolveThen(l, m, p, key, nil)
+}
+
+// resolveThen is resolve; bind, when set, is called with the matched call
+// before it is marked seen (and so before a stream waiting for it goes
+// on): the legacy SSE stream learns the live request's id there.
+func (s *Server) resolveThen(l *live, m *protocol.Message, p *protocol.Params, key string, bind func(*call)) *call {
 	var c *call
 	var extra bool
 	if m.Method == protocol.MethodDiscover {
@@ -467,6 +475,9 @@ func (s *Server) resolve(l *live, m *protocol.Message, p *protocol.Params, key s
 	s.mu.Lock()
 	s.report.Served++
 	s.mu.Unlock()
+	if bind != nil {
+		bind(c)
+	}
 	l.markSeen(c.req.Seq)
 	s.log.Debug("replay", "method", m.Method, "name", p.Name, "recorded", c.req.Seq)
 	s.checkInputResponses(c, m, p)

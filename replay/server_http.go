@@ -23,6 +23,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
+	if s.serveLegacySSE(w, r) {
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		s.post(w, r)

@@ -24,6 +24,12 @@
 //	/v1/status                                             the recorder's Status
 //	/v1/verify                                             a capture.VerifyReport (stores that verify)
 //
+// One endpoint writes, for a recorder that serves routes: POST /v1/routes
+// with a JSON body {"name": NAME, "upstream": URL} adds a route (or finds
+// the same one) and answers its [RouteInfo]; 409 when the name is taken by
+// another upstream, 400 for a bad name or URL, 404 when the recorder has
+// no routes.
+//
 // Ids travel in the query string, since session ids are arbitrary text.
 //
 // Errors are an errorBody frame, with 404 for capture.ErrNotFound and 503
@@ -55,15 +61,35 @@ import (
 
 // Status is what the recording process reports about itself.
 type Status struct {
-	PID      int           `json:"pid"`
-	Listen   string        `json:"listen"`
-	Upstream string        `json:"upstream"`
-	Started  time.Time     `json:"started"`
-	Stats    capture.Stats `json:"stats"`
+	PID      int    `json:"pid"`
+	Listen   string `json:"listen"`
+	Upstream string `json:"upstream"`
+	// Routes are the recorder's routes, when it serves several upstreams.
+	Routes  []RouteInfo   `json:"routes,omitempty"`
+	Started time.Time     `json:"started"`
+	Stats   capture.Stats `json:"stats"`
 }
+
+// RouteInfo is one route of a recorder: its name, its upstream (redacted)
+// and the URL a client uses for it.
+type RouteInfo struct {
+	Name     string `json:"name"`
+	Upstream string `json:"upstream"`
+	URL      string `json:"url"`
+}
+
+// ErrRouteConflict is AddRoute's error for a name another upstream has.
+var ErrRouteConflict = errors.New("the recorder has a route of that name to another upstream")
+
+// ErrNoRoutes is AddRoute's error from a recorder that serves one upstream.
+var ErrNoRoutes = errors.New("the running recorder serves a single upstream (--upstream), not routes: restart it with --route NAME=URL to add servers to it")
 
 // HandlerOptions configures Handler. Nil means defaults.
 type HandlerOptions struct {
+	// AddRoute, if not nil, serves POST /v1/routes: it adds a route to
+	// the recorder (the same name and upstream again is no change) and
+	// returns it. Its errors wrap ErrRouteConflict, or mean a bad request.
+	AddRoute func(name, upstream string) (RouteInfo, error)
 	// Status, if not nil, answers /v1/status.
 	Status func() Status
 	// Sync, if not nil, is called before every read, so that a read sees
@@ -97,13 +123,33 @@ func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Hand
 		}
 		writeOne(w, status())
 	})
+	mux.HandleFunc("POST /v1/routes", func(w http.ResponseWriter, r *http.Request) {
+		if o.AddRoute == nil {
+			writeErr(w, http.StatusNotFound, ErrNoRoutes)
+			return
+		}
+		var req struct{ Name, Upstream string }
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&req); err != nil {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("reading the route: %w", err))
+			return
+		}
+		ri, err := o.AddRoute(req.Name, req.Upstream)
+		switch {
+		case errors.Is(err, ErrRouteConflict):
+			writeErr(w, http.StatusConflict, err)
+		case err != nil:
+			writeErr(w, http.StatusBadRequest, err)
+		default:
+			writeOne(w, ri)
+		}
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong token"))
 			return
 		}
-		if o.Sync != nil && r.URL.Path != "/v1/status" {
+		if o.Sync != nil && r.Method == http.MethodGet && r.URL.Path != "/v1/status" {
 			if err := o.Sync(r.Context()); err != nil {
 				writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("waiting for the recorder to write what it has: %w", err))
 				return
@@ -306,6 +352,38 @@ func (c *Client) get(ctx context.Context, path string) (*http.Response, error) {
 		return nil, fmt.Errorf("the running recorder answered %s", res.Status)
 	}
 	return res, nil
+}
+
+// AddRoute asks the recorder to add a route to upstream under name; see
+// the package documentation.
+func (c *Client) AddRoute(ctx context.Context, name, upstream string) (*RouteInfo, error) {
+	b, _ := json.Marshal(map[string]string{"name": name, "upstream": upstream})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/routes", strings.NewReader(string(b)))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("asking the running recorder at %s: %w", c.base, err)
+	}
+	defer res.Body.Close()
+	var f frame[RouteInfo]
+	if err := gob.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&f); err != nil {
+		return nil, fmt.Errorf("the running recorder answered %s", res.Status)
+	}
+	switch {
+	case f.Err != nil && res.StatusCode == http.StatusConflict:
+		return nil, fmt.Errorf("%w: %s", ErrRouteConflict, f.Err.Error)
+	case f.Err != nil && res.StatusCode == http.StatusNotFound:
+		return nil, ErrNoRoutes
+	case f.Err != nil:
+		return nil, errors.New(f.Err.Error)
+	case f.V == nil:
+		return nil, errors.New("the recorder's answer was empty")
+	}
+	return f.V, nil
 }
 
 func getOne[T any](c *Client, ctx context.Context, path string) (*T, error) {

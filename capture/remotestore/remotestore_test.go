@@ -3,6 +3,7 @@ package remotestore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -113,5 +114,47 @@ func TestStaleAnnouncement(t *testing.T) {
 	}
 	if removed, err := remotestore.RemoveStale(dir); removed || err != nil {
 		t.Errorf("RemoveStale of nothing = %v, %v", removed, err)
+	}
+}
+
+// POST /v1/routes: guarded by the token like every endpoint; a recorder
+// of one upstream says so; a name taken by another upstream is a
+// conflict; a new route comes back with the URL a client uses.
+func TestAddRoute(t *testing.T) {
+	routes := map[string]string{}
+	add := func(name, upstream string) (remotestore.RouteInfo, error) {
+		if old, ok := routes[name]; ok && old != upstream {
+			return remotestore.RouteInfo{}, fmt.Errorf("%w: %s goes to %s", remotestore.ErrRouteConflict, name, old)
+		}
+		if name == "" {
+			return remotestore.RouteInfo{}, errors.New("a route needs a name")
+		}
+		routes[name] = upstream
+		return remotestore.RouteInfo{Name: name, Upstream: upstream, URL: "http://127.0.0.1:7411/" + name + "/mcp"}, nil
+	}
+	srv := httptest.NewServer(remotestore.Handler(memstore.New(), "tok", &remotestore.HandlerOptions{AddRoute: add}))
+	defer srv.Close()
+	ctx := context.Background()
+	if _, err := remotestore.NewClient(srv.URL, "wrong").AddRoute(ctx, "gh", "https://api.example/mcp"); err == nil {
+		t.Error("a wrong token added a route")
+	}
+	if len(routes) != 0 {
+		t.Fatalf("routes after a refused call: %v", routes)
+	}
+	c := remotestore.NewClient(srv.URL, "tok")
+	ri, err := c.AddRoute(ctx, "gh", "https://api.example/mcp")
+	if err != nil || ri.URL != "http://127.0.0.1:7411/gh/mcp" {
+		t.Fatalf("AddRoute: %+v %v", ri, err)
+	}
+	if _, err := c.AddRoute(ctx, "gh", "https://other.example/mcp"); !errors.Is(err, remotestore.ErrRouteConflict) {
+		t.Errorf("a taken name: %v, want ErrRouteConflict", err)
+	}
+	if _, err := c.AddRoute(ctx, "", "https://other.example/mcp"); err == nil || errors.Is(err, remotestore.ErrRouteConflict) {
+		t.Errorf("a bad route: %v", err)
+	}
+	single := httptest.NewServer(remotestore.Handler(memstore.New(), "tok", nil))
+	defer single.Close()
+	if _, err := remotestore.NewClient(single.URL, "tok").AddRoute(ctx, "gh", "https://api.example/mcp"); !errors.Is(err, remotestore.ErrNoRoutes) {
+		t.Errorf("a recorder of one upstream: %v, want ErrNoRoutes", err)
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/clientconfig"
+	"github.com/mcptape/mcptape/proxy"
 )
 
 // The client-config commands: `clients`, `attach` and `detach`. The config
@@ -144,8 +146,11 @@ func listLocation(w io.Writer, loc clientconfig.Location) {
 				what += "  (env " + strings.Join(env, " ") + ")"
 			}
 		case clientconfig.HTTP:
-			attached = "-"
 			what = clientconfig.RedactURL(s.URL)
+			if s.Attached() {
+				attached = "yes"
+				what = clientconfig.RedactURL(s.Upstream) + "  (via " + clientconfig.RedactURL(s.URL) + ")"
+			}
 		}
 		if s.Problem != "" {
 			attached = "-"
@@ -210,15 +215,14 @@ func executable() (string, error) {
 	return exe, nil
 }
 
-func runAttach(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runAttach(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, names, locs, data, err := clientArgs("attach", args, stderr, true)
 	if err != nil {
 		return err
 	}
-	exe, err := executable()
-	if err != nil {
-		return err
-	}
+	// Only a stdio server needs this mcptape's path (an HTTP one goes
+	// through a running recorder): a temporary build fails those alone.
+	exe, exeErr := executable()
 	if data == "" && (os.Getenv(envData) != "" || os.Getenv("XDG_DATA_HOME") != "") {
 		// The client does not see this shell's environment: name the
 		// directory that `mcptape dashboard` here reads.
@@ -226,7 +230,27 @@ func runAttach(_ context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	reps, err := clientconfig.Attach(locs, names, &clientconfig.AttachOptions{Executable: exe, Data: data})
+	opts := &clientconfig.AttachOptions{Executable: exe, ExecutableError: exeErr, Data: data}
+	recDir := data
+	if recDir == "" {
+		recDir = defaultDataDir()
+	}
+	// An HTTP (url) server goes through a running recorder's route.
+	var routedVia string
+	if rc, st, derr := remotestore.Discover(ctx, recDir); derr == nil {
+		routedVia = st.Listen
+		opts.Route = func(name, upstream string) (string, error) {
+			ri, err := rc.AddRoute(ctx, routeName(name), upstream)
+			if errors.Is(err, remotestore.ErrNoRoutes) {
+				return "", fmt.Errorf("the recorder running on %s serves one upstream (--upstream); restart it with `mcptape record --routes` to add servers to it", recDir)
+			}
+			if err != nil {
+				return "", err
+			}
+			return ri.URL, nil
+		}
+	}
+	reps, err := clientconfig.Attach(locs, names, opts)
 	failed := report(stdout, reps, names)
 	if err != nil {
 		return cleanErr(err)
@@ -236,7 +260,10 @@ func runAttach(_ context.Context, args []string, stdout, stderr io.Writer) error
 		if data != "" {
 			where = clean(data)
 		}
-		fmt.Fprintf(stdout, "The attached servers now run through `mcptape wrap`, which records into %s; see them with `mcptape dashboard`.\n", where)
+		fmt.Fprintf(stdout, "The attached stdio servers now run through `mcptape wrap`, which records into %s; see them with `mcptape dashboard`.\n", where)
+		if routedVia != "" {
+			fmt.Fprintf(stdout, "The attached HTTP servers now go through the recorder at %s, while it runs (detach before you stop it for good).\n", routedVia)
+		}
 		fmt.Fprintf(stdout, "To apply: %s.\n", c.Restart())
 		fmt.Fprintf(stdout, "To undo: mcptape detach %s %s.\n", c, undoArgs(names))
 		for _, r := range reps {
@@ -266,6 +293,25 @@ func runDetach(_ context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout, "Nothing changed.")
 	}
 	return failed
+}
+
+// routeName is a route name for a client's server name: characters a
+// route name cannot hold become '-'.
+func routeName(server string) string {
+	b := []byte(server)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	name := strings.TrimLeft(string(b), ".")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	if name == "" || proxy.ValidRouteName(name) != nil {
+		name = "server-" + name
+	}
+	return name
 }
 
 func undoArgs(names []string) string {
@@ -323,7 +369,7 @@ func report(w io.Writer, reps []*clientconfig.Report, named []string) error {
 				fmt.Fprintf(w, "  %s: not attached; nothing to do\n", name)
 			case clientconfig.Skipped:
 				if errors.Is(res.Reason, clientconfig.ErrHTTPServer) {
-					fmt.Fprintf(w, "  %s: skipped: it is an HTTP server (%s), and `mcptape wrap` runs local servers only; record it with `mcptape record --upstream %s` and point the client at the recorder\n",
+					fmt.Fprintf(w, "  %s: skipped: it is an HTTP server (%s), which goes through a running recorder, and none runs on this data directory: start one with `mcptape record --routes` (or `--upstream %s`, then point the client at it), and attach again\n",
 						name, clean(clientconfig.RedactURL(res.Server.URL)), clean(shellWord(clientconfig.RedactURL(res.Server.URL))))
 				} else {
 					fmt.Fprintf(w, "  %s: skipped: %s\n", name, clean(res.Reason.Error()))

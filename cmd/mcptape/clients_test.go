@@ -128,7 +128,7 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 		for _, want := range []string{
 			"Claude Desktop (claude-desktop)", "user config: " + desktop,
 			"filesystem  stdio  no", "npx -y @modelcontextprotocol/server-filesystem /home/ana/Desktop",
-			"GITHUB_PERSONAL_ACCESS_TOKEN=[redacted]", "linear      url    -         https://mcp.linear.app/mcp",
+			"GITHUB_PERSONAL_ACCESS_TOKEN=[redacted]", "linear      url    no        https://mcp.linear.app/mcp",
 			"project config: " + filepath.Join(proj, ".mcp.json"), "db    stdio  no        uvx mcp-server-sqlite --db-path dev.db",
 			"user config: " + filepath.Join(home, ".cursor", "mcp.json") + " (not found)",
 		} {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -66,12 +68,17 @@ func runFixtureServer(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs := newFlags("fixture server", stderr)
 	listen := fs.String("listen", "127.0.0.1:3001", "address to listen on")
 	stdio := fs.Bool("stdio", false, "serve one client over stdin and stdout instead (a stdio server, e.g. for `mcptape wrap`)")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain) `FILE`, with --tls-key")
+	tlsKey := fs.String("tls-key", "", "the PEM private key `FILE` of --tls-cert")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *stdio {
 		// Nothing but the protocol goes to stdout.
 		return fixtures.NewServer(nil).Run(ctx, &mcp.StdioTransport{})
+	}
+	if *tlsCert != "" || *tlsKey != "" {
+		return serveFixtureTLS(ctx, *listen, *tlsCert, *tlsKey, stdout)
 	}
 	srv, err := proxy.Listen(*listen, fixtures.Handler(nil), nil)
 	if err != nil {
@@ -140,4 +147,35 @@ func failures(rep *fixtures.Report) error {
 		return fmt.Errorf("%d step(s) failed against %s: %s", len(bad), rep.URL, strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// serveFixtureTLS serves the fixture server over HTTPS.
+func serveFixtureTLS(ctx context.Context, listen, certFile, keyFile string, stdout io.Writer) error {
+	if certFile == "" || keyFile == "" {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", listen, err)
+	}
+	srv := &http.Server{Handler: fixtures.Handler(nil), ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	base := "https://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "mcptape fixture server: 2025-11-25 (stateful) at %s%s\n", base, fixtures.PathStateful)
+	fmt.Fprintf(stdout, "mcptape fixture server: 2026-07-28 (stateless) at %s%s\n", base, fixtures.PathStateless)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		return err
+	}
 }

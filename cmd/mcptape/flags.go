@@ -17,7 +17,7 @@ import (
 var subcommands = map[string][2]string{
 	"replay server":     {"--tape FILE [--listen ADDR] [--profile FILE] [--timing recorded|fast] [--strict]", "Stand in for the recorded server: MCP clients connect to --listen and get the tape's answers."},
 	"replay client":     {"--tape FILE --target URL [--profile FILE] [--junit FILE]", "Send the tape's recorded client requests to a live server and compare its answers with the recording."},
-	"fixture server":    {"[--listen ADDR]", "Run the reference MCP server (both protocol eras) that the demo and the tests use."},
+	"fixture server":    {"[--listen ADDR] [--tls-cert FILE --tls-key FILE] [--stdio]", "Run the reference MCP server (both protocol eras) that the demo and the tests use."},
 	"fixture client":    {"--url URL [--only STEPS] [--json]", "Run the scripted reference client against an MCP endpoint and report each step."},
 	"fixture oauth":     {"[--listen ADDR] [--auth-listen ADDR] [--accept-resource URL]...", "Run the reference MCP server behind OAuth bearer tokens, with an authorization server that approves every request at once."},
 	"ca init":           {"[--force] [--data DIR]", "Create mcptape's own CA (for intercepting HTTPS) in DATA/ca: a certificate for clients to trust, and its private key (mode 0600)."},

@@ -37,7 +37,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"record", "--upstream URL [--listen ADDR] [--data DIR] [--dashboard ADDR|off]", "put the recording proxy in front of an MCP server", runRecord},
+		{"record", "--upstream URL | --route NAME=URL... | --forward [--mitm HOST-GLOB...] [--listen ADDR] [--data DIR] [--dashboard ADDR|off]", "put the recording proxy in front of MCP servers (one, several, or as an HTTP(S) proxy)", runRecord},
 		{"wrap", wrapUsage, "run a stdio MCP server and record its traffic (what goes in a client's config)", runWrap},
 		{"ls", "[--data DIR] [--json] [--limit N]", "list recorded sessions", runLs},
 		{"dashboard", "[--data DIR] [--listen ADDR]", "browse, search and edit a store in the web dashboard (a running record serves its own)", runDashboard},

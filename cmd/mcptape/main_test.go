@@ -221,7 +221,7 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 		want string
 	}{
 		{[]string{"ls", "--data", missing}, 1, "mcptape demo"},
-		{[]string{"record"}, 2, "--upstream is required"},
+		{[]string{"record"}, 2, "say what to record: --upstream URL"},
 		{[]string{"record", "--upstream", "ftp://x"}, 2, "not an http(s) URL"},
 		{[]string{"show", "--data", t.TempDir()}, 2, "name one session"},
 		{[]string{"frobnicate"}, 2, "mcptape help"},

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -25,12 +26,17 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/proxy"
 )
 
 type recordConfig struct {
 	upstream     string
+	routes       []string // NAME=URL
+	routesOnly   bool     // --routes: a recorder of routes, maybe none yet
+	forward      bool
+	mitm         []string
 	listen       string
 	data         string
 	redact       []string
@@ -72,7 +78,11 @@ const defaultShutdownTimeout = 10 * time.Second
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("record", stderr)
 	var c recordConfig
-	fs.StringVar(&c.upstream, "upstream", "", "the MCP server's URL, e.g. http://127.0.0.1:3001/mcp (required)")
+	fs.StringVar(&c.upstream, "upstream", "", "the MCP server's URL, e.g. http://127.0.0.1:3001/mcp (or --route, or --forward)")
+	fs.Var((*stringList)(&c.routes), "route", "record a server under /`NAME=URL`'s NAME/ on the proxy, e.g. github=https://api.example.com/mcp is reached at http://127.0.0.1:7411/github/mcp (repeatable; --upstream is the one-route form)")
+	fs.BoolVar(&c.routesOnly, "routes", false, "serve routes, none yet or those --route names: `mcptape attach CLIENT NAME` adds a client's HTTP server as a route while this runs")
+	fs.BoolVar(&c.forward, "forward", false, "also be an HTTP(S) proxy: set HTTPS_PROXY/HTTP_PROXY to the proxy's URL in a client and it records plain-HTTP requests; CONNECT tunnels pass unrecorded unless --mitm names their host")
+	fs.Var((*stringList)(&c.mitm), "mitm", "with --forward, intercept and record the HTTPS tunnels to hosts matching this `GLOB` (e.g. '*.example.com'; repeatable), with mcptape's own CA (`mcptape ca init`), which the client must trust")
 	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")
 	fs.StringVar(&c.data, "data", defaultDataDir(), "directory of the capture store")
 	fs.Var((*stringList)(&c.redact), "redact-header", "also redact this header (repeatable)")
@@ -120,8 +130,13 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	if c.upstream == "" {
-		return usagef("--upstream is required: the URL of the MCP server to record, e.g. --upstream http://127.0.0.1:3001/mcp")
+	switch {
+	case c.upstream == "" && len(c.routes) == 0 && !c.forward && !c.routesOnly:
+		return usagef("say what to record: --upstream URL (one server, e.g. --upstream http://127.0.0.1:3001/mcp), --route NAME=URL (several), --routes (servers added by `mcptape attach`), or --forward (an HTTP(S) proxy)")
+	case c.upstream != "" && (len(c.routes) > 0 || c.routesOnly):
+		return usagef("--upstream and --route do not mix: --upstream is the one-route form; give each server as --route NAME=URL")
+	case len(c.mitm) > 0 && !c.forward:
+		return usagef("--mitm intercepts the tunnels of the forward proxy: add --forward")
 	}
 	logger, err := newLogger(stderr, c.logLevel)
 	if err != nil {
@@ -131,12 +146,13 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if c.forward && !loopbackAddr(rs.srv.Addr()) {
+		fmt.Fprintf(stderr, "mcptape: WARNING: --forward on %s, which is not a loopback address, is an open proxy: anyone who reaches it can use it, to this machine's own services too. Listen on 127.0.0.1 unless that is what you want.\n", rs.srv.Addr())
+	}
 	if c.noRedact {
 		fmt.Fprintln(stderr, "mcptape: WARNING: --no-redact: Authorization headers, cookies, API keys and session ids are stored as they are. Do not share this store.")
 	}
-	up, _ := url.Parse(c.upstream)
-	fmt.Fprintf(stdout, "mcptape: recording %s into %s\n", up.Redacted(), c.data)
-	fmt.Fprintf(stdout, "mcptape: point your MCP client at %s%s\n", rs.srv.URL(), up.RequestURI())
+	rs.printHow(stdout, &c)
 	if rs.metrics != nil {
 		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
 	}
@@ -183,15 +199,39 @@ type recording struct {
 	// is set.
 	live     atomic.Pointer[capture.Recorder]
 	proxy    *proxy.Proxy
+	routed   bool   // the proxy serves routes, which attach can add to
+	data     string // the data directory
+	log      *slog.Logger
 	shutdown time.Duration // how long close waits for calls in flight
 	// icpt holds intercepted messages (nil without rules and dashboard).
 	icpt *capture.Interceptor
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
-	up, err := url.Parse(c.upstream)
-	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		return nil, usagef("--upstream %q is not an http(s) URL like http://127.0.0.1:3001/mcp", c.upstream)
+	var up *url.URL
+	if c.upstream != "" {
+		up, err = url.Parse(c.upstream)
+		if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+			return nil, usagef("--upstream %q is not an http(s) URL like http://127.0.0.1:3001/mcp", c.upstream)
+		}
+	}
+	routes, err := parseRoutes(c.routes)
+	if err != nil {
+		return nil, err
+	}
+	var fwd *proxy.ForwardOptions
+	if c.forward {
+		fwd = &proxy.ForwardOptions{MITM: c.mitm}
+		if len(c.mitm) > 0 {
+			auth, err := ca.Load(caDir(c.data))
+			if errors.Is(err, ca.ErrNoCA) {
+				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see the README)", c.data, c.data)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("--mitm: loading mcptape's CA: %w", err)
+			}
+			fwd.Certificate = auth.Leaf
+		}
 	}
 	var tlsConf *tls.Config
 	if c.upstreamCA != "" {
@@ -227,7 +267,13 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	rs := &recording{store: store, upstream: up.Redacted(), shutdown: c.shutdownTimeout}
+	rs := &recording{store: store, shutdown: c.shutdownTimeout, routed: up == nil, data: c.data, log: logger}
+	if rs.log == nil {
+		rs.log = slog.New(slog.DiscardHandler)
+	}
+	if up != nil {
+		rs.upstream = up.Redacted()
+	}
 	if rs.shutdown <= 0 {
 		rs.shutdown = defaultShutdownTimeout
 	}
@@ -237,9 +283,12 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 	}()
 	ro := &capture.RecorderOptions{
-		Logger: logger, Upstream: up.Scheme + "://" + up.Host, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
+		Logger: logger, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
 		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
 		Registerer: registerer(reg),
+	}
+	if up != nil {
+		ro.Upstream = up.Scheme + "://" + up.Host
 	}
 	if !c.noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(c.data); err != nil {
@@ -288,7 +337,22 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	rs.live.Store(rs.rec)
 	// The wraps' spools: this process owns the store now.
 	rs.ingest = startIngest(c.data, rs.rec, store, logger)
-	p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost,
+	if c.routesOnly {
+		// The routes attach added before, unless --route names them anew.
+		saved, err := savedRoutes(c.data)
+		if err != nil {
+			return nil, err
+		}
+		for _, sr := range saved {
+			if !slices.ContainsFunc(routes, func(r proxy.Route) bool { return r.Name == sr.Name }) {
+				routes = append(routes, sr)
+			}
+		}
+	}
+	if up == nil && routes == nil {
+		routes = []proxy.Route{} // a recorder of routes, none yet
+	}
+	p, err := proxy.New(&proxy.Options{Upstream: up, Routes: routes, Forward: fwd, Recorder: rs.rec, Logger: logger, TLSConfig: tlsConf, AllowAnyHost: c.allowAnyHost,
 		Registerer: registerer(reg), UpstreamTimeout: c.upstreamTimeout, MaxRequestBody: c.maxRequestBody,
 		Intercept: rs.icpt, Answer: answerer.proxyAnswers()})
 	if err != nil {
@@ -365,8 +429,9 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	listen := rs.srv.URL()
 	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, &remotestore.HandlerOptions{
 		Status: func() remotestore.Status {
-			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Started: started, Stats: rs.rec.Stats()}
+			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Routes: rs.routeInfos(), Started: started, Stats: rs.rec.Stats()}
 		},
+		AddRoute: rs.addRoute(),
 		// A read sees everything forwarded before it: `export` right
 		// after a run must not find a session's record stale.
 		Sync: rs.rec.Sync,
@@ -485,4 +550,14 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// loopbackAddr reports whether a listener's host:port is on loopback.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -30,10 +30,17 @@ const (
 	tgPlain   = "plain"
 	tgNginx   = "nginx"
 	tgMcptape = "mcptape"
+	// tgForward is `mcptape record --forward`, the client using it as its
+	// HTTP proxy to the fixture server.
+	tgForward = "mcptape-forward"
+	// tgMITM is `mcptape record --forward --mitm`, the client tunnelling
+	// through it (CONNECT, TLS to mcptape's CA) to the fixture server
+	// over TLS; mcptape talks TLS to that server too.
+	tgMITM = "mcptape-mitm"
 )
 
 // AllTargets are the target names.
-var AllTargets = []string{tgDirect, tgPlain, tgNginx, tgMcptape}
+var AllTargets = []string{tgDirect, tgPlain, tgNginx, tgMcptape, tgForward, tgMITM}
 
 // tgReplay is `mcptape replay server`, which only the replay scenario
 // measures, beside direct.

@@ -378,6 +378,8 @@ func (r *Report) writeMarkdown(w io.Writer) {
 		r.Config["rounds"], batch, r.Duration.Round(time.Second))
 	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (without mcptape's fix for the request-body race that cuts streams); "+
 		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
+		"mcptape-forward = `mcptape record --forward`, the load generator using it as its HTTP proxy; "+
+		"mcptape-mitm = `mcptape record --forward --mitm`, the load generator tunnelling through it (CONNECT, TLS with mcptape's CA) to the fixture server over TLS (so its figures include TLS on both sides, which direct does not have); "+
 		"replay = `mcptape replay server` on a tape recorded from the fixture server (replay scenario only)\n", m.TempDir)
 	for _, t := range r.Targets {
 		if t.Skipped != "" {

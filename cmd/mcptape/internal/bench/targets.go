@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +26,7 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
 	"github.com/mcptape/mcptape/fixtures"
 )
 
@@ -270,11 +274,23 @@ func (e *benchEnv) start(ctx context.Context) error {
 					err = fmt.Errorf("asking the mcptape recorder for its status: %w", err)
 				}
 			}
+		case tgForward:
+			var px string
+			t.base = base
+			t.proc, px, err = e.startListener(ctx, "mcptape-forward", "forward proxy at ",
+				"record", "--forward", "--listen", "127.0.0.1:0", "--data", filepath.Join(e.dir, "forward-data"), "--log-level", "warn", "--dashboard", "off")
+			if err == nil {
+				t.hc, err = proxiedClient(px, nil)
+			}
+		case tgMITM:
+			err = e.startMITM(ctx, t)
 		}
 		if err != nil {
 			return err
 		}
-		t.hc = benchHTTPClient()
+		if t.hc == nil {
+			t.hc = benchHTTPClient()
+		}
 		e.targets = append(e.targets, t)
 		if !t.live() {
 			e.progress("%s: skipped: %s", name, t.skip)
@@ -339,6 +355,89 @@ func (e *benchEnv) stop() {
 	for i := len(e.children) - 1; i >= 0; i-- {
 		e.children[i].stop(childStopGrace)
 	}
+}
+
+// proxiedClient is benchHTTPClient using the proxy at proxyURL, trusting
+// roots for https (nil: the system's).
+func proxiedClient(proxyURL string, roots *x509.CertPool) (*http.Client, error) {
+	u, err := url.Parse(proxyURL)
+	if err != nil {
+		return nil, err
+	}
+	hc := benchHTTPClient()
+	tr := hc.Transport.(*http.Transport)
+	tr.Proxy = http.ProxyURL(u) // explicit: Go never proxies loopback from the environment
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	return hc, nil
+}
+
+// startMITM starts the fixture server over TLS (its certificate from a CA
+// of its own, which the recorder is told to trust) and a recorder that
+// intercepts the tunnels to it with mcptape's CA, which the load
+// generator trusts.
+func (e *benchEnv) startMITM(ctx context.Context, t *target) error {
+	dir := filepath.Join(e.dir, "mitm")
+	certFile, keyFile, upCA, err := writeServerCert(filepath.Join(dir, "upstream"), "127.0.0.1")
+	if err != nil {
+		return fmt.Errorf("a certificate for the TLS fixture server: %w", err)
+	}
+	_, tlsBase, err := e.startListener(ctx, "fixture-tls", "mcptape fixture server:",
+		"fixture", "server", "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(dir, "data")
+	if _, err := ca.Init(filepath.Join(data, "ca"), nil); err != nil {
+		return fmt.Errorf("mcptape's CA for the MITM target: %w", err)
+	}
+	var px string
+	t.proc, px, err = e.startListener(ctx, "mcptape-mitm", "forward proxy at ",
+		"record", "--forward", "--mitm", "127.0.0.1", "--upstream-ca", upCA, "--listen", "127.0.0.1:0", "--data", data, "--log-level", "warn", "--dashboard", "off")
+	if err != nil {
+		return err
+	}
+	pem, err := os.ReadFile(ca.CertPath(filepath.Join(data, "ca")))
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	t.base = tlsBase
+	t.hc, err = proxiedClient(px, pool)
+	return err
+}
+
+// writeServerCert makes a CA in dir and a certificate for host signed by
+// it, and writes the certificate (with its chain), its key and the CA's
+// certificate as PEM files.
+func writeServerCert(dir, host string) (certFile, keyFile, caFile string, err error) {
+	if _, err = ca.Init(filepath.Join(dir, "ca"), nil); err != nil {
+		return
+	}
+	auth, err := ca.Load(filepath.Join(dir, "ca"))
+	if err != nil {
+		return
+	}
+	leaf, err := auth.Leaf(host)
+	if err != nil {
+		return
+	}
+	var certPEM []byte
+	for _, der := range leaf.Certificate {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
+	if err != nil {
+		return
+	}
+	certFile, keyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	if err = os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		return
+	}
+	if err = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		return
+	}
+	return certFile, keyFile, ca.CertPath(filepath.Join(dir, "ca")), nil
 }
 
 func benchHTTPClient() *http.Client {

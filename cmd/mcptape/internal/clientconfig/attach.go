@@ -13,7 +13,8 @@ import (
 type Action int
 
 const (
-	// Attached: the entry now runs through mcptape wrap.
+	// Attached: the entry now runs through mcptape wrap (a stdio server),
+	// or its url is a running recorder's route (an HTTP server).
 	Attached Action = iota + 1
 	// AlreadyAttached: the entry ran through mcptape wrap already; unchanged.
 	AlreadyAttached
@@ -57,9 +58,9 @@ func (a Action) Changed() bool {
 	return a == Attached || a == Detached || a == DetachedKeptEdits || a == DetachedFromArgs
 }
 
-// ErrHTTPServer is the reason an HTTP (url) entry is skipped: routing a
-// remote server through a running recorder is not built yet.
-var ErrHTTPServer = errors.New("it is an HTTP server (a url entry), which mcptape wrap cannot run; record it with `mcptape record --upstream URL` and point the client at the recorder")
+// ErrHTTPServer is the reason an HTTP (url) entry is skipped when no
+// recorder runs to route it through (AttachOptions.Route is nil).
+var ErrHTTPServer = errors.New("it is an HTTP server (a url entry), which goes through a running recorder: start one with `mcptape record --routes` (same --data), then attach again")
 
 // Result is what happened to one server.
 type Result struct {
@@ -92,12 +93,19 @@ func (r *Report) Changed() bool {
 // AttachOptions configures Attach.
 type AttachOptions struct {
 	// Executable is the absolute path of the mcptape the client is to
-	// launch (clients run servers with a minimal PATH). Required.
-	Executable string
+	// launch (clients run servers with a minimal PATH). Required to attach
+	// a stdio server; when it is "", ExecutableError says why.
+	Executable      string
+	ExecutableError error
 	// Data is wrap's --data, which should be absolute (clients start
 	// servers in a directory of their own); "" leaves it out, so that wrap
 	// records into its default data directory.
 	Data string
+	// Route sends an HTTP (url) server through a running recorder: it
+	// asks the recorder for a route named after the server to its url,
+	// and returns the URL the client is to use instead. Nil skips HTTP
+	// servers (ErrHTTPServer).
+	Route func(name, upstream string) (string, error)
 }
 
 // UnknownServerError is a server name that no config of the client has.
@@ -150,7 +158,43 @@ type route interface {
 	check(after *entry, attached bool, opts *AttachOptions) error
 }
 
-var routes = map[Transport]route{Stdio: wrapRoute{}}
+var routes = map[Transport]route{Stdio: wrapRoute{}, HTTP: recorderRoute{}}
+
+// recorderRoute sends an HTTP server through a route of a running
+// recorder: its url becomes the route's URL.
+type recorderRoute struct{}
+
+func (recorderRoute) attach(c *config, e *entry, opts *AttachOptions) ([]edit, error) {
+	if e.url == nil || e.url.val.kind != kindString || e.URL == "" {
+		return nil, errors.New(`its "url" is not a string`)
+	}
+	to, err := opts.Route(e.Name, e.URL)
+	if err != nil {
+		return nil, err
+	}
+	return []edit{{e.url.val.start, e.url.val.end, quote(to)}}, nil
+}
+
+func (recorderRoute) restore(c *config, e *entry, saved *entry) ([]edit, error) {
+	if saved == nil || saved.url == nil || e.url == nil {
+		return nil, errors.New("its saved copy is gone (the state file beside the config), so mcptape does not know the server's own url: put it back by hand")
+	}
+	return []edit{{e.url.val.start, e.url.val.end, savedText(saved, saved.url)}}, nil
+}
+
+func (recorderRoute) check(after *entry, attached bool, opts *AttachOptions) error {
+	if after.Transport != HTTP || after.Problem != "" {
+		return errors.New("the entry does not read back as an HTTP server")
+	}
+	return nil
+}
+
+// routed reports whether an HTTP entry goes through a recorder's route:
+// its url is the one attach put there.
+func routed(e *entry, st *state) bool {
+	saved, ok := st.Entries[e.pointer]
+	return e.Transport == HTTP && ok && saved.Routed != "" && e.URL == saved.Routed
+}
 
 // wrapRoute sends a stdio server through `mcptape wrap`.
 type wrapRoute struct{}
@@ -165,6 +209,15 @@ func wrapArgs(e *entry, opts *AttachOptions) []string {
 }
 
 func (wrapRoute) attach(c *config, e *entry, opts *AttachOptions) ([]edit, error) {
+	switch {
+	case opts.Executable == "" && opts.ExecutableError != nil:
+		return nil, opts.ExecutableError
+	case opts.Executable == "":
+		return nil, errors.New("attach needs the path of the mcptape executable")
+	case !isMcptape(opts.Executable):
+		// Detach and clients tell an attached entry by its command's name.
+		return nil, fmt.Errorf("the mcptape executable %s must have \"mcptape\" in its file name; rename it", opts.Executable)
+	}
 	return []edit{
 		{e.command.val.start, e.command.val.end, quote(opts.Executable)},
 		setArray(c.data, e.obj(), e.args, e.command, "args", wrapArgs(e, opts)),
@@ -219,9 +272,21 @@ func Servers(loc Location) ([]Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var st *state
 	out := make([]Server, len(es))
 	for i, e := range es {
 		out[i] = e.Server
+		if e.Transport != HTTP {
+			continue
+		}
+		if st == nil {
+			if st, err = readState(StatePath(loc.Path)); err != nil {
+				st = &state{Entries: map[string]savedEntry{}} // listing does not need it
+			}
+		}
+		if routed(e, st) {
+			out[i].Upstream = st.Entries[e.pointer].Upstream
+		}
 	}
 	return out, nil
 }
@@ -260,11 +325,11 @@ func Find(locs []Location, name string) ([]Location, error) {
 // attachAt attaches the named servers of loc, or all of them.
 func attachAt(loc Location, names []string, opts *AttachOptions) (*Report, error) {
 	return change(loc, names, func(c *config, e *entry, st *state) (Action, []edit, error) {
-		if e.Attached() {
+		if e.Attached() || routed(e, st) {
 			return AlreadyAttached, nil, nil
 		}
 		r := routes[e.Transport]
-		if e.Problem != "" || r == nil {
+		if e.Problem != "" || r == nil || e.Transport == HTTP && opts.Route == nil {
 			return Skipped, nil, nil
 		}
 		edits, err := r.attach(c, e, opts)
@@ -278,7 +343,7 @@ func attachAt(loc Location, names []string, opts *AttachOptions) (*Report, error
 // detachAt detaches the named servers of loc, or all of them.
 func detachAt(loc Location, names []string) (*Report, error) {
 	return change(loc, names, func(c *config, e *entry, st *state) (Action, []edit, error) {
-		if !e.Attached() {
+		if !e.Attached() && !routed(e, st) {
 			return NotAttached, nil, nil
 		}
 		r := routes[e.Transport]
@@ -336,12 +401,8 @@ func (e *NoConfigError) Error() string {
 // to BackupPath; before each attach it saves the entry's text in the
 // file's StatePath, so that Detach can put it back byte for byte.
 func Attach(locs []Location, names []string, opts *AttachOptions) ([]*Report, error) {
-	if opts == nil || opts.Executable == "" {
-		return nil, errors.New("attach needs the path of the mcptape executable")
-	}
-	if !isMcptape(opts.Executable) {
-		// Detach and clients tell an attached entry by its command's name.
-		return nil, fmt.Errorf("the mcptape executable %s must have \"mcptape\" in its file name; rename it", opts.Executable)
+	if opts == nil {
+		opts = &AttachOptions{}
 	}
 	return each(locs, names, false, func(loc Location, names []string) (*Report, error) {
 		return attachAt(loc, names, opts)
@@ -510,6 +571,11 @@ func change(loc Location, names []string, d decide, opts *AttachOptions) (*Repor
 					st.Entries[ne.pointer] = savedEntry{
 						Original: string(c.data[oe.obj().start:oe.obj().end]),
 						Attached: string(out[ne.obj().start:ne.obj().end]),
+					}
+					if ne.Transport == HTTP {
+						se := st.Entries[ne.pointer]
+						se.Routed, se.Upstream = ne.URL, oe.URL
+						st.Entries[ne.pointer] = se
 					}
 				}
 			}

@@ -51,12 +51,17 @@ type Server struct {
 	// Wrapped is set when the entry runs through `mcptape wrap`: what it
 	// wraps.
 	Wrapped *Wrapped
+	// Upstream is set when an HTTP entry goes through a recorder's route
+	// (URL is the route's): the server's own url it replaced, as the state
+	// file beside the config remembers it.
+	Upstream string
 	// Problem says why the entry cannot be attached; empty when it can.
 	Problem string
 }
 
-// Attached reports whether the server runs through `mcptape wrap`.
-func (s *Server) Attached() bool { return s.Wrapped != nil }
+// Attached reports whether the server goes through mcptape: a stdio
+// server through `mcptape wrap`, an HTTP one through a recorder's route.
+func (s *Server) Attached() bool { return s.Wrapped != nil || s.Upstream != "" }
 
 // EnvVar is one member of an entry's "env".
 type EnvVar struct{ Name, Value string }
@@ -214,7 +219,7 @@ type entry struct {
 	Server
 	m *member
 	// command, args, url: the entry's members of those names, or nil.
-	command, args *member
+	command, args, url *member
 	// pointer is the entry's JSON Pointer (RFC 6901) in the file.
 	pointer string
 	// src is the text the offsets refer to for an entry parsed on its own
@@ -290,6 +295,7 @@ func (c *config) readEntry(m *member, ptr string) *entry {
 		typ = t.val.str
 	}
 	url := v.lookup("url")
+	e.url = url
 	switch {
 	case e.command != nil:
 		e.Transport = Stdio

@@ -48,6 +48,11 @@ type state struct {
 type savedEntry struct {
 	Original string `json:"original"`
 	Attached string `json:"attached"`
+	// Routed is, for an HTTP server attached to a recorder's route, the
+	// route's URL that attach put in the entry, and Upstream the server's
+	// own url it replaced.
+	Routed   string `json:"routed,omitempty"`
+	Upstream string `json:"upstream,omitempty"`
 }
 
 const stateAbout = "mcptape attach keeps here the text each entry had before it was attached, so that mcptape detach can restore it byte for byte. Run mcptape detach rather than deleting this file."

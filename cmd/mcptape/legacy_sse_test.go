@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/fixtures/interop"
+)
+
+// TestRecordAndReplayLegacySSE: server-everything in sse mode (the
+// 2024-11-05 HTTP+SSE transport) driven by the TypeScript SDK's
+// SSEClientTransport through `mcptape record`, on a route (so the
+// endpoint event's path gets the route's prefix): every step passes; the
+// recording is one session whose tree has no orphan, unanswered or
+// invalid-frame finding; `mcptape replay server` of its tape passes the
+// same client (at the recorded pace, the replay server's default).
+func TestRecordAndReplayLegacySSE(t *testing.T) {
+	needPeers(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	ev, err := interop.StartEverything(ctx, &interop.EverythingOptions{Transport: interop.TransportSSE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	data := t.TempDir()
+	r := startRun(t, "record", "--route", "everything="+ev.URL(), "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
+	r.wait(t, "route everything: ")
+	sseURL := routeLines(r.out.String())["everything"]
+	if !strings.HasSuffix(sseURL, "/everything/sse") {
+		t.Fatalf("route URL %q", sseURL)
+	}
+	rep, err := interop.RunClient(ctx, sseURL, &interop.ClientOptions{Transport: "sse"})
+	if err != nil {
+		t.Fatalf("the TypeScript SSE client through record: %v", err)
+	}
+	tape, _ := exportForwardTape(t, data)
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+
+	st, err := badgerstore.Open(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mcp []*capture.Session
+	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Opening != "http" {
+			mcp = append(mcp, s)
+		}
+	}
+	if len(mcp) != 1 || mcp[0].Opening != "sse" || mcp[0].Route != "everything" {
+		t.Fatalf("MCP sessions: %+v; want one legacy SSE session on route everything", mcp)
+	}
+	for m, err := range st.Messages(ctx, mcp[0].ID, capture.MessageQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Findings {
+			t.Errorf("message %d (%s %s) has a finding: %s: %s", m.Seq, m.Kind, m.Method, f.Kind, f.Message)
+		}
+	}
+	tree, err := capture.SessionTree(ctx, st, mcp[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(ns []*capture.Node)
+	walk = func(ns []*capture.Node) {
+		for _, n := range ns {
+			if n.Status == "pending" || n.Status == "unanswered" || n.Status == "orphan" {
+				t.Errorf("tree node %s %s is %s", n.Method, n.Name, n.Status)
+			}
+			walk(n.Children)
+		}
+	}
+	walk(tree.Roots)
+	var rewritten int
+	for x, err := range st.Exchanges(ctx, mcp[0].ID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Rewritten != "" {
+			rewritten++
+			if !strings.Contains(x.Rewritten, "/everything/message?sessionId=") {
+				t.Errorf("the GET stream's rewrite says %q", x.Rewritten)
+			}
+		}
+	}
+	if rewritten != 1 {
+		t.Errorf("%d exchanges marked rewritten, want the GET stream's", rewritten)
+	}
+	st.Close()
+
+	// The replay of the tape stands in for server-everything.
+	rr := startRun(t, "replay", "server", "--tape", tape, "--listen", "127.0.0.1:0")
+	base := urlRE.FindString(rr.wait(t, "mcptape replay: serving "))
+	if base == "" {
+		t.Fatalf("no replay URL: %s", rr.out.String())
+	}
+	replayed, err := interop.RunClient(ctx, base+"/sse", &interop.ClientOptions{Transport: "sse"})
+	if err != nil {
+		t.Fatalf("the TypeScript SSE client against the replay: %v", err)
+	}
+	if len(replayed.Steps) != len(rep.Steps) {
+		t.Errorf("replayed %d steps, recorded %d", len(replayed.Steps), len(rep.Steps))
+	}
+	if code := rr.stop(t); code != 0 {
+		t.Errorf("replay server exited %d: %s", code, rr.errOut.String())
+	}
+}

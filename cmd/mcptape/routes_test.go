@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcptape/mcptape/fixtures"
+	"github.com/mcptape/mcptape/fixtures/interop"
+)
+
+// routeLines are the URLs `record` printed for its routes, by name.
+func routeLines(out string) map[string]string {
+	urls := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(line, "mcptape: route ")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, ":")
+		if _, u, ok := strings.Cut(rest, "point its client at "); ok {
+			urls[name] = strings.TrimSpace(u)
+		}
+	}
+	return urls
+}
+
+// TestRecordTwoRoutes: one recorder, two upstreams — server-everything
+// (npm) driven by the TypeScript SDK client, and the fixture server driven
+// by go-sdk's client — both at once through their routes. The store holds
+// one MCP session for each, labelled with its route and upstream, and the
+// one dashboard lists both; the metrics carry the route label.
+func TestRecordTwoRoutes(t *testing.T) {
+	needPeers(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	ev, err := interop.StartEverything(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	fx := httptest.NewServer(fixtures.Handler(nil))
+	defer fx.Close()
+	defer fx.CloseClientConnections()
+
+	data := t.TempDir()
+	r := startRun(t, "record", "--route", "everything="+ev.URL(), "--route", "fixture="+fx.URL+fixtures.PathStateful,
+		"--listen", "127.0.0.1:0", "--data", data, "--dashboard", "127.0.0.1:0")
+	dashURL := r.wait(t, "dashboard at ")
+	urls := routeLines(r.out.String())
+	if !strings.HasSuffix(urls["everything"], "/everything/mcp") || !strings.HasSuffix(urls["fixture"], "/fixture"+fixtures.PathStateful) {
+		t.Fatalf("record printed routes %v:\n%s", urls, r.out.String())
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if _, err := interop.RunClient(ctx, urls["everything"], nil); err != nil {
+			t.Errorf("the TypeScript client through route everything: %v", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+		rep, err := fixtures.RunClient(ctx, urls["fixture"], &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+		if err != nil || failures(rep) != nil {
+			t.Errorf("go-sdk's client through route fixture: %v %v", err, failures(rep))
+		}
+	}()
+	wg.Wait()
+
+	// One dashboard shows both, each with its route and upstream.
+	c := newDashClient(t, dashURL)
+	type row struct {
+		ID       string `json:"id"`
+		Leg      string `json:"leg"`
+		Route    string `json:"route"`
+		Upstream string `json:"upstream"`
+		Path     string `json:"path"`
+		Era      string `json:"era"`
+		Calls    int    `json:"calls"`
+	}
+	var list struct {
+		Sessions []row `json:"sessions"`
+	}
+	byRoute := map[string][]row{}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.do(http.MethodGet, "/api/v1/sessions", &list)
+		clear(byRoute)
+		for _, s := range list.Sessions {
+			if s.Era != "http" {
+				byRoute[s.Route] = append(byRoute[s.Route], s)
+			}
+		}
+		if len(byRoute["everything"]) >= 1 && len(byRoute["fixture"]) >= 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	want := map[string]struct{ upstream, path string }{
+		"everything": {"http://" + ev.Addr(), "/mcp"},
+		"fixture":    {fx.URL, fixtures.PathStateful},
+	}
+	for name, w := range want {
+		ss := byRoute[name]
+		if len(ss) != 1 {
+			t.Errorf("route %s: %d MCP sessions in the dashboard, want 1: %+v", name, len(ss), ss)
+			continue
+		}
+		if s := ss[0]; s.Leg != "reverse" || s.Upstream != w.upstream || s.Path != w.path || s.Calls < 2 {
+			t.Errorf("route %s's session: %+v; want leg reverse, upstream %s, path %s, its calls", name, s, w.upstream, w.path)
+		}
+	}
+	if len(byRoute) != 2 {
+		t.Errorf("MCP sessions by route: %v, want only the two routes'", byRoute)
+	}
+
+	// ls says how each came, and /metrics has a series per route.
+	if code, o, e := mcptape(t, "ls", "--data", data); code != 0 || !strings.Contains(o, "reverse:everything") || !strings.Contains(o, "reverse:fixture") {
+		t.Errorf("ls: %d\n%s%s", code, o, e)
+	}
+	fams := scrapeText(t, &http.Client{Transport: &http.Transport{Proxy: nil}}, dashMetrics(dashURL))
+	for _, name := range []string{"everything", "fixture"} {
+		if n := histCount(fams["mcptape_proxy_upstream_latency_seconds"], "route", name); n == 0 {
+			t.Errorf("no upstream latency observed for route %s in /metrics", name)
+		}
+	}
+}
+
+// TestRecordOAuthThroughRoute: the TypeScript SDK client's OAuth flow
+// through a route: the protected-resource metadata and the challenge name
+// the route's URL (http://…/gh/mcp), the client discovers the metadata
+// under the route, gets a token for the route's URL and calls a tool; no
+// token is stored.
+func TestRecordOAuthThroughRoute(t *testing.T) {
+	needPeers(t)
+	o, err := fixtures.StartOAuth(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	data := t.TempDir()
+	r := startRun(t, "record", "--route", "gh="+o.MCPURL(), "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
+	r.wait(t, "route gh: ")
+	u := routeLines(r.out.String())["gh"]
+	o.AcceptResource(u)
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	rep, err := interop.RunClient(ctx, u, &interop.ClientOptions{OAuth: true, Steps: interop.StepsFixture})
+	if err != nil {
+		t.Fatalf("the TypeScript client through route gh: %v", err)
+	}
+	if rep.OAuth == nil || rep.OAuth.Tokens < 1 {
+		t.Errorf("client's OAuth report %+v", rep.OAuth)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+	if found := holdsAny(t, data, o.Secrets()); len(found) > 0 {
+		t.Errorf("the store's files hold secrets: %q", found)
+	}
+}

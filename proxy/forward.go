@@ -1,0 +1,374 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// ForwardOptions configures the forward-proxy leg (see the package
+// documentation).
+type ForwardOptions struct {
+	// MITM are the hosts whose CONNECT tunnels are intercepted and
+	// recorded, as globs on the host name without its port (path.Match
+	// syntax, case-insensitive: "*.example.com", "127.0.0.1"). A CONNECT to
+	// any other host is tunnelled unrecorded. Nil intercepts nothing.
+	MITM []string
+	// Certificate returns the certificate the proxy shows a client for an
+	// intercepted host (a leaf signed by a CA the client trusts). Required
+	// with MITM.
+	Certificate func(host string) (*tls.Certificate, error)
+}
+
+// forwardLeg is the forward proxy: plain-HTTP requests in absolute form
+// and CONNECT tunnels. goproxy handles CONNECT (the decision, the
+// tunnels, the hijack); every HTTP request — plain, or read from an
+// intercepted tunnel — is served by the proxy's own handler, on net/http's
+// server, so that one set of rules (bounds, refusals, Host rules, error
+// synthesis, abort handling, the tee) serves every leg. goproxy's own MITM
+// loop is not used: it reads requests with its own parser, unbounded, and
+// writes responses outside those rules.
+type forwardLeg struct {
+	p    *Proxy
+	gp   *goproxy.ProxyHttpServer
+	mitm []string
+	cert func(host string) (*tls.Certificate, error)
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// srv serves the intercepted tunnels' connections, handed to it
+	// through ln; started at the first one.
+	srvOnce sync.Once
+	srv     *http.Server
+	ln      *connListener
+	tunnels sync.Map // *tls.Conn → *tunnel, while the connection lives
+
+	// open are the connections of unrecorded tunnels to their hosts,
+	// closed at shutdown (net/http's Shutdown does not see hijacked
+	// connections).
+	mu     sync.Mutex
+	open   map[*tunnelConn]struct{}
+	closed bool
+}
+
+// tunnel is an intercepted CONNECT: the route its requests take.
+type tunnel struct {
+	rt   *route
+	host string // the CONNECT's host, lower case, without a default port
+}
+
+type tunnelKey struct{}
+
+// tunnelOf is the intercepted tunnel a request came through, or nil.
+func tunnelOf(r *http.Request) *tunnel {
+	t, _ := r.Context().Value(tunnelKey{}).(*tunnel)
+	return t
+}
+
+// hostMatches reports whether a request read from the tunnel names the
+// tunnel's host: a client cannot open a tunnel to one host and address
+// another through it.
+func (t *tunnel) hostMatches(r *http.Request) bool {
+	return hostKey(r.Host, "443") == t.host
+}
+
+// hostKey is host:port in lower case, without the scheme's default port.
+func hostKey(hostport, defPort string) string {
+	h, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h, port = hostport, ""
+	}
+	h = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	if port == "" || port == defPort {
+		if strings.Contains(h, ":") {
+			return "[" + h + "]"
+		}
+		return h
+	}
+	return net.JoinHostPort(h, port)
+}
+
+func newForwardLeg(p *Proxy, o *ForwardOptions, tr http.RoundTripper) (*forwardLeg, error) {
+	f := &forwardLeg{p: p, cert: o.Certificate, open: map[*tunnelConn]struct{}{}, ln: newConnListener()}
+	for _, g := range o.MITM {
+		g = strings.ToLower(strings.TrimSpace(g))
+		if _, err := path.Match(g, "x"); err != nil || g == "" {
+			return nil, fmt.Errorf("proxy: --mitm %q is not a host glob like *.example.com", g)
+		}
+		f.mitm = append(f.mitm, g)
+	}
+	if len(f.mitm) > 0 && f.cert == nil {
+		return nil, errors.New("proxy: intercepting tunnels needs a CA to sign certificates with")
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	f.dial = d.DialContext
+	if t, ok := tr.(*http.Transport); ok && t.DialContext != nil {
+		f.dial = t.DialContext
+	}
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = slogPrintf{p.log}
+	// Never the environment's proxy (HTTPS_PROXY set for a client in the
+	// same shell would send tunnels back here), never goproxy's CA.
+	gp.Tr = &http.Transport{Proxy: nil, DialContext: f.dial}
+	gp.ConnectDial = nil
+	gp.ConnectDialWithReq = f.dialTunnel
+	gp.NonproxyHandler = http.NotFoundHandler()
+	gp.OnRequest().HandleConnectFunc(f.decide)
+	f.gp = gp
+	f.srv = &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: DefaultHeaderTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if t, ok := f.tunnels.Load(c); ok {
+				return context.WithValue(ctx, tunnelKey{}, t)
+			}
+			return ctx
+		},
+		ConnState: func(c net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				f.tunnels.Delete(c)
+			}
+		},
+	}
+	return f, nil
+}
+
+// configure takes the listener's bounds for the intercepted tunnels'
+// server, before it starts.
+func (f *forwardLeg) configure(headerTimeout, idle time.Duration, maxHeader int, logger *slog.Logger) {
+	f.srv.ReadHeaderTimeout, f.srv.IdleTimeout, f.srv.MaxHeaderBytes = headerTimeout, idle, maxHeader
+	if logger != nil {
+		f.srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
+	}
+}
+
+// intercepts reports whether a CONNECT to host is intercepted.
+func (f *forwardLeg) intercepts(host string) bool {
+	h := strings.ToLower(host)
+	if hh, _, err := net.SplitHostPort(h); err == nil {
+		h = hh
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	for _, g := range f.mitm {
+		if ok, _ := path.Match(g, h); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// decide is goproxy's CONNECT handler: intercept a host --mitm names,
+// tunnel any other.
+func (f *forwardLeg) decide(host string, _ *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	if f.intercepts(host) {
+		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: f.intercept}, host
+	}
+	f.p.log.Debug("tunnelling a CONNECT unrecorded (not matched by --mitm)", "host", host)
+	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, host
+}
+
+// connect answers a CONNECT request.
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
+	switch f := p.forward; {
+	case f == nil:
+		p.refuseAs(w, r, nil, nil, false, http.StatusMethodNotAllowed,
+			"mcptape: CONNECT: this recorder is a reverse proxy; start it with --forward to use it as an HTTP(S) proxy", true)
+	case p.draining():
+		p.refuseAs(w, r, nil, nil, false, http.StatusServiceUnavailable,
+			"mcptape: the recorder is shutting down; connect again once it runs", true)
+	case isSelf(r, r.URL.Host):
+		p.refuseAs(w, r, nil, nil, false, http.StatusLoopDetected,
+			"mcptape: refused: a tunnel to the proxy itself would loop", true)
+	default:
+		f.gp.ServeHTTP(w, r)
+	}
+}
+
+// intercept takes over a CONNECT to a host --mitm names: it answers 200,
+// then hands the connection, as a TLS server with a certificate for the
+// host, to the server that reads its requests.
+func (f *forwardLeg) intercept(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+	host := req.URL.Host
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		return
+	}
+	key := hostKey(host, "443")
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		// The certificate names the host of the CONNECT, whatever name the
+		// client's hello says: that is the host the requests go to.
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return f.cert(host) },
+	}
+	tc := tls.Server(client, cfg)
+	f.tunnels.Store(tc, &tunnel{host: key, rt: newRoute("", capture.LegMITM, &url.URL{Scheme: "https", Host: key})})
+	f.srvOnce.Do(func() { go func() { _ = f.srv.Serve(f.ln) }() })
+	if !f.ln.push(tc) {
+		f.tunnels.Delete(tc)
+		tc.Close()
+	}
+}
+
+// refusal is a forward request the proxy answers itself.
+type refusal struct {
+	status int
+	msg    string
+}
+
+// route is the route of a request in absolute form: to the host it
+// names, recorded on the forward leg.
+func (f *forwardLeg) route(r *http.Request) (*route, *refusal) {
+	u := r.URL
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, &refusal{http.StatusBadRequest, fmt.Sprintf("mcptape: the forward proxy takes http:// and https:// URLs, not %q", u.Scheme+"://")}
+	}
+	if isSelf(r, u.Host) {
+		return nil, &refusal{http.StatusLoopDetected, "mcptape: refused: the request names the proxy itself, which would loop; use a route's path, or the server's own URL"}
+	}
+	def := "80"
+	if u.Scheme == "https" {
+		def = "443"
+	}
+	return newRoute("", capture.LegForward, &url.URL{Scheme: u.Scheme, Host: hostKey(u.Host, def)}), nil
+}
+
+// isSelf reports whether hostport names the listener r arrived on.
+func isSelf(r *http.Request, hostport string) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	h, port, err := net.SplitHostPort(hostport)
+	if err != nil || port != fmt.Sprint(la.Port) {
+		return false
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && (ip.IsLoopback() || ip.Equal(la.IP))
+}
+
+// dialTunnel dials a tunnel's host, keeping the connection so that a
+// shutdown can close it.
+func (f *forwardLeg) dialTunnel(req *http.Request, network, addr string) (net.Conn, error) {
+	ctx := context.Background()
+	if req != nil {
+		ctx = req.Context()
+	}
+	c, err := f.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tcp, ok := c.(*net.TCPConn)
+	if !ok {
+		return c, nil
+	}
+	tc := &tunnelConn{TCPConn: tcp, f: f}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		tcp.Close()
+		return nil, errors.New("the recorder is shutting down")
+	}
+	f.open[tc] = struct{}{}
+	return tc, nil
+}
+
+// tunnelConn is an unrecorded tunnel's connection to its host.
+type tunnelConn struct {
+	*net.TCPConn
+	f    *forwardLeg
+	once sync.Once
+}
+
+func (c *tunnelConn) Close() error {
+	c.once.Do(func() {
+		c.f.mu.Lock()
+		delete(c.f.open, c)
+		c.f.mu.Unlock()
+	})
+	return c.TCPConn.Close()
+}
+
+// shutdown stops the intercepted tunnels' server within ctx (their calls
+// in flight were drained with the proxy's) and closes the unrecorded
+// tunnels.
+func (f *forwardLeg) shutdown(ctx context.Context) {
+	f.mu.Lock()
+	f.closed = true
+	open := make([]*tunnelConn, 0, len(f.open))
+	for c := range f.open {
+		open = append(open, c)
+	}
+	f.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+	if err := f.srv.Shutdown(ctx); err != nil {
+		_ = f.srv.Close()
+	}
+	f.ln.Close()
+}
+
+// connListener hands connections to an http.Server.
+type connListener struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnListener() *connListener {
+	return &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// push hands c to the server; false when the listener is closed.
+func (l *connListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// slogPrintf takes goproxy's log lines at debug level.
+type slogPrintf struct{ l *slog.Logger }
+
+func (s slogPrintf) Printf(format string, v ...any) {
+	s.l.Debug("goproxy: " + strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
