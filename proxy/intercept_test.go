@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
@@ -467,5 +469,48 @@ func TestInterceptStop(t *testing.T) {
 	}
 	if !found {
 		t.Error("the record does not say the recorder stopped while the answer was held")
+	}
+}
+
+// TestInterceptRoute: the hold points are the policy layer's, so they
+// serve a named route as they serve the single upstream: a call through
+// /NAME/ is held, edited and answered by its own server, and answering
+// for the client posts to that server's path.
+func TestInterceptRoute(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	t.Cleanup(up.Close)
+	t.Cleanup(up.CloseClientConnections)
+	rules, _ := capture.ParseInterceptRule("tools/call:echo")
+	icpt, err := capture.NewInterceptor([]capture.InterceptRule{rules}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(icpt.Close)
+	u, _ := url.Parse(up.URL)
+	rec, err := capture.NewRecorder(context.Background(), memstore.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rec.Close(context.Background()) })
+	p, err := proxy.New(&proxy.Options{Routes: []proxy.Route{{Name: "weather", Upstream: u}}, Recorder: rec, Intercept: icpt, Answer: profileAnswers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := serveProxy(t, p)
+	t.Cleanup(px.Close)
+	cs := connect(t, px.URL+"/weather"+fixtures.PathStateful, protocol.V20251125)
+	got := callAsync(cs, "echo", map[string]any{"text": "through a route"})
+	h := nextHeld(t, icpt)
+	if h.Upstream != up.URL {
+		t.Errorf("held from %q, want the route's upstream %q", h.Upstream, up.URL)
+	}
+	if err := icpt.Decide(h.ID, capture.Verdict{Action: capture.ActionEdit, Raw: strings.Replace(string(h.Raw), "through a route", "edited on a route", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if res := resultText(<-got); res != "edited on a route" {
+		t.Errorf("the client got %q", res)
+	}
+	if res := resultText(<-callAsync(cs, "sample", map[string]any{"prompt": "x"})); res != "mock answer ()" {
+		t.Errorf("sample through the route, answered for the client: %q", res)
 	}
 }
