@@ -28,7 +28,10 @@ type sseHold struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	chunks chan chunk
-	done   chan struct{} // the pump has ended
+	// consumed hands the pump's buffer back once Read has split a chunk:
+	// one pooled buffer per stream.
+	consumed chan struct{}
+	done     chan struct{} // the pump has ended
 
 	split    sseSplitter
 	out      []byte // what to return next
@@ -58,7 +61,7 @@ type release struct {
 }
 
 func newSSEHold(c *callInfo, up io.ReadCloser) *sseHold {
-	h := &sseHold{c: c, up: up, chunks: make(chan chunk), done: make(chan struct{}), released: make(chan release)}
+	h := &sseHold{c: c, up: up, chunks: make(chan chunk), consumed: make(chan struct{}, 1), done: make(chan struct{}), released: make(chan release)}
 	h.ctx, h.cancel = context.WithCancel(c.x.ctx)
 	go h.pump()
 	return h
@@ -67,12 +70,18 @@ func newSSEHold(c *callInfo, up io.ReadCloser) *sseHold {
 // pump reads the upstream until it ends or the body is closed.
 func (h *sseHold) pump() {
 	defer close(h.done)
+	buf := bufPool.Get().(*[]byte)
+	defer bufPool.Put(buf)
 	for {
-		buf := make([]byte, 32<<10)
-		n, err := h.up.Read(buf)
+		n, err := h.up.Read(*buf)
 		if n > 0 || err != nil {
 			select {
-			case h.chunks <- chunk{buf[:n], err}:
+			case h.chunks <- chunk{(*buf)[:n], err}:
+			case <-h.ctx.Done():
+				return
+			}
+			select {
+			case <-h.consumed:
 			case <-h.ctx.Done():
 				return
 			}
@@ -106,11 +115,12 @@ func (h *sseHold) Read(p []byte) (int, error) {
 		select {
 		case c := <-chunks:
 			if len(c.data) > 0 {
-				h.split.feed(c.data, h.segment)
+				h.split.feed(c.data, h.segment) // copies what it keeps
 			}
 			if c.err != nil {
 				h.upDone, h.upErr = true, c.err
 			}
+			h.consumed <- struct{}{}
 		case r := <-h.released:
 			h.pending--
 			h.report(r)
