@@ -43,7 +43,6 @@ type sseHold struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	orphan []release // released after Close began: reported by Close
-	closed bool
 }
 
 type chunk struct {
