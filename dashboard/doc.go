@@ -18,7 +18,7 @@
 // (no build step). Every page is a deep link the server answers with
 // index.html: /sessions (filters in the query string), /sessions/{id},
 // /sessions/{id}/messages/{seq}, /live, /latency, /profiles, /import,
-// /pending.
+// /pending, /intercept, /tools, /send?from={seq}.
 //
 // # API
 //
@@ -54,7 +54,8 @@
 //	POST   /tapes                             import the tape in the body (Options.Import): {"sessions": [...]}
 //	GET    /live/recent                       the latest messages (oldest first), their sessions, the proxy's URL
 //	GET    /live                              SSE: message, session and lagged events as they are recorded, pending
-//	                                          events (Options.Pending) as requests start and stop waiting
+//	                                          events (Options.Pending) as requests start and stop waiting, intercept
+//	                                          events (Options.Intercept) as messages are held and released
 //	GET    /latency                           p50/p99 per method and per tool over time: ?measure=upstream (the
 //	                                          default: forwarded → upstream response headers, the span and labels of
 //	                                          mcptape_proxy_upstream_latency_seconds) or duration (request message →
@@ -70,6 +71,19 @@
 //	POST   /pending/{id}                      answer one: {"result": {...}} or {"error": {"code": N, "message": "..."}};
 //	                                          400 says what is wrong with an answer (it stays pending), 404 when
 //	                                          nothing waits under id, 501 without Options.Pending
+//	GET    /intercept                         what a recorder holds (Options.Intercept): {"active", "timeoutMs",
+//	                                          "rules": [{rule, enabled}], "held": [capture.HeldMessage + ageMs, leftMs],
+//	                                          "profiles", "suggest"}
+//	PUT    /intercept/rules                   {"rules": [{"rule": "tools/call:delete_*", "enabled": true}, …]}
+//	POST   /intercept/{id}                    a capture.Verdict: {"action": "forward"|"edit"|"answer"|"fail", "raw",
+//	                                          "malformed", "result", "error", "by"}; 400 says what is wrong (it
+//	                                          stays held), 404 when it went on already
+//	GET    /intercept/{id}/suggest?profile=N  a testing profile's answer to a held request (Options.AnswerFromProfile)
+//	POST   /send                              {"session"|"path", "method", "params" | "raw" (+ "malformed": true),
+//	                                          "headers", "version"}: sent through the recording proxy in a session
+//	                                          of the dashboard's own (Options.Send): a SendResult
+//	GET    /tools                             the latest tools/list of each upstream: {"upstreams", "send"}
+//	GET    /tools/history?upstream=&path=&name=  the recorded calls of a tool, newest first (at most 200)
 //
 // With Options.Metrics the same listener serves /metrics.
 //

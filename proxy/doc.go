@@ -111,6 +111,23 @@
 // context ends; what is then cut is recorded with [ErrShutdown] as its
 // error.
 //
+// # Intercept and answering for the client
+//
+// With [Options.Intercept] the proxy holds the messages a rule of the
+// [capture.Interceptor] matches until a person decides (forward, edit,
+// answer in place, fail): a client's message before it is forwarded, a
+// JSON response before its headers go out, and an SSE event — the stream
+// is split into events only on an exchange a rule can concern, and only
+// the held event waits, in a goroutine of its own, while the others are
+// written as they arrive. With [Options.Answer] ([ClientAnswers]) it
+// answers the server's sampling, elicitation and roots requests itself:
+// on a 2025-era session by a POST of its own with the session's headers,
+// on 2026-07-28 by retrying an input_required call with inputResponses and
+// the echoed requestState; and it adds the capability to what a client
+// that lacks it declares. Both are recorded: the message as received with
+// an intercepted finding, what went on instead as its next version, and
+// the requests mcptape sent itself marked as such.
+//
 // # Metrics
 //
 // With [Options.Registerer] set, the proxy registers these (nil means no
