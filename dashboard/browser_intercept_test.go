@@ -392,6 +392,18 @@ func TestInterceptAPI(t *testing.T) {
 	if code != http.StatusForbidden {
 		t.Errorf("from another origin: %d %s", code, body)
 	}
+	code, body, _ = c.do(http.MethodPost, "/api/v1/send", map[string]any{"path": "/mcp", "method": "tools/list"}, map[string]string{"X-CSRF-Token": ""})
+	if code != http.StatusForbidden {
+		t.Errorf("a send without the CSRF token: %d %s", code, body)
+	}
+	code, body, _ = c.do(http.MethodPost, "/api/v1/send", map[string]any{"path": "/mcp", "raw": `{"jsonrpc":`}, nil)
+	if code != http.StatusBadRequest || !contains(body, "not JSON") {
+		t.Errorf("a raw body that is not JSON, unconfirmed: %d %s", code, body)
+	}
+	code, body, _ = c.do(http.MethodPost, "/api/v1/send", map[string]any{"path": "/mcp", "method": "ping", "headers": map[string]string{"Host": "evil"}}, nil)
+	if code != http.StatusBadRequest || !contains(body, "Host") {
+		t.Errorf("a Host header: %d %s", code, body)
+	}
 	code, body, _ = c.do(http.MethodPost, "/api/v1/intercept/99", map[string]any{"action": "forward"}, nil)
 	if code != http.StatusNotFound || !contains(body, "went on already") {
 		t.Errorf("an id not held: %d %s", code, body)
@@ -417,4 +429,31 @@ func TestInterceptAPI(t *testing.T) {
 	if a := wait(t, got); a.err != nil || a.text != "x" {
 		t.Errorf("forwarded: %+v", a)
 	}
+}
+
+// TestBrowserInterceptPageClosed: closing the page holds nothing up and
+// loses nothing: the held call waits for the next page, which shows it
+// and forwards it.
+func TestBrowserInterceptPageClosed(t *testing.T) {
+	ir := newInterceptRig(t, "", "tools/call:echo")
+	b := newBrowser(t)
+	b.open(ir.srv.URL + "/intercept")
+	cs := ir.bareClient(t, ir.px.URL+fixtures.PathStateful)
+	got := callTool(cs, "echo", map[string]any{"text": "still here"})
+	heldCard(b, "request", "tools/call")
+	// The page goes away (another site, as a closed tab), and comes back.
+	b.run("leave the page", chromedp.Navigate("about:blank"))
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case a := <-got:
+		t.Fatalf("the call returned while nobody looked: %+v", a)
+	default:
+	}
+	b.open(ir.srv.URL + "/intercept")
+	card := heldCard(b, "request", "tools/call")
+	b.click(card + " button.forward")
+	if a := wait(t, got); a.err != nil || a.text != "still here" {
+		t.Fatalf("forwarded from the next page: %+v", a)
+	}
+	b.checkClean()
 }

@@ -331,3 +331,43 @@ func TestRecordStopForwardsHeld(t *testing.T) {
 		t.Fatal("the held call never went on")
 	}
 }
+
+// TestRecordAnswerElicitationRoots: `--answer elicitation=profile
+// --answer roots=profile` (the default profile) with a client that
+// declares neither: on both eras the fixture's elicit_form gets the
+// profile's accept with its content, and roots the profile's roots.
+func TestRecordAnswerElicitationRoots(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	data := t.TempDir()
+	dir := filepath.Join(data, "profiles")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prof := `{"name":"forms","elicitation":{"rules":[{"message":"*yourself*","action":"accept","content":{"name":"Grace","age":85}}]},"roots":[{"uri":"file:///work/project","name":"project"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "forms.json"), []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "default-profile"), []byte("forms"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data,
+		"--dashboard", "off", "--answer", "elicitation=profile", "--answer", "roots=profile")
+	base := strings.TrimSuffix(r.wait(t, "point your MCP client at "), fixtures.PathStateful)
+	for _, era := range []struct{ name, path, version string }{
+		{"legacy", fixtures.PathStateful, protocol.V20251125},
+		{"2026-07-28", fixtures.PathStateless, ""},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			cs := noSamplingClient(t, base+era.path, era.version)
+			// (go-sdk's legacy server fills in the schema's defaults too.)
+			if got := toolText(t, cs, fixtures.ToolElicitForm, nil); !strings.HasPrefix(got, `action=accept content={"age":85,"name":"Grace"`) {
+				t.Errorf("elicit_form: %q", got)
+			}
+			if got := toolText(t, cs, fixtures.ToolRoots, nil); got != "file:///work/project project" {
+				t.Errorf("roots: %q", got)
+			}
+		})
+	}
+}
