@@ -26,6 +26,7 @@ type sessionRow struct {
 	Path       string                  `json:"path,omitempty"`
 	Leg        capture.Leg             `json:"leg"`             // how it reached the recorder
 	Route      string                  `json:"route,omitempty"` // the route's name, for a recorder of several
+	Command    *capture.Command        `json:"command,omitempty"` // a stdio server's, redacted
 	Start      time.Time               `json:"start"`
 	End        time.Time               `json:"end"`
 	DurationMs float64                 `json:"durationMs"`
@@ -49,7 +50,7 @@ func eraName(s *capture.Session) string {
 
 func rowOf(s *capture.Session) sessionRow {
 	r := sessionRow{ID: s.ID, Era: eraName(s), Version: s.Version, Opening: s.Opening, Client: s.Client, Server: s.Server,
-		Upstream: s.Upstream, Path: s.Path, Leg: s.Leg, Route: s.Route, Start: s.Start, End: s.End, Exchanges: s.Exchanges, Messages: s.Messages,
+		Upstream: s.Upstream, Path: s.Path, Leg: s.Leg, Route: s.Route, Command: s.Command, Start: s.Start, End: s.End, Exchanges: s.Exchanges, Messages: s.Messages,
 		Calls: s.Calls, Errors: s.Errors, Findings: s.Findings, Status: s.Status.String(), Lost: s.Lost,
 		LossReason: s.LossReason, Labels: s.Labels}
 	if r.Labels == nil {

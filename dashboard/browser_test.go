@@ -626,3 +626,45 @@ func TestBrowserHostile(t *testing.T) {
 	b.waitFor("the sessions page after all that", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
 	safe("end")
 }
+
+// A stdio server's session (mcptape wrap) says so: the sessions list and
+// the session page show its leg and name, and the page its command —
+// redacted as recorded.
+func TestBrowserStdioSession(t *testing.T) {
+	r := newRig(t, nil)
+	s := r.rec.OpenStream(&capture.StreamInfo{Name: "weather", Command: capture.Command{
+		Args: []string{"node", "build/index.js", "--api-key", "sk-live-0123456789abcdef"}, Dir: "/srv/weather",
+	}})
+	s.Line(protocol.ClientToServer, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-ai","version":"0.1.0"}}}`))
+	s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"weather","version":"1"}}}`))
+	s.Stderr([]byte("weather: ready"))
+	s.Close("exited with code 0")
+	r.sync(t)
+	var id string
+	for sess, err := range r.store.Sessions(t.Context(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = sess.ID
+	}
+	b := newBrowser(t)
+	b.open(r.srv.URL + "/sessions")
+	b.waitFor("the sessions table", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+	if got := eval[string](b, `document.querySelector('table.sessions tbody tr').innerText`); !strings.Contains(got, "stdio: weather") {
+		t.Errorf("the sessions row does not say how the session came: %q", got)
+	}
+	b.shots("sessions-stdio")
+	b.open(r.srv.URL + "/sessions/" + id)
+	b.waitFor("the session's facts", `document.querySelector('.facts') !== null`, 10*time.Second)
+	facts := eval[string](b, `document.querySelector('.facts').innerText`)
+	for _, want := range []string{"stdio: weather", "node build/index.js --api-key [redacted]", "/srv/weather", "exited with code 0"} {
+		if !strings.Contains(facts, want) {
+			t.Errorf("the session page lacks %q:\n%s", want, facts)
+		}
+	}
+	if strings.Contains(facts, "sk-live") {
+		t.Errorf("the session page shows the command's secret:\n%s", facts)
+	}
+	b.shots("session-stdio")
+	b.checkClean()
+}

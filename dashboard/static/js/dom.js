@@ -190,3 +190,10 @@ export function table(headers, rows, props = {}) {
 export function kv(pairs) {
   return h('dl', { class: 'kv' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
 }
+
+// via says how a session's traffic reached mcptape: its leg (reverse,
+// forward, mitm, stdio), and the route or wrapped server's name.
+export function via(s) {
+  const leg = s.leg || 'reverse';
+  return s.route ? `${leg}: ${s.route}` : leg;
+}

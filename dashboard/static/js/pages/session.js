@@ -7,7 +7,7 @@
 // move and open/close, Enter opens the message, Home/End jump; in the
 // page, / filters, e and f go to the next error and finding (E and F back).
 
-import { h, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, inputPath, kv, messagePath, ms, nsToMs, section } from '../dom.js';
+import { h, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, inputPath, kv, messagePath, ms, nsToMs, section, via } from '../dom.js';
 import { api, info, enc } from '../api.js';
 import { navigate, status } from '../app.js';
 import { parse } from '../view.js';
@@ -29,7 +29,12 @@ export async function sessionPage({ params, main, signal }) {
       ['Era', [s.era, s.version ? ' ' + s.version : '', s.opening ? h('span', { class: 'muted' }, ` (${s.opening})`) : '']],
       ['Client', clipped(client || '—', 120)],
       ['Server', clipped(server || '—', 120)],
-      ['Upstream', h('code', {}, clipped((s.upstream || '') + (s.path || ''), 200))],
+      ['Via', via(s)],
+      s.command
+        ? ['Command', [h('code', {}, clipped((s.command.args || []).join(' '), 300)),
+          s.command.dir ? h('span', { class: 'muted' }, ' in ', clipped(s.command.dir, 120)) : '',
+          s.command.exit ? h('span', { class: 'muted' }, ` (${s.command.exit})`) : '']]
+        : ['Upstream', h('code', {}, clipped((s.upstream || '') + (s.path || ''), 200))],
       ['Start', fmtTime(s.start)],
       ['Duration', fmtMs(s.durationMs)],
       ['Messages', `${fmtCount(s.messages)} in ${fmtCount(s.exchanges)} exchanges`],

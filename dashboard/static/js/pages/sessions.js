@@ -1,7 +1,7 @@
 // /sessions: every session, newest first, filtered and paged; the filters
 // live in the query string, so a filtered list is a link.
 
-import { h, chip, clipped, cls, fmtCount, fmtMs, fmtTime, sessionPath } from '../dom.js';
+import { h, chip, clipped, cls, fmtCount, fmtMs, fmtTime, sessionPath, via } from '../dom.js';
 import { api } from '../api.js';
 
 const FILTERS = ['q', 'method', 'tool', 'status', 'era', 'findings', 'label', 'since', 'until'];
@@ -60,7 +60,8 @@ export function sessionRow(s) {
   const server = [s.server.name, s.server.version].filter(Boolean).join(' ');
   return h('tr', { 'data-session': s.id },
     h('td', {}, h('a', { href: sessionPath(s.id), class: 'mono' }, clipped(s.id, 60))),
-    h('td', {}, s.era, s.version ? h('span', { class: 'muted' }, ' ' + s.version) : ''),
+    h('td', {}, s.era, s.version ? h('span', { class: 'muted' }, ' ' + s.version) : '',
+      s.leg && s.leg !== 'reverse' || s.route ? h('div', { class: 'muted' }, clipped(via(s), 40)) : ''),
     h('td', {}, clipped(client || '—', 60)),
     h('td', {}, clipped(server || '—', 60)),
     h('td', { class: 'nowrap' }, fmtTime(s.start)),
