@@ -253,6 +253,7 @@ func TestBrowserIntercept(t *testing.T) {
 	if a := wait(t, got); a.err != nil || a.text != "four, answered on the page" {
 		t.Fatalf("sample returned %+v, want the person's answer", a)
 	}
+	b.waitFor("the sampling card gone", `document.querySelector('`+card+`') === null`, 10*time.Second)
 
 	// 3. An elicitation through the generated form: declined, then
 	// accepted once the form validates.
@@ -262,6 +263,7 @@ func TestBrowserIntercept(t *testing.T) {
 	if a := wait(t, got); a.err != nil || a.text != "action=decline" {
 		t.Fatalf("declined: %+v", a)
 	}
+	b.waitFor("the declined card gone", `document.querySelector('`+card+`') === null`, 10*time.Second)
 	got = callTool(cs, "elicit_form", nil)
 	card = heldCard(b, "server-request", protocol.MethodElicitation)
 	// age 200 is over the schema's maximum, and name is required.

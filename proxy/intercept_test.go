@@ -514,3 +514,38 @@ func TestInterceptRoute(t *testing.T) {
 		t.Errorf("sample through the route, answered for the client: %q", res)
 	}
 }
+
+// TestInterceptClientGone: the client gives up on a call while the
+// server's sampling request is held: the server, which would wait for an
+// answer for ever, gets an error from mcptape, so its session ends when
+// the client closes it; the record says what happened.
+func TestInterceptClientGone(t *testing.T) {
+	r, icpt := interceptRig(t, nil, []string{"sampling/createMessage"}, nil)
+	cs := connect(t, r.px.URL+fixtures.PathStateful, protocol.V20251125)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"prompt": "abandoned"}})
+		done <- err
+	}()
+	nextHeld(t, icpt)
+	cancel()
+	<-done
+	// The server's session closes at once: its request was answered.
+	closed := make(chan error, 1)
+	go func() { closed <- cs.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the session hangs: the server still waits for an answer")
+	}
+	r.sync(t)
+	var req, answer bool
+	for _, m := range r.all(t) {
+		req = req || m.Kind == protocol.KindRequest && heldFinding(m, "the client's stream ended before anyone decided")
+		answer = answer || m.Direction == protocol.ClientToServer && m.Kind == protocol.KindError && heldFinding(m, "sent by mcptape, not by the client")
+	}
+	if !req || !answer {
+		t.Errorf("the record: the request marked %v, mcptape's error to the server marked %v", req, answer)
+	}
+}
