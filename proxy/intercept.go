@@ -590,7 +590,9 @@ func (c *callInfo) holdServerRequest(ctx context.Context, m *protocol.Message, r
 		v := capture.Verdict{Action: capture.ActionFail, Error: &protocol.ErrorInfo{Code: -32603,
 			Message: "mcptape: the client's stream ended while this request was held on the Intercept page; nobody answered it"}}
 		return nil, &capture.Intercepted{Note: heldText(rule, time.Since(held)) + "; the client's stream ended before anyone decided, so mcptape answered the server with an error"},
-			func() { c.postAnswer(context.WithoutCancel(ctx), responseBody(m.ID, v), "an error: the client's stream ended while the request was held") }
+			func() {
+				c.postAnswer(context.WithoutCancel(ctx), responseBody(m.ID, v), "an error: the client's stream ended while the request was held")
+			}
 	}
 	note := &capture.Intercepted{Note: verdictText(rule, time.Since(held), v, capture.HeldServerRequest)}
 	switch v.Action {
