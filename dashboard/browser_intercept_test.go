@@ -368,11 +368,35 @@ func TestBrowserAnswerPanel(t *testing.T) {
 		!strings.Contains(v.By, "claude-mock") {
 		t.Fatalf("Auto-respond answered %+v (%s)", v, v.Result)
 	}
+	b.waitFor("the answered card gone", `document.querySelector('`+card+`') === null`, 10*time.Second)
 	got = ask(`{"messages":[],"maxTokens":10}`)
 	card = heldCard(b, "answer", protocol.MethodSampling)
 	b.click(card + " button.reject")
 	if v := <-got; v.Action != capture.ActionFail || v.Error == nil || v.Error.Code != -1 {
 		t.Fatalf("Reject: %+v", v)
+	}
+	b.waitFor("the rejected card gone", `document.querySelector('`+card+`') === null`, 10*time.Second)
+
+	// A URL-mode elicitation: its URL to copy (as text, never a link), and
+	// Completed.
+	ch := make(chan capture.Verdict, 1)
+	go func() {
+		v, _ := ir.icpt.Hold(context.Background(), capture.HeldMessage{What: capture.HeldAnswer, Direction: protocol.ServerToClient,
+			Method: protocol.MethodElicitation, Raw: json.RawMessage(`{"mode":"url","message":"Sign in, please","url":"https://example.invalid/consent?x=1","elicitationId":"e-1"}`),
+			Rule: "--answer elicitation=person"})
+		ch <- v
+	}()
+	card = heldCard(b, "answer", protocol.MethodElicitation)
+	if text := eval[string](b, `document.querySelector('`+card+`').textContent`); !strings.Contains(text, "https://example.invalid/consent?x=1") ||
+		eval[int](b, `document.querySelectorAll('`+card+` a[href*="example.invalid"]').length`) != 0 {
+		t.Errorf("the URL elicitation shows %q, or links its URL", text)
+	}
+	if eval[int](b, `[...document.querySelectorAll('`+card+` button')].filter((x) => x.textContent === 'Copy URL').length`) != 1 {
+		t.Error("no Copy URL button")
+	}
+	b.click(card + " button.url-completed")
+	if v := <-ch; v.Action != capture.ActionAnswer || string(v.Result) != `{"action":"accept"}` {
+		t.Fatalf("Completed: %+v (%s)", v, v.Result)
 	}
 	b.checkClean()
 }

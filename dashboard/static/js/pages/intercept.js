@@ -11,7 +11,7 @@
 // the live tail announces them (app.js turns its intercept events into
 // 'mcptape:intercept' events on window).
 
-import { h, chip, clipped, fmtMs, copyButton } from '../dom.js';
+import { h, chip, clipped, fmtMs } from '../dom.js';
 import { api, enc } from '../api.js';
 import { jsonTree, parse } from '../view.js';
 import { messageBody } from '../render/body.js';
@@ -342,8 +342,8 @@ function elicitPanel(m, p, send, button, check, suggest) {
   const out = h('div', { class: 'elicit-panel' });
   if (p.mode === 'url') {
     out.append(elicitationRequest(p, { compact: true }));
-    const url = typeof p.url === 'string' ? p.url : '';
-    out.append(h('div', { class: 'row-actions' }, url ? copyButton('Copy URL', url) : '',
+    // The request's view has the URL, as text, with its Copy URL button.
+    out.append(h('div', { class: 'row-actions' },
       button('primary url-completed', 'Completed', () => send({ action: 'answer', result: { action: 'accept' } }, 'completed')),
       button('elicit-decline', 'Decline', () => send({ action: 'answer', result: { action: 'decline' } }, 'declined')),
       button('elicit-cancel', 'Cancel', () => send({ action: 'answer', result: { action: 'cancel' } }, 'cancelled'))));
