@@ -24,8 +24,8 @@ type sessionRow struct {
 	Server     protocol.Implementation `json:"server"`
 	Upstream   string                  `json:"upstream,omitempty"`
 	Path       string                  `json:"path,omitempty"`
-	Leg        capture.Leg             `json:"leg"`             // how it reached the recorder
-	Route      string                  `json:"route,omitempty"` // the route's name, for a recorder of several
+	Leg        capture.Leg             `json:"leg"`               // how it reached the recorder
+	Route      string                  `json:"route,omitempty"`   // the route's name, for a recorder of several
 	Command    *capture.Command        `json:"command,omitempty"` // a stdio server's, redacted
 	Start      time.Time               `json:"start"`
 	End        time.Time               `json:"end"`
