@@ -53,7 +53,7 @@ type RecorderOptions struct {
 	// OnBatch, if set, is called after each successful store write with
 	// the batch (tests and live tail). It must not retain or modify it.
 	// The writer gathers what comes within a few milliseconds into one
-	// write, so a record reaches the store and OnBatch up to about 6 ms
+	// write, so a record reaches the store and OnBatch up to about 30 ms
 	// after the proxy reported it (at once after a Sync).
 	OnBatch func(*Batch)
 	// Registerer receives the recorder's Prometheus metrics (see the
@@ -291,8 +291,11 @@ func (r *Recorder) send(ev event, wait bool) bool {
 // (r.hurry); a batch already large is written without sleeping. It delays
 // only storing, never traffic: a record reaches the store, readers and
 // OnBatch at most about 2×writeLinger (plus the writes) after the proxy
-// reported it, and a Sync at once.
-const writeLinger = 3 * time.Millisecond
+// reported it, and a Sync at once. At 15 ms, one call at a time through
+// mcptape on two cores adds what a plain reverse proxy adds (the recorder's
+// wakeups and store commits were a sixth of the proxy's CPU at 3 ms); a
+// live page still sees a call well within a second.
+const writeLinger = 15 * time.Millisecond
 
 // lingerRecords: a batch of this many records or more means the pipeline is
 // busy; the writer then gathers without sleeping, as batches come.
