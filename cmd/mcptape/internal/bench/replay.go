@@ -23,7 +23,7 @@ import (
 // server: the same sequence of distinct echo calls, first recorded into a
 // tape (through an in-process recording proxy, before any measuring), is
 // made against the live server (the direct target) and against a replay
-// server serving that tape with --timing fast. Issue 4's target: the
+// server serving that tape with --timing fast. The target: the
 // replay server answers at least as fast as the live server.
 
 // replayText is the echo text of the k-th call on the replay tape. A worker

@@ -47,7 +47,10 @@ type targetInfo struct {
 
 // Verdict is one of the performance targets, passed or not.
 type Verdict struct {
-	Issue   string `json:"issue"`
+	// Group is what the target compares: "plain" (mcptape against the
+	// plain Go proxy), "nginx" (against nginx), "replay" (the replay
+	// server against the live one).
+	Group   string `json:"group"`
 	Name    string `json:"name"`
 	Pass    bool   `json:"pass"`
 	Skipped bool   `json:"skipped,omitempty"`
@@ -122,49 +125,56 @@ func (r *Report) failed() int {
 	return n
 }
 
-// judge applies the performance targets of issues 2 (against the plain Go
-// proxy), 5 (against nginx) and 4 (the replay server against the live one).
+// The groups of targets.
+const (
+	groupPlain  = "plain"  // mcptape against the plain Go proxy
+	groupNginx  = "nginx"  // mcptape against nginx
+	groupReplay = "replay" // the replay server against the live server
+)
+
+// judge applies the performance targets: against the plain Go proxy,
+// against nginx, and the replay server against the live one.
 func (r *Report) judge() []Verdict {
 	out := r.judgeProxies()
-	// Issue 4: the replay server answers at least as fast as the live one.
+	// The replay server answers at least as fast as the live one.
 	if rp, d := r.Fig(scReplay, tgReplay), r.Fig(scReplay, tgDirect); rp != nil && d != nil && rp.CallsPerSec != nil && d.CallsPerSec != nil {
-		out = append(out, Verdict{Issue: "4", Name: "replay server: calls/s ≥ the live server's, none failed", Pass: *rp.CallsPerSec >= *d.CallsPerSec && rp.Failed == 0,
+		out = append(out, Verdict{Group: groupReplay, Name: "replay server: calls/s ≥ the live server's, none failed", Pass: *rp.CallsPerSec >= *d.CallsPerSec && rp.Failed == 0,
 			Detail: fmt.Sprintf("replay %s (%d failed) ≥ live %s", num(*rp.CallsPerSec, "/s"), rp.Failed, num(*d.CallsPerSec, "/s"))})
 	}
 	return out
 }
 
-// judgeProxies applies the proxy targets of issues 2 and 5.
+// judgeProxies applies the proxy targets (against plain and nginx).
 func (r *Report) judgeProxies() []Verdict {
 	var out []Verdict
 	if !r.ran(tgMcptape) {
 		return nil
 	}
-	add := func(issue, name string, ok bool, detail string) {
-		out = append(out, Verdict{Issue: issue, Name: name, Pass: ok, Detail: detail})
+	add := func(group, name string, ok bool, detail string) {
+		out = append(out, Verdict{Group: group, Name: name, Pass: ok, Detail: detail})
 	}
-	skip := func(issue, name, why string) {
-		out = append(out, Verdict{Issue: issue, Name: name, Skipped: true, Detail: why})
+	skip := func(group, name, why string) {
+		out = append(out, Verdict{Group: group, Name: name, Skipped: true, Detail: why})
 	}
 	// atMost checks mcptape's figure ≤ factor × the other target's.
-	ratio := func(issue, name, scenario, other string, factor float64, get func(*Figures) *float64, unit string, atLeast bool) {
+	ratio := func(group, name, scenario, other string, factor float64, get func(*Figures) *float64, unit string, atLeast bool) {
 		m, o := r.Fig(scenario, tgMcptape), r.Fig(scenario, other)
 		if m == nil || o == nil || get(m) == nil || get(o) == nil {
-			skip(issue, name, "not measured: run the "+scenario+" scenario with the "+other+" and mcptape targets")
+			skip(group, name, "not measured: run the "+scenario+" scenario with the "+other+" and mcptape targets")
 			return
 		}
 		mv, ov := *get(m), *get(o)
 		if !atLeast && ov <= 0 {
 			// An added figure at or below zero is noise around direct's:
 			// no factor of it means anything.
-			skip(issue, name, fmt.Sprintf("%s's figure %s is not above zero, so no ratio applies; rerun with more --rounds", other, num(ov, unit)))
+			skip(group, name, fmt.Sprintf("%s's figure %s is not above zero, so no ratio applies; rerun with more --rounds", other, num(ov, unit)))
 			return
 		}
 		limit := factor * ov
 		if atLeast {
-			add(issue, name, mv >= limit, fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
+			add(group, name, mv >= limit, fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
 		} else {
-			add(issue, name, mv <= limit, fmt.Sprintf("mcptape %s ≤ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
+			add(group, name, mv <= limit, fmt.Sprintf("mcptape %s ≤ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
 		}
 	}
 	added := func(f *Figures) *float64 { return f.AddedP50 }
@@ -173,23 +183,23 @@ func (r *Report) judgeProxies() []Verdict {
 	cpuMiB := func(f *Figures) *float64 { return f.CPUPerMiB }
 	firstAdded := func(f *Figures) *float64 { return f.FirstAdded }
 
-	firstMax := func(issue string) {
+	firstMax := func(group string) {
 		name := "SSE first event: added delay ≤ 1 ms"
 		f := r.Fig(scSSE, tgMcptape)
 		if f == nil || f.FirstAdded == nil {
-			skip(issue, name, "not measured: run the sse scenario")
+			skip(group, name, "not measured: run the sse scenario")
 			return
 		}
-		add(issue, name, *f.FirstAdded <= 1000, fmt.Sprintf("mcptape %s ≤ +1000 µs", num(*f.FirstAdded, "+µs")))
+		add(group, name, *f.FirstAdded <= 1000, fmt.Sprintf("mcptape %s ≤ +1000 µs", num(*f.FirstAdded, "+µs")))
 	}
 
 	if r.ran(tgPlain) {
-		ratio("2", "echo c=1: added p50 ≤ 1.3 × plain's", scEcho1, tgPlain, 1.3, added, "+µs", false)
-		ratio("2", "echo c=32: calls/s ≥ 0.7 × plain's", scEcho32, tgPlain, 0.7, rate, "/s", true)
+		ratio(groupPlain, "echo c=1: added p50 ≤ 1.3 × plain's", scEcho1, tgPlain, 1.3, added, "+µs", false)
+		ratio(groupPlain, "echo c=32: calls/s ≥ 0.7 × plain's", scEcho32, tgPlain, 0.7, rate, "/s", true)
 	} else {
-		skip("2", "against the plain Go proxy", "the plain target did not run")
+		skip(groupPlain, "against the plain Go proxy", "the plain target did not run")
 	}
-	firstMax("2")
+	firstMax(groupPlain)
 	// Nothing lost: every scenario's client counts are the stored counts.
 	var bad []string
 	checked := 0
@@ -203,11 +213,11 @@ func (r *Report) judgeProxies() []Verdict {
 		}
 	}
 	if checked == 0 {
-		skip("2", "nothing lost", "no scenario ran")
+		skip(groupPlain, "nothing lost", "no scenario ran")
 	} else if len(bad) > 0 {
-		add("2", "nothing lost: client counts = stored counts, none lost or dropped", false, strings.Join(bad, "; "))
+		add(groupPlain, "nothing lost: client counts = stored counts, none lost or dropped", false, strings.Join(bad, "; "))
 	} else {
-		add("2", "nothing lost: client counts = stored counts, none lost or dropped", true, fmt.Sprintf("all %d scenarios match", checked))
+		add(groupPlain, "nothing lost: client counts = stored counts, none lost or dropped", true, fmt.Sprintf("all %d scenarios match", checked))
 	}
 	failedCalls, calls := 0, 0
 	for _, s := range r.Scenarios {
@@ -216,31 +226,31 @@ func (r *Report) judgeProxies() []Verdict {
 			calls += f.Calls
 		}
 	}
-	add("2", "every call through mcptape succeeded", failedCalls == 0, fmt.Sprintf("%d failed of %d", failedCalls, calls+failedCalls))
-	peakRSS := func(issue string) {
+	add(groupPlain, "every call through mcptape succeeded", failedCalls == 0, fmt.Sprintf("%d failed of %d", failedCalls, calls+failedCalls))
+	peakRSS := func(group string) {
 		name := "peak RSS < 150 MB with large results in flight"
 		f := r.Fig(scHuge, tgMcptape)
 		if f == nil || f.PeakRSS == nil {
-			skip(issue, name, "not measured: run the huge scenario")
+			skip(group, name, "not measured: run the huge scenario")
 			return
 		}
-		add(issue, name, *f.PeakRSS < 150, fmt.Sprintf("mcptape's peak RSS during the %s scenario %.1f MB", r.scenario(scHuge).Short, *f.PeakRSS))
+		add(group, name, *f.PeakRSS < 150, fmt.Sprintf("mcptape's peak RSS during the %s scenario %.1f MB", r.scenario(scHuge).Short, *f.PeakRSS))
 	}
-	peakRSS("2")
+	peakRSS(groupPlain)
 
 	if !r.ran(tgNginx) {
-		skip("5", "against nginx", "the nginx target did not run")
+		skip(groupNginx, "against nginx", "the nginx target did not run")
 		return out
 	}
-	ratio("5", "echo c=1: added p50 ≤ 2 × nginx's", scEcho1, tgNginx, 2, added, "+µs", false)
-	ratio("5", "echo c=1: CPU per call ≤ 2.5 × nginx's", scEcho1, tgNginx, 2.5, cpuCall, "µs", false)
-	ratio("5", "echo c=32: CPU per call ≤ 2.5 × nginx's", scEcho32, tgNginx, 2.5, cpuCall, "µs", false)
-	ratio("5", "echo c=32: calls/s ≥ 0.9 × nginx's", scEcho32, tgNginx, 0.9, rate, "/s", true)
-	ratio("5", "big results: calls/s ≥ 0.9 × nginx's", scBig, tgNginx, 0.9, rate, "/s", true)
-	ratio("5", "big results: CPU per MiB ≤ 2 × nginx's", scBig, tgNginx, 2, cpuMiB, "ms", false)
-	ratio("5", "SSE first event: added ≤ 1.5 × nginx's", scSSE, tgNginx, 1.5, firstAdded, "+µs", false)
-	firstMax("5")
-	peakRSS("5")
+	ratio(groupNginx, "echo c=1: added p50 ≤ 2 × nginx's", scEcho1, tgNginx, 2, added, "+µs", false)
+	ratio(groupNginx, "echo c=1: CPU per call ≤ 2.5 × nginx's", scEcho1, tgNginx, 2.5, cpuCall, "µs", false)
+	ratio(groupNginx, "echo c=32: CPU per call ≤ 2.5 × nginx's", scEcho32, tgNginx, 2.5, cpuCall, "µs", false)
+	ratio(groupNginx, "echo c=32: calls/s ≥ 0.9 × nginx's", scEcho32, tgNginx, 0.9, rate, "/s", true)
+	ratio(groupNginx, "big results: calls/s ≥ 0.9 × nginx's", scBig, tgNginx, 0.9, rate, "/s", true)
+	ratio(groupNginx, "big results: CPU per MiB ≤ 2 × nginx's", scBig, tgNginx, 2, cpuMiB, "ms", false)
+	ratio(groupNginx, "SSE first event: added ≤ 1.5 × nginx's", scSSE, tgNginx, 1.5, firstAdded, "+µs", false)
+	firstMax(groupNginx)
+	peakRSS(groupNginx)
 	return out
 }
 
@@ -475,16 +485,16 @@ func (r *Report) writeMarkdown(w io.Writer) {
 
 	if len(r.Verdicts) > 0 {
 		fmt.Fprintf(w, "\n## targets\n")
-		issue := ""
+		group := ""
 		pass, judged := 0, 0
 		for _, v := range r.Verdicts {
-			if v.Issue != issue {
-				issue = v.Issue
+			if v.Group != group {
+				group = v.Group
 				what := "mcptape against the plain Go proxy"
-				switch issue {
-				case "4":
+				switch group {
+				case groupReplay:
 					what = "the replay server against the live server"
-				case "5":
+				case groupNginx:
 					what = "mcptape against nginx"
 				}
 				fmt.Fprintf(w, "\n### %s\n\n", what)

@@ -50,14 +50,14 @@ func fakeReport(mod func(r *Report)) *Report {
 	return r
 }
 
-func verdictByName(t *testing.T, r *Report, issue, prefix string) Verdict {
+func verdictByName(t *testing.T, r *Report, group, prefix string) Verdict {
 	t.Helper()
 	for _, v := range r.Verdicts {
-		if v.Issue == issue && strings.HasPrefix(v.Name, prefix) {
+		if v.Group == group && strings.HasPrefix(v.Name, prefix) {
 			return v
 		}
 	}
-	t.Fatalf("no verdict %q for issue %s in %+v", prefix, issue, r.Verdicts)
+	t.Fatalf("no verdict %q for group %s in %+v", prefix, group, r.Verdicts)
 	return Verdict{}
 }
 
@@ -67,27 +67,27 @@ func TestBenchVerdicts(t *testing.T) {
 		t.Fatalf("%d failed verdicts on figures that meet every target: %+v", n, r.Verdicts)
 	}
 	for _, tc := range []struct {
-		name, issue, verdict string
+		name, group, verdict string
 		mod                  func(r *Report)
 		pass, skipped        bool
 	}{
-		{"added p50 over twice nginx's", "5", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 121 }, false, false},
-		{"added p50 exactly twice nginx's", "5", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 120 }, true, false},
-		{"nginx's added p50 is noise", "5", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgNginx).AddedP50 = -3 }, false, true},
-		{"CPU per call", "5", "echo c=1: CPU per call", func(r *Report) { *r.Fig(scEcho1, tgMcptape).CPUPerCall = 201 }, false, false},
-		{"throughput under 0.9 nginx's", "5", "echo c=32: calls/s", func(r *Report) { *r.Fig(scEcho32, tgMcptape).CallsPerSec = 5399 }, false, false},
-		{"slower than the plain proxy", "2", "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 391 }, false, false},
-		{"first event over 1 ms", "2", "SSE first event: added delay ≤ 1 ms", func(r *Report) { *r.Fig(scSSE, tgMcptape).FirstAdded = 1001 }, false, false},
-		{"peak RSS", "2", "peak RSS", func(r *Report) { *r.Fig(scHuge, tgMcptape).PeakRSS = 151 }, false, false},
-		{"peak RSS not measured without the huge scenario", "2", "peak RSS", func(r *Report) { r.Scenarios = r.Scenarios[:len(r.Scenarios)-2] }, false, true},
-		{"a lost record", "2", "nothing lost", func(r *Report) { r.Scenarios[0].Recorder.Match = false }, false, false},
-		{"a failed call", "2", "every call through mcptape", func(r *Report) { r.Fig(scEcho1, tgMcptape).Failed = 1 }, false, false},
-		{"replay slower than live", "4", "replay server", func(r *Report) { *r.Fig(scReplay, tgReplay).CallsPerSec = 999 }, false, false},
-		{"replay with a failed call", "4", "replay server", func(r *Report) { r.Fig(scReplay, tgReplay).Failed = 1 }, false, false},
+		{"added p50 over twice nginx's", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 121 }, false, false},
+		{"added p50 exactly twice nginx's", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 120 }, true, false},
+		{"nginx's added p50 is noise", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgNginx).AddedP50 = -3 }, false, true},
+		{"CPU per call", groupNginx, "echo c=1: CPU per call", func(r *Report) { *r.Fig(scEcho1, tgMcptape).CPUPerCall = 201 }, false, false},
+		{"throughput under 0.9 nginx's", groupNginx, "echo c=32: calls/s", func(r *Report) { *r.Fig(scEcho32, tgMcptape).CallsPerSec = 5399 }, false, false},
+		{"slower than the plain proxy", groupPlain, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 391 }, false, false},
+		{"first event over 1 ms", groupPlain, "SSE first event: added delay ≤ 1 ms", func(r *Report) { *r.Fig(scSSE, tgMcptape).FirstAdded = 1001 }, false, false},
+		{"peak RSS", groupPlain, "peak RSS", func(r *Report) { *r.Fig(scHuge, tgMcptape).PeakRSS = 151 }, false, false},
+		{"peak RSS not measured without the huge scenario", groupPlain, "peak RSS", func(r *Report) { r.Scenarios = r.Scenarios[:len(r.Scenarios)-2] }, false, true},
+		{"a lost record", groupPlain, "nothing lost", func(r *Report) { r.Scenarios[0].Recorder.Match = false }, false, false},
+		{"a failed call", groupPlain, "every call through mcptape", func(r *Report) { r.Fig(scEcho1, tgMcptape).Failed = 1 }, false, false},
+		{"replay slower than live", groupReplay, "replay server", func(r *Report) { *r.Fig(scReplay, tgReplay).CallsPerSec = 999 }, false, false},
+		{"replay with a failed call", groupReplay, "replay server", func(r *Report) { r.Fig(scReplay, tgReplay).Failed = 1 }, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := fakeReport(tc.mod)
-			v := verdictByName(t, r, tc.issue, tc.verdict)
+			v := verdictByName(t, r, tc.group, tc.verdict)
 			if v.Pass != tc.pass || v.Skipped != tc.skipped {
 				t.Errorf("%s: pass %v skipped %v, want pass %v skipped %v (%s)", v.Name, v.Pass, v.Skipped, tc.pass, tc.skipped, v.Detail)
 			}
@@ -101,7 +101,7 @@ func TestBenchVerdicts(t *testing.T) {
 	}
 	t.Run("no nginx", func(t *testing.T) {
 		r := fakeReport(func(r *Report) { r.Targets[2].Skipped = "not installed" })
-		if v := verdictByName(t, r, "5", "against nginx"); !v.Skipped {
+		if v := verdictByName(t, r, groupNginx, "against nginx"); !v.Skipped {
 			t.Errorf("nginx missing: %+v", v)
 		}
 	})
