@@ -96,7 +96,24 @@ type SSEParser struct {
 	pendCR    bool // in discard mode: the last byte seen was CR
 	swallowLF bool // an oversize block ended at a CR: drop an LF that follows
 	detached  bool // the caller took the dispatched block's bytes
+
+	// A long line in progress (a large result's one data line) is kept as
+	// a list of chunks rather than a doubling buffer, and joined once, into
+	// a buffer of about its size, when its line ends: a 10 MiB event then
+	// allocates about 20 MiB and keeps 10, where doubling allocates 32 and
+	// keeps 16. rope[0] starts at buf position 0; every byte in it was
+	// scanned and holds no line terminator.
+	rope    [][]byte
+	ropeLen int
+	ropeAt  int // the block size from which the rope is used; 0 means defaultRopeAt
 }
+
+// The rope takes over a block from defaultRopeAt bytes; its chunks are
+// about as large as the rope so far, up to maxRopeChunk.
+const (
+	defaultRopeAt = 64 << 10
+	maxRopeChunk  = 1 << 20
+)
 
 type span struct{ start, end int }
 
@@ -135,10 +152,20 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 			b = b[1:]
 		}
 	}
-	// Grow by doubling, but not past what a block can hold before it is
-	// cut (the rest of a larger block is dropped, not kept), plus room for
-	// the chunk that crosses the limit.
-	p.buf = appendGrow(p.buf, b, p.ev+p.max()+max(len(b), 64<<10))
+	if len(p.rope) > 0 {
+		if lineEnd(b) < 0 && p.ropeLen+len(b)-p.ev <= p.max() {
+			p.ropeAppend(b)
+			return
+		}
+		p.unrope(b)
+	} else if p.spill(b) {
+		return
+	} else {
+		// Grow by doubling, but not past what a block can hold before it
+		// is cut (the rest of a larger block is dropped, not kept), plus
+		// room for the chunk that crosses the limit.
+		p.buf = appendGrow(p.buf, b, p.ev+p.max()+max(len(b), 64<<10))
+	}
 	for {
 		i := lineEnd(p.buf[p.scan:])
 		if i < 0 {
@@ -177,6 +204,53 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 		p.scan -= p.ev
 		p.ev = 0
 	}
+}
+
+// spill moves the block in progress into the rope, with b, when the
+// buffer would have to grow for a block already past ropeAt whose line in
+// progress goes on through b.
+func (p *SSEParser) spill(b []byte) bool {
+	at := p.ropeAt
+	if at <= 0 {
+		at = defaultRopeAt
+	}
+	if len(p.buf)+len(b) <= cap(p.buf) || len(p.buf)-p.ev < at || p.scan != len(p.buf) ||
+		len(p.buf)+len(b)-p.ev > p.max() || lineEnd(b) >= 0 {
+		return false
+	}
+	first := p.buf[p.ev:]
+	p.line -= p.ev
+	p.ev = 0
+	p.buf = nil
+	p.rope = append(p.rope[:0], first)
+	p.ropeLen = len(first)
+	p.ropeAppend(b)
+	return true
+}
+
+// ropeAppend adds b, which holds no line terminator, to the rope.
+func (p *SSEParser) ropeAppend(b []byte) {
+	p.ropeLen += len(b)
+	p.scan = p.ropeLen
+	last := &p.rope[len(p.rope)-1]
+	k := min(cap(*last)-len(*last), len(b))
+	*last = append(*last, b[:k]...)
+	if b = b[k:]; len(b) > 0 {
+		p.rope = append(p.rope, append(make([]byte, 0, max(len(b), min(p.ropeLen, maxRopeChunk))), b...))
+	}
+}
+
+// unrope joins the rope and b into one buffer with a little room for the
+// end of the block.
+func (p *SSEParser) unrope(b []byte) {
+	n := p.ropeLen + len(b)
+	buf := make([]byte, 0, n+max(n/64, 4<<10))
+	for _, c := range p.rope {
+		buf = append(buf, c...)
+	}
+	p.buf = append(buf, b...)
+	clear(p.rope)
+	p.rope, p.ropeLen = p.rope[:0], 0
 }
 
 // appendGrow is append that doubles a full buffer, up to ceiling: append
@@ -274,12 +348,16 @@ func (p *SSEParser) Reset() {
 	if cap(buf) > 4*p.max() {
 		buf = nil
 	}
-	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0]}
+	clear(p.rope)
+	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0], rope: p.rope[:0], ropeAt: p.ropeAt}
 }
 
 // Close ends the stream: a block in progress is emitted with Unterminated
 // set (its partial last line included in Raw).
 func (p *SSEParser) Close(emit func(*Event)) {
+	if len(p.rope) > 0 {
+		p.unrope(nil)
+	}
 	if p.discard {
 		p.cur.Unterminated = true
 		p.discard = false
