@@ -504,10 +504,10 @@ func (rs *recording) close() (capture.Stats, error) {
 	return stats, errors.Join(errs...)
 }
 
-// defaultMemoryLimit keeps a recorder's RSS near 100 MB even while several
+// defaultMemoryLimit keeps a recorder's RSS under 100 MB even while four
 // 10 MiB results stream through it: without a limit the Go heap may grow to
 // twice its live size before collecting.
-const defaultMemoryLimit = "100MiB"
+const defaultMemoryLimit = "80MiB"
 
 // applyMemoryLimit sets the Go heap's soft limit, unless the user set
 // GOMEMLIMIT and not the flag.

@@ -38,7 +38,10 @@ func fakeReport(mod func(r *Report)) *Report {
 		tgNginx:   {Calls: 10, FirstAdded: f(100)},
 		tgMcptape: {Calls: 10, FirstAdded: f(120)},
 	})
-	sc(scHuge, "10 MiB results", map[string]*Figures{tgMcptape: {Calls: 10, PeakRSS: f(80)}})
+	sc(scHuge, "10 MiB results", map[string]*Figures{
+		tgNginx:   {Calls: 10, CallsPerSec: f(10)},
+		tgMcptape: {Calls: 10, CallsPerSec: f(9.5), PeakRSS: f(80)},
+	})
 	r.Scenarios = append(r.Scenarios, &ScenarioResult{ID: scReplay, Short: "replay vs live", Targets: map[string]*Figures{
 		tgDirect: {Calls: 100, CallsPerSec: f(1000)},
 		tgReplay: {Calls: 100, CallsPerSec: f(3000)},
@@ -79,6 +82,9 @@ func TestBenchVerdicts(t *testing.T) {
 		{"slower than the plain proxy", groupPlain, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 391 }, false, false},
 		{"first event over 1 ms", groupPlain, "SSE first event: added delay ≤ 1 ms", func(r *Report) { *r.Fig(scSSE, tgMcptape).FirstAdded = 1001 }, false, false},
 		{"peak RSS", groupPlain, "peak RSS", func(r *Report) { *r.Fig(scHuge, tgMcptape).PeakRSS = 151 }, false, false},
+		{"peak RSS against nginx", groupNginx, "peak RSS < 100 MB", func(r *Report) { *r.Fig(scHuge, tgMcptape).PeakRSS = 101 }, false, false},
+		{"peak RSS within the plain proxy's bound", groupPlain, "peak RSS < 150 MB", func(r *Report) { *r.Fig(scHuge, tgMcptape).PeakRSS = 101 }, true, false},
+		{"huge results under 0.9 nginx's", groupNginx, "huge results: calls/s", func(r *Report) { *r.Fig(scHuge, tgMcptape).CallsPerSec = 8.9 }, false, false},
 		{"peak RSS not measured without the huge scenario", groupPlain, "peak RSS", func(r *Report) { r.Scenarios = r.Scenarios[:len(r.Scenarios)-2] }, false, true},
 		{"a lost record", groupPlain, "nothing lost", func(r *Report) { r.Scenarios[0].Recorder.Match = false }, false, false},
 		{"a failed call", groupPlain, "every call through mcptape", func(r *Report) { r.Fig(scEcho1, tgMcptape).Failed = 1 }, false, false},
