@@ -81,8 +81,12 @@ func newClientAnswerer(data string, specs []answerSpec, icpt *capture.Intercepto
 			return nil, usagef("%s needs the dashboard, where a person answers: drop --dashboard off", s.text)
 		}
 		if !s.person {
-			if _, _, err := a.profile(s.profile); err != nil {
+			p, name, err := a.profile(s.profile)
+			if err != nil {
 				return nil, fmt.Errorf("%s: %w", s.text, err)
+			}
+			if icpt == nil && s.method == protocol.MethodSampling && p != nil && p.Sampling != nil && p.Sampling.Provider == replay.ProviderManual {
+				return nil, usagef("%s: the testing profile %q leaves sampling to a person, who answers in the dashboard: drop --dashboard off, or give sampling a mock provider in that profile", s.text, name)
 			}
 		}
 		a.specs[s.method] = s
@@ -167,6 +171,12 @@ func (a *clientAnswerer) answer(ctx context.Context, q proxy.AnswerQuestion) (pr
 // answers it (from the profile, edited, or rejected), or gives it to the
 // client.
 func (a *clientAnswerer) askPerson(ctx context.Context, q proxy.AnswerQuestion, s answerSpec, profile string) (proxy.AnswerReply, error) {
+	if a.icpt == nil {
+		// The profile changed to a manual provider after the start, with
+		// no dashboard to ask a person on.
+		return proxy.AnswerReply{Error: &protocol.ErrorInfo{Code: -32603,
+			Message: fmt.Sprintf("mcptape: the testing profile %q leaves %s to a person, and this recorder has no dashboard", profile, q.Method)}}, nil
+	}
 	v, err := a.icpt.Hold(ctx, capture.HeldMessage{What: capture.HeldAnswer, Direction: protocol.ServerToClient, Method: q.Method,
 		Raw: q.Params, Key: q.Key, Rule: s.text, Upstream: q.Upstream, Version: q.Version, Profile: profile})
 	if err != nil {

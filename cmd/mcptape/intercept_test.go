@@ -139,6 +139,14 @@ func TestRecordAnswerSampling(t *testing.T) {
 // TestRecordAnswerFlags: --answer and --intercept say what they want.
 func TestRecordAnswerFlags(t *testing.T) {
 	data := t.TempDir()
+	// A profile that leaves sampling to a person cannot answer without a
+	// dashboard (it used to crash the recorder at the first sampling request).
+	if err := os.MkdirAll(profilesDir(data), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(profilesDir(data), "byhand.json"), []byte(`{"sampling":{"provider":"manual"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -148,6 +156,7 @@ func TestRecordAnswerFlags(t *testing.T) {
 		{[]string{"--answer", "sampling=robot"}, "from a testing profile (profile or profile:NAME) or by a person"},
 		{[]string{"--answer", "sampling=profile:nope"}, "no testing profile \"nope\""},
 		{[]string{"--answer", "sampling=person", "--dashboard", "off"}, "needs the dashboard"},
+		{[]string{"--answer", "sampling=profile:byhand", "--dashboard", "off"}, `the testing profile "byhand" leaves sampling to a person`},
 		{[]string{"--intercept", "tools/call:["}, "--intercept \"tools/call:[\""},
 		{[]string{"--intercept", "tools/call", "--dashboard", "off"}, "drop --dashboard off"},
 	} {
