@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,7 +101,19 @@ func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
 			storeError(w, err)
 			return
 		}
+		switch sess.Leg {
+		case capture.LegStdio:
+			badRequest(w, "this session is a stdio server's (mcptape wrap): it has no address to send to; send to it with its client, or replay its tape with mcptape replay server")
+			return
+		case capture.LegForward, capture.LegMITM:
+			badRequest(w, "this session came through the forward proxy, to the server's own URL: use Copy as curl on the message, which sends it through the recorder with -x")
+			return
+		}
 		path = sess.Path
+		if sess.Route != "" {
+			// The route's prefix, as the client called it: /NAME/mcp.
+			path = "/" + url.PathEscape(sess.Route) + sess.Path
+		}
 		if req.Version == "" && sess.Version != "" && protocol.Known(sess.Version) {
 			req.Version = sess.Version
 		}

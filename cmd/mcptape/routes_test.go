@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -164,5 +166,63 @@ func TestRecordOAuthThroughRoute(t *testing.T) {
 	}
 	if found := holdsAny(t, data, o.Secrets()); len(found) > 0 {
 		t.Errorf("the store's files hold secrets: %q", found)
+	}
+}
+
+// TestSendAgainThroughARoute: the dashboard's Send again (and the Tools
+// page's Send) on a session recorded through `--route NAME=URL` goes to
+// that route, /NAME/…, as the client called it (it went to /… and got a
+// 404 before), and the answer is recorded in a new session of the route.
+func TestSendAgainThroughARoute(t *testing.T) {
+	fx := httptest.NewServer(fixtures.Handler(nil))
+	defer fx.Close()
+	defer fx.CloseClientConnections()
+	data := t.TempDir()
+	r := startRun(t, "record", "--route", "fx="+fx.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "127.0.0.1:0")
+	dashURL := r.wait(t, "dashboard at ")
+	u := routeLines(r.out.String())["fx"]
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	rep, err := fixtures.RunClient(t.Context(), u, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+	if err != nil || failures(rep) != nil {
+		t.Fatalf("go-sdk's client through the route: %v %v", err, failures(rep))
+	}
+	c := newDashClient(t, dashURL)
+	var list struct {
+		Sessions []struct {
+			ID, Route, Era string
+		} `json:"sessions"`
+	}
+	sessionsOfRoute := func() []string {
+		c.do(http.MethodGet, "/api/v1/sessions", &list)
+		var ids []string
+		for _, s := range list.Sessions {
+			if s.Route == "fx" && s.Era != "http" {
+				ids = append(ids, s.ID)
+			}
+		}
+		return ids
+	}
+	var ids []string
+	for deadline := time.Now().Add(10 * time.Second); len(ids) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ids = sessionsOfRoute()
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d sessions of route fx, want 1", len(ids))
+	}
+	body, _ := json.Marshal(map[string]any{"session": ids[0], "method": "tools/call", "params": map[string]any{"name": "echo", "arguments": map[string]any{"text": "sent again"}}})
+	res, err := c.hc.Do(withJSON(pageRequest(c.hc, c.base, http.MethodPost, "/api/v1/send", strings.NewReader(string(body)))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), "sent again") {
+		t.Fatalf("send again to the route's session: HTTP %d %s", res.StatusCode, out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(ids) < 2 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ids = sessionsOfRoute()
+	}
+	if len(ids) != 2 {
+		t.Errorf("after Send again the route has %d sessions, want the client's and the dashboard's", len(ids))
 	}
 }

@@ -57,7 +57,9 @@ export async function messagePage({ params, main, signal }) {
   ])));
 
   const tools = h('div', { class: 'row-actions' });
-  if (m.dir === 'c2s' && m.kind === 'request') tools.append(h('a', { href: '/send?from=' + m.seq, class: 'button send-again' }, 'Send again'));
+  // Send again goes through a reverse route of the recorder; a stdio or
+  // forward-proxy session has none (its curl copy says how to repeat it).
+  if (m.dir === 'c2s' && m.kind === 'request' && !(d.session && d.session.leg)) tools.append(h('a', { href: '/send?from=' + m.seq, class: 'button send-again' }, 'Send again'));
   if (d.curl) tools.append(copyButton('Copy as curl', d.curl));
   if (d.request) tools.append(copyButton('Copy as JSON-RPC request', d.request));
   if (text !== null) tools.append(copyButton('Copy raw', text));
