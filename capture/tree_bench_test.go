@@ -71,9 +71,9 @@ func BenchmarkSessionTree100k(b *testing.B) {
 	per := b.Elapsed() / time.Duration(b.N)
 	b.ReportMetric(float64(per.Milliseconds()), "ms/tree")
 	if per > treeTarget {
-		b.Errorf("show --tree of a 100k-message session took %v, over the %v target (issue 3)", per.Round(time.Millisecond), treeTarget)
+		b.Errorf("show --tree of a 100k-message session took %v, over the %v target", per.Round(time.Millisecond), treeTarget)
 	}
 }
 
-// treeTarget is issue 3's bound on `show --tree` of a 100k-message session.
+// treeTarget is the bound on `show --tree` of a 100k-message session.
 const treeTarget = 2 * time.Second

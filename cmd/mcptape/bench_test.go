@@ -118,7 +118,7 @@ func TestBench(t *testing.T) {
 		}
 		for name, f := range s.Targets {
 			if name == "plain" {
-				continue // the stock proxy cuts streams now and then (libraries.md §3.6b)
+				continue // the stock proxy cuts streams now and then (a request-body race in httputil.ReverseProxy)
 			}
 			if f.Failed > 0 || f.Calls < want {
 				t.Errorf("%s, %s: %d calls, %d failed: %v", s.ID, name, f.Calls, f.Failed, f.ErrorExamples)

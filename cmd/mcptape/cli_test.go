@@ -40,6 +40,17 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		if code != exitOK || !strings.Contains(errOut+out, "usage: mcptape "+name) {
 			t.Errorf("mcptape %s: exit %d, want 0 and its usage; stdout %q stderr %q", strings.Join(args, " "), code, out, errOut)
 		}
+		// The flag package takes back-quoted text in a flag's usage as the
+		// name of its value: "-stdio mcptape wrap" instead of "-stdio".
+		for _, line := range strings.Split(errOut+out, "\n") {
+			head, _, _ := strings.Cut(line, "\t")
+			if f := strings.Fields(head); len(f) > 2 && strings.HasPrefix(line, "  -") && !strings.HasPrefix(f[1], "'") {
+				t.Errorf("mcptape %s: the flag line %q names its value with several words", strings.Join(args, " "), line)
+			}
+		}
+		if strings.Count(errOut+out, "(default") > strings.Count(errOut+out, "\n  -") {
+			t.Errorf("mcptape %s: a flag gives its default twice:\n%s", strings.Join(args, " "), errOut+out)
+		}
 	}
 	// A group's -h lists its subcommands.
 	if _, _, errOut := mcptape(t, "replay", "-h"); !strings.Contains(errOut, "mcptape replay server --tape FILE") || !strings.Contains(errOut, "mcptape replay client --tape FILE --target URL") {

@@ -19,7 +19,7 @@ import (
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", stderr)
 	data := fs.String("data", filepath.Join(defaultDataDir(), "demo"), "directory of the demo's capture store")
-	listen := fs.String("listen", "127.0.0.1:0", "address of the recording proxy (default: any free loopback port)")
+	listen := fs.String("listen", "127.0.0.1:0", "address of the recording proxy (127.0.0.1:0: any free loopback port)")
 	keep := fs.Bool("keep-running", false, "keep the fixture server and the proxy running until Ctrl-C, for your own client")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -41,7 +41,7 @@ func runFixtureOAuth(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:3001", "address of the protected MCP server")
 	fs.StringVar(&o.AuthListen, "auth-listen", "127.0.0.1:3002", "address of the authorization server")
 	fs.StringVar(&o.IssuerURL, "issuer", "", "the authorization server's public URL, when clients reach it through a proxy (default: its own)")
-	fs.Var((*stringList)(&o.Resources), "accept-resource", "also grant tokens for this resource URL (repeatable): a proxy's, e.g. http://127.0.0.1:7411/mcp for `mcptape record`")
+	fs.Var((*stringList)(&o.Resources), "accept-resource", "also grant tokens for this resource URL (repeatable): a proxy's, e.g. http://127.0.0.1:7411/mcp for mcptape record")
 	fs.Var((*stringList)(&o.AdminTools), "admin-tool", "a tool whose calls also need the scope "+fixtures.ScopeAdmin+" (repeatable; without it they get 403)")
 	fs.BoolVar(&o.MetadataAtRoot, "metadata-at-root", false, "serve the protected-resource metadata at the root well-known path, for the whole origin")
 	fs.BoolVar(&o.NoResourceMetadata, "no-resource-metadata", false, "leave resource_metadata out of WWW-Authenticate (clients probe the well-known paths)")
@@ -67,7 +67,7 @@ func runFixtureOAuth(ctx context.Context, args []string, stdout, stderr io.Write
 func runFixtureServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("fixture server", stderr)
 	listen := fs.String("listen", "127.0.0.1:3001", "address to listen on")
-	stdio := fs.Bool("stdio", false, "serve one client over stdin and stdout instead (a stdio server, e.g. for `mcptape wrap`)")
+	stdio := fs.Bool("stdio", false, "serve one client over stdin and stdout instead (a stdio server, e.g. for mcptape wrap)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain) `FILE`, with --tls-key")
 	tlsKey := fs.String("tls-key", "", "the PEM private key `FILE` of --tls-cert")
 	if err := parse(fs, args); err != nil {

@@ -80,7 +80,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var c recordConfig
 	fs.StringVar(&c.upstream, "upstream", "", "the MCP server's URL, e.g. http://127.0.0.1:3001/mcp (or --route, or --forward)")
 	fs.Var((*stringList)(&c.routes), "route", "record a server under /`NAME=URL`'s NAME/ on the proxy, e.g. github=https://api.example.com/mcp is reached at http://127.0.0.1:7411/github/mcp (repeatable; --upstream is the one-route form)")
-	fs.BoolVar(&c.routesOnly, "routes", false, "serve routes, none yet or those --route names: `mcptape attach CLIENT NAME` adds a client's HTTP server as a route while this runs")
+	fs.BoolVar(&c.routesOnly, "routes", false, "serve routes, none yet or those --route names: mcptape attach CLIENT NAME adds a client's HTTP server as a route while this runs")
 	fs.BoolVar(&c.forward, "forward", false, "also be an HTTP(S) proxy: set HTTPS_PROXY/HTTP_PROXY to the proxy's URL in a client and it records plain-HTTP requests; CONNECT tunnels pass unrecorded unless --mitm names their host")
 	fs.Var((*stringList)(&c.mitm), "mitm", "with --forward, intercept and record the HTTPS tunnels to hosts matching this `GLOB` (e.g. '*.example.com'; repeatable), with mcptape's own CA (`mcptape ca init`), which the client must trust")
 	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")

@@ -6,8 +6,8 @@
 //
 //	direct   the load generator talks to the fixture server itself
 //	plain    a stock httputil.ReverseProxy that records nothing (and, on
-//	         purpose, lacks mcptape's fix for the request-body race of
-//	         libraries.md §3.6b)
+//	         purpose, lacks mcptape's fix for the request-body race that
+//	         cuts streamed responses now and then)
 //	nginx    Debian's nginx as a non-buffering reverse proxy
 //	mcptape  `mcptape record` into a fresh Badger store
 //	replay   `mcptape replay server`, against direct only

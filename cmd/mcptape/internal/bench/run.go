@@ -377,7 +377,7 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 			for _, w := range workers[t.name] {
 				// Bounded: a server may hold a session's DELETE while a call
 				// on it waits for an answer that a cut stream never asked
-				// for (the plain proxy's §3.6b failures do that).
+				// for (the plain proxy's cut streams do that).
 				tctx, cancel := context.WithTimeout(ctx, teardownTimeout)
 				if err := sc.teardown(w, tctx); err != nil && ctx.Err() == nil {
 					e.progress("  %s: closing a session: %v", t.name, err)

@@ -620,8 +620,8 @@ func freePort() (int, error) {
 // PlainProxy is the hidden `mcptape bench plain-proxy`: a stock
 // httputil.ReverseProxy to upstream, as a Go programmer would write one,
 // recording nothing, listening on listen until ctx ends. It deliberately
-// forwards the inbound body as it is, so it has the request-body race of
-// libraries.md §3.6b.
+// forwards the inbound body as it is, so it has the request-body race
+// that cuts streamed responses now and then.
 func PlainProxy(ctx context.Context, up *url.URL, listen string, stdout, stderr io.Writer) error {
 	errLog := log.New(stderr, "plain-proxy: ", log.LstdFlags|log.Lmicroseconds)
 	rp := &httputil.ReverseProxy{
