@@ -89,7 +89,7 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		// Die as the server did, so the client sees the same end.
 		signal.Reset(ws.Signal())
-		_ = syscall.Kill(os.Getpid(), ws.Signal())
+		raise(ws.Signal())
 		time.Sleep(100 * time.Millisecond)
 		return exitCode(128 + int(ws.Signal()))
 	}
