@@ -57,7 +57,14 @@ func (s *Stream) ID() uint64 {
 }
 
 func (s *Stream) send(ev event) {
-	if s == nil || (ev.kind != evEnd && s.broken.Load()) {
+	if s == nil {
+		return
+	}
+	if ev.kind != evEnd && s.broken.Load() {
+		// The session is already cut: what follows is not recorded
+		// either (a record with a hole in the middle would mislead), but
+		// it is counted.
+		s.r.dropped.Add(1)
 		return
 	}
 	ev.x = s.id
@@ -65,7 +72,9 @@ func (s *Stream) send(ev event) {
 		ev.at = s.r.opts.Now()
 	}
 	if !s.r.send(ev, true) {
-		s.broken.Store(true)
+		if !s.broken.Swap(true) && !s.r.closing.Load() {
+			s.r.log.Warn("the recording cannot keep up: this stdio session is recorded no further, its traffic goes on", "session", s.id)
+		}
 		s.r.dropped.Add(1)
 	}
 }

@@ -1,10 +1,13 @@
 package capture_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -121,5 +124,47 @@ func TestStreamsAreSessionsOfTheirOwn(t *testing.T) {
 		if len(ms) != 4 {
 			t.Errorf("session %s holds %d messages, want 4", id, len(ms))
 		}
+	}
+}
+
+// When the recording cannot keep up with a stdio server, the session is cut
+// and marked, and every line not recorded is counted, not only the first
+// (the wrap's note said "1 message could not be recorded" however many
+// were lost).
+func TestStreamCountsEveryLineItCannotRecord(t *testing.T) {
+	mem := memstore.New()
+	st := &gatedStore{Store: mem, open: make(chan struct{})}
+	rec, err := capture.NewRecorder(context.Background(), st, &capture.RecorderOptions{QueueSize: 4, QueueBytes: 1 << 10, Backpressure: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rec.OpenStream(&capture.StreamInfo{Name: "busy"})
+	line := []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 200) + `"}}`)
+	const n = 300
+	for range n {
+		s.Line(protocol.ServerToClient, line)
+	}
+	close(st.open)
+	s.Close("exited with code 0")
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stats := rec.Stats()
+	var sessions []*capture.Session
+	for sess, err := range mem.Sessions(context.Background(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, sess)
+	}
+	if len(sessions) != 1 {
+		t.Fatalf("%d sessions, want one", len(sessions))
+	}
+	stored := sessions[0].Messages
+	if stats.Dropped == 0 || int(stats.Dropped)+stored != n {
+		t.Errorf("%d lines stored and %d counted as dropped, of %d: every line must be one or the other", stored, stats.Dropped, n)
+	}
+	if sessions[0].Status != capture.StatusIncomplete {
+		t.Errorf("session %+v: want it marked incomplete", sessions[0])
 	}
 }
