@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
@@ -52,11 +54,20 @@ func defaultDataDir() string {
 // openWrite opens the store for recording (or importing); opts may be
 // nil.
 func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error) {
+	diskFull := func(err error) error {
+		return fmt.Errorf("the disk that holds %s is full, and the store cannot even be opened: free some space there, or record into a directory on another disk with --data DIR (once running, recording pauses by itself before the disk fills, and traffic keeps flowing): %w", dir, err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return nil, diskFull(err)
+		}
 		return nil, fmt.Errorf("creating the data directory: %w", err)
 	}
 	st, err := badgerstore.Open(dir, opts)
 	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left on device") {
+			return nil, diskFull(err)
+		}
 		if errors.Is(err, badgerstore.ErrLocked) {
 			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
 				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)

@@ -239,6 +239,13 @@ func TestRecordFullDisk(t *testing.T) {
 		t.Errorf("the recovery was logged %d times, want once:\n%s", n, errOut)
 	}
 	t.Logf("%d messages sent, %d stored, %d lost; %d sessions incomplete", sent, stored, lostN, incomplete)
+
+	// Started on the full disk, record cannot open its store: it says why
+	// and what to do, rather than Badger's words about its lock file.
+	code, _, errOut2 := mcptape(t, "record", "--upstream", up.URL+"/mcp", "--listen", "127.0.0.1:0", "--data", filepath.Join(disk, "another"), "--dashboard", "off")
+	if code == 0 || !strings.Contains(errOut2, "is full") || !strings.Contains(errOut2, "--data DIR") {
+		t.Errorf("record on the full disk: exit %d, stderr %q; want it to say the disk is full and what to do", code, errOut2)
+	}
 }
 
 // TestRecordMaxRecordBytes: with --max-record-bytes 1MiB, a 3 MiB result
