@@ -92,7 +92,7 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "mcptape replay: serving %s (%d session(s)) at %s, timing %s\n", *tapePath, len(tape.Sessions), srv.URL(), tm)
+	fmt.Fprintf(stdout, "mcptape replay: serving %s (%d session(s)) at %s, timing %s\n", clean(*tapePath), len(tape.Sessions), srv.URL(), tm)
 	for _, ts := range tape.Sessions {
 		fmt.Fprintf(stdout, "  %s%s  (%s %s, recorded from %s)\n", srv.URL(), clean(ts.Session.Path), ts.Session.Era, clean(ts.Session.Version), dash(clean(ts.Session.Client.String())))
 	}
