@@ -143,9 +143,9 @@ func (e *UnknownServerError) Error() string {
 	return fmt.Sprintf("no server named %q in %s; the servers there are: %s (see `mcptape clients`)", e.Name, strings.Join(where, ", "), strings.Join(all, ", "))
 }
 
-// route sends one kind of server through mcptape and back. Stdio servers
-// are wrapped; an HTTP route (pointing a url entry at a running recorder)
-// plugs in here when recording HTTP legs lands.
+// route sends one kind of server through mcptape and back: stdio servers
+// are wrapped (wrapRoute), url entries pointed at a route of a running
+// recorder (recorderRoute).
 type route interface {
 	// attach returns the edits that send e through mcptape.
 	attach(c *config, e *entry, opts *AttachOptions) ([]edit, error)

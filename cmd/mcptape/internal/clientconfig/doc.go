@@ -45,10 +45,11 @@
 //
 // # Servers that are not launched
 //
-// An entry with a "url" is a remote server over HTTP. It is [Skipped] with
-// [ErrHTTPServer]: wrap cannot run it. Each [Transport] has a route (the
-// route interface in attach.go); HTTP gets one when recording through a
-// running recorder is built.
+// An entry with a "url" is a remote server over HTTP: wrap cannot run it.
+// Its url is pointed at a route of a running recorder (`mcptape record
+// --routes`, asked through its local API) instead; with no such recorder it
+// is [Skipped] with [ErrHTTPServer]. Each [Transport] has a route (the route
+// interface in attach.go).
 //
 // # Example
 //
