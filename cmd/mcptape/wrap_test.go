@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"os/signal"
 	"strings"
@@ -449,6 +450,79 @@ func TestWrapFaults(t *testing.T) {
 		}
 		if !logLine || !stderrLine {
 			t.Errorf("flushed record lacks the server's message (%v) or its last stderr line (%v)", logLine, stderrLine)
+		}
+	})
+	t.Run("SIGINT and SIGHUP reach the server, its stderr reaches the client", func(t *testing.T) {
+		cmd := mcptapeCmd(t, "wrap", "--data", data, "--", "sh", "-c",
+			`trap 'echo got-int >&2' INT; trap 'echo got-hup >&2; exit 5' HUP; echo ready; while :; do sleep 0.05; done`)
+		var errBuf strings.Builder
+		cmd.Stderr = &errBuf
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		time.Sleep(300 * time.Millisecond) // the trap runs once the loop's sleep ends
+		_ = cmd.Process.Signal(syscall.SIGHUP)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+				t.Errorf("wrap after SIGINT and SIGHUP: %v, want the server's exit status 5", err)
+			}
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Fatal("wrap did not end within 10s of SIGHUP")
+		}
+		if e := errBuf.String(); !strings.Contains(e, "got-int") || !strings.Contains(e, "got-hup") {
+			t.Errorf("the client's stderr: %q; want the server's got-int and got-hup lines", e)
+		}
+	})
+	t.Run("dies of the server's signal", func(t *testing.T) {
+		err := mcptapeCmd(t, "wrap", "--data", data, "--", "sh", "-c", `kill -TERM $$`).Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("wrap of a server killed by SIGTERM: %v", err)
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("wrap of a server killed by SIGTERM ended with %v, want to die of SIGTERM as the server did", err)
+		}
+	})
+	t.Run("environment and working directory as given", func(t *testing.T) {
+		dir := t.TempDir()
+		cmd := mcptapeCmd(t, "wrap", "--data", data, "--", "sh", "-c", `printf '%s|%s\n' "$PWD" "$WRAPPED_SETTING"`)
+		cmd.Dir = dir
+		cmd.Env = append(cmd.Env, "WRAPPED_SETTING=kept as given")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := dir + "|kept as given\n"; string(out) != want {
+			t.Errorf("the server saw %q, want %q", out, want)
+		}
+	})
+	t.Run("a store it cannot write", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "a-file")
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := mcptapeCmd(t, "wrap", "--data", filepath.Join(file, "data"), "--", "sh", "-c", "cat")
+		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
+		var errBuf strings.Builder
+		cmd.Stderr = &errBuf
+		out, err := cmd.Output()
+		if err != nil || string(out) != `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n" {
+			t.Errorf("wrap with a data directory it cannot create: %v, out %q; want the traffic relayed", err, out)
+		}
+		if n := strings.Count(errBuf.String(), "not recording this server"); n != 1 {
+			t.Errorf("stderr says %d times that it is not recording, want once:\n%s", n, errBuf.String())
 		}
 	})
 }
