@@ -163,7 +163,18 @@ func (b *browser) waitFor(what, cond string, timeout time.Duration) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout+5*time.Second)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(20*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		// A navigation that was still settling replaced the page's
+		// JavaScript context under the poll: poll the new one.
+		if gone := strings.Contains(err.Error(), "Cannot find context with specified id") || strings.Contains(err.Error(), "Execution context was destroyed"); gone && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		b.screenshot("failed-" + what)
 		b.t.Fatalf("waiting for %s (%s): %v%s", what, cond, err, b.problems())
 	}
