@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/fixtures/interop"
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // routeLines are the URLs `record` printed for its routes, by name.
@@ -224,5 +226,40 @@ func TestSendAgainThroughARoute(t *testing.T) {
 	}
 	if len(ids) != 2 {
 		t.Errorf("after Send again the route has %d sessions, want the client's and the dashboard's", len(ids))
+	}
+}
+
+// TestReadRightAfterARun: `ls` and `show` through a running recorder,
+// straight after a client's run and with no sleep, see the whole session —
+// its era, its client and every message — not the session record of a
+// moment before (which a tape exported from it then could not replay).
+func TestReadRightAfterARun(t *testing.T) {
+	fx := httptest.NewServer(fixtures.Handler(nil))
+	defer fx.Close()
+	defer fx.CloseClientConnections()
+	data := t.TempDir()
+	r := startRun(t, "record", "--upstream", fx.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
+	u := r.wait(t, "point your MCP client at ")
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	for run := range 3 {
+		rep, err := fixtures.RunClient(t.Context(), u, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+		if err != nil || failures(rep) != nil {
+			t.Fatalf("run %d: %v %v", run, err, failures(rep))
+		}
+		var mcp []capture.Session
+		for _, s := range lsJSON(t, data) {
+			if s.Opening != "http" {
+				mcp = append(mcp, s)
+			}
+		}
+		if len(mcp) != run+1 {
+			t.Fatalf("run %d: ls lists %d MCP sessions, want %d", run, len(mcp), run+1)
+		}
+		for _, s := range mcp {
+			n := len(shown(t, data, s.ID))
+			if s.Era == protocol.EraUnknown || s.Client.Name == "" || s.Messages != n || n < 4 {
+				t.Errorf("run %d: session %s read at once: era %s, client %q, %d messages counted, %d shown", run, s.ID, s.Era, s.Client.Name, s.Messages, n)
+			}
+		}
 	}
 }
