@@ -98,9 +98,14 @@ func TestRecordFullDisk(t *testing.T) {
 	up := httptest.NewServer(bulkServer{size: result})
 	t.Cleanup(up.Close)
 	c := startChild(t, "record", "--upstream", up.URL+"/mcp", "--listen", "127.0.0.1:0", "--data", data,
-		"--dashboard", "off", "--metrics", "127.0.0.1:0", "--min-free", "24MiB")
+		"--dashboard", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--min-free", "24MiB")
 	proxyURL := urlRE.FindString(c.wait(t, "point your MCP client at ")) + "/mcp"
 	metricsURL := c.wait(t, "Prometheus metrics at ")
+	dash := newDashClient(t, c.wait(t, "dashboard at "))
+	var status struct {
+		Paused bool   `json:"paused"`
+		Reason string `json:"reason"`
+	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
 	sent := 0
@@ -125,6 +130,10 @@ func TestRecordFullDisk(t *testing.T) {
 	c.alive(t, "while its own recording filled the disk")
 	if v := scrape(t, hc, metricsURL, "mcptape_store_recording_paused"); v != 1 {
 		t.Errorf("mcptape_store_recording_paused = %v with %d bytes free, want 1", v, freeOn(t, disk))
+	}
+	// The dashboard's banner comes from its status: paused, and why.
+	if code := dash.do(http.MethodGet, "/api/v1/status", &status); code != http.StatusOK || !status.Paused || !strings.Contains(status.Reason, "--min-free") {
+		t.Errorf("the dashboard's status while the disk is full: HTTP %d %+v; want paused, with a reason naming --min-free", code, status)
 	}
 	// 3. Another file takes every byte left: traffic still flows.
 	full := fill(t, disk, "ballast-2", 0)
@@ -151,6 +160,9 @@ func TestRecordFullDisk(t *testing.T) {
 	}
 	if v := scrape(t, hc, metricsURL, "mcptape_store_recording_paused"); v != 0 {
 		t.Errorf("mcptape_store_recording_paused = %v after space came back, want 0", v)
+	}
+	if dash.do(http.MethodGet, "/api/v1/status", &status); status.Paused {
+		t.Errorf("the dashboard's status after space came back: %+v, want not paused", status)
 	}
 	if code := c.interrupt(t); code != 0 {
 		t.Fatalf("record exited %d:\n%s%s", code, c.out.String(), c.errOut.String())
