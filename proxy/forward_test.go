@@ -293,7 +293,21 @@ func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 // with the request's id, plain or inside an intercepted tunnel.
 func TestForwardSharesThePolicy(t *testing.T) {
 	ca := newTestCA(t)
-	p, err := proxy.New(&proxy.Options{MaxRequestBody: 90, Forward: &proxy.ForwardOptions{MITM: []string{"127.0.0.1"}, Certificate: ca.leaf}})
+	// Upstreams that read the request and never answer.
+	silent := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	slow, slowTLS := httptest.NewServer(silent), httptest.NewTLSServer(silent)
+	defer slow.Close()
+	defer slowTLS.Close()
+	upstreamRoots := x509.NewCertPool()
+	upstreamRoots.AddCert(slowTLS.Certificate())
+	p, err := proxy.New(&proxy.Options{MaxRequestBody: 90, UpstreamTimeout: 300 * time.Millisecond, TLSConfig: &tls.Config{RootCAs: upstreamRoots},
+		Forward: &proxy.ForwardOptions{MITM: []string{"127.0.0.1"}, Certificate: ca.leaf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,6 +328,8 @@ func TestForwardSharesThePolicy(t *testing.T) {
 		{"too large, plain", "http://" + dead + "/mcp", strings.Repeat("x", 200), http.StatusRequestEntityTooLarge, "--max-request-body"},
 		{"unreachable, plain", "http://" + dead + "/mcp", call, http.StatusBadGateway, `"id":"req-7"`},
 		{"unreachable, in a tunnel", "https://" + dead + "/mcp", call, http.StatusBadGateway, `"id":"req-7"`},
+		{"silent, plain", slow.URL + "/mcp", call, http.StatusGatewayTimeout, "--upstream-timeout"},
+		{"silent, in a tunnel", slowTLS.URL + "/mcp", call, http.StatusGatewayTimeout, "--upstream-timeout"},
 	} {
 		res, err := hc.Post(c.url, "application/json", strings.NewReader(c.body))
 		if err != nil {
