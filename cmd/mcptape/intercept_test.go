@@ -236,6 +236,35 @@ func TestSend(t *testing.T) {
 	}
 }
 
+// TestSendModern: `mcptape send` to a 2026-07-28 server through a
+// recorder speaks 2026-07-28 (the version the server offers), answers the
+// input_required rounds of a sampling call from --profile (retrying with
+// inputResponses and the echoed requestState), prints the final result,
+// and the recorder keeps it as a modern session.
+func TestSendModern(t *testing.T) {
+	up := httptest.NewServer(fixtures.Handler(nil))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	data := t.TempDir()
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
+	proxyURL := r.wait(t, "point your MCP client at ")
+	profile := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(profile, []byte(mockProfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := mcptape(t, "send", "--to", proxyURL, "--profile", profile, "tools/call", `{"name":"sample","arguments":{"prompt":"hi"}}`)
+	if code != 0 || !strings.Contains(out, "# 2026-07-28") || !strings.Contains(out, "2 rounds") || !strings.Contains(out, "inputResponses") || !strings.Contains(out, "fixture override: hi") {
+		t.Fatalf("send to a 2026-07-28 server: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var modern bool
+	for _, s := range lsJSON(t, data) {
+		modern = modern || s.Era == protocol.EraModern && s.Version == "2026-07-28"
+	}
+	if !modern {
+		t.Errorf("the recorder holds no 2026-07-28 session of the send: %+v", lsJSON(t, data))
+	}
+}
+
 // heldList is GET /api/v1/intercept.
 type heldList struct {
 	Held []capture.HeldMessage `json:"held"`
