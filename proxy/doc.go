@@ -60,9 +60,13 @@
 // [capture.LegForward]; a CONNECT to a host a [ForwardOptions.MITM] glob
 // matches is intercepted — the proxy answers the TLS handshake with
 // [ForwardOptions.Certificate]'s certificate for the host and reads the
-// requests inside, recorded on [capture.LegMITM] — and any other CONNECT is
-// tunnelled unrecorded. Nothing passing a forward leg is rewritten: the
-// client uses the servers' own URLs.
+// requests inside, recorded on [capture.LegMITM]; a CONNECT whose client
+// speaks plain HTTP in it (Node's fetch tunnels http:// URLs that way) is
+// served and recorded on LegForward, whatever its host; any other CONNECT
+// is tunnelled unrecorded. The client's first bytes tell them apart (a TLS
+// handshake, an HTTP request line, or neither within a second: a protocol
+// whose server speaks first). Nothing passing a forward leg is rewritten:
+// the client uses the servers' own URLs.
 //
 // goproxy (github.com/elazarl/goproxy) handles the CONNECTs: the decision,
 // the tunnels, the hijack. Every HTTP request, plain or read from an

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -66,8 +67,9 @@ type forwardLeg struct {
 
 // tunnel is an intercepted CONNECT: the route its requests take.
 type tunnel struct {
-	rt   *route
-	host string // the CONNECT's host, lower case, without a default port
+	rt      *route
+	host    string // the CONNECT's host, lower case, without a default port
+	defPort string // the scheme's default port: 443 in TLS, 80 for plain HTTP
 }
 
 type tunnelKey struct{}
@@ -82,7 +84,7 @@ func tunnelOf(r *http.Request) *tunnel {
 // tunnel's host: a client cannot open a tunnel to one host and address
 // another through it.
 func (t *tunnel) hostMatches(r *http.Request) bool {
-	return hostKey(r.Host, "443") == t.host
+	return hostKey(r.Host, t.defPort) == t.host
 }
 
 // hostKey is host:port in lower case, without the scheme's default port.
@@ -173,14 +175,111 @@ func (f *forwardLeg) intercepts(host string) bool {
 	return false
 }
 
-// decide is goproxy's CONNECT handler: intercept a host --mitm names,
-// tunnel any other.
+// decide is goproxy's CONNECT handler: every tunnel is taken over, and
+// what the client sends first decides what it is (see hijack).
 func (f *forwardLeg) decide(host string, _ *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-	if f.intercepts(host) {
-		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: f.intercept}, host
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: f.hijack}, host
+}
+
+// peekWait bounds the wait for a tunnel's first bytes: TLS and HTTP
+// clients speak first at once; a protocol whose server speaks first gets
+// its tunnel after this.
+const peekWait = time.Second
+
+// hijack takes over a CONNECT. Its host is dialled first unless --mitm
+// names it (so an unreachable host gets 502, as a plain tunnel would), then
+// the client's first bytes say what the tunnel carries:
+//   - plain HTTP (Node's fetch tunnels http:// URLs through CONNECT too):
+//     served and recorded on the forward leg, like a plain request;
+//   - TLS to a host --mitm names: intercepted with mcptape's CA;
+//   - anything else (TLS to another host, another protocol): tunnelled as
+//     bytes, unrecorded.
+func (f *forwardLeg) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+	host := req.URL.Host
+	mitm := f.intercepts(host)
+	var up net.Conn
+	if !mitm {
+		var err error
+		if up, err = f.dialTunnel(req, "tcp", host); err != nil {
+			f.p.log.Debug("a CONNECT's host is unreachable", "host", host, "error", err)
+			_, _ = io.WriteString(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			client.Close()
+			return
+		}
 	}
-	f.p.log.Debug("tunnelling a CONNECT unrecorded (not matched by --mitm)", "host", host)
-	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, host
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		if up != nil {
+			up.Close()
+		}
+		return
+	}
+	br := bufio.NewReader(client)
+	_ = client.SetReadDeadline(time.Now().Add(peekWait))
+	first, _ := br.Peek(1)
+	plain := false
+	if len(first) == 1 && first[0] >= 'A' && first[0] <= 'Z' {
+		head, _ := br.Peek(8)
+		plain = looksLikeHTTP(head)
+	}
+	_ = client.SetReadDeadline(time.Time{})
+	conn := &peekedConn{Conn: client, r: br}
+	switch {
+	case plain:
+		if up != nil {
+			up.Close()
+		}
+		key := hostKey(host, "80")
+		f.serve(conn, &tunnel{host: key, defPort: "80", rt: newRoute("", capture.LegForward, &url.URL{Scheme: "http", Host: key})})
+	case mitm && len(first) == 1 && first[0] == 0x16: // a TLS handshake record
+		f.intercept(host, conn)
+	case mitm:
+		f.p.log.Debug("a tunnel to a --mitm host carries neither TLS nor HTTP: closed", "host", host)
+		conn.Close()
+	default:
+		f.p.log.Debug("tunnelling a CONNECT unrecorded (not matched by --mitm)", "host", host)
+		splice(br, client, up)
+	}
+}
+
+// looksLikeHTTP reports whether a tunnel's first bytes start an HTTP/1
+// request line: a method net/http knows, then a space.
+func looksLikeHTTP(b []byte) bool {
+	for _, m := range []string{"GET ", "POST ", "PUT ", "DELETE ", "HEAD ", "OPTIONS ", "PATCH ", "TRACE "} {
+		if strings.HasPrefix(string(b), m) {
+			return true
+		}
+	}
+	return false
+}
+
+// peekedConn is a connection whose first bytes were peeked: reads come
+// from r, which holds them.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// splice copies bytes both ways between a tunnel's client (read through
+// fromClient, which holds what was peeked) and its host until both
+// directions end, passing each end on as a half-close.
+func splice(fromClient io.Reader, client, up net.Conn) {
+	var wg sync.WaitGroup
+	half := func(dst net.Conn, src io.Reader) {
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	wg.Go(func() { half(up, fromClient) })
+	wg.Go(func() { half(client, up) })
+	wg.Wait()
+	client.Close()
+	up.Close()
 }
 
 // connect answers a CONNECT request.
@@ -200,15 +299,9 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// intercept takes over a CONNECT to a host --mitm names: it answers 200,
-// then hands the connection, as a TLS server with a certificate for the
-// host, to the server that reads its requests.
-func (f *forwardLeg) intercept(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
-	host := req.URL.Host
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		client.Close()
-		return
-	}
+// intercept serves a tunnel to a host --mitm names as a TLS server with a
+// certificate for the host, to the server that reads its requests.
+func (f *forwardLeg) intercept(host string, client net.Conn) {
 	key := hostKey(host, "443")
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -217,12 +310,16 @@ func (f *forwardLeg) intercept(req *http.Request, client net.Conn, _ *goproxy.Pr
 		// client's hello says: that is the host the requests go to.
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return f.cert(host) },
 	}
-	tc := tls.Server(client, cfg)
-	f.tunnels.Store(tc, &tunnel{host: key, rt: newRoute("", capture.LegMITM, &url.URL{Scheme: "https", Host: key})})
+	f.serve(tls.Server(client, cfg), &tunnel{host: key, defPort: "443", rt: newRoute("", capture.LegMITM, &url.URL{Scheme: "https", Host: key})})
+}
+
+// serve hands a tunnel's connection to the server that reads its requests.
+func (f *forwardLeg) serve(c net.Conn, t *tunnel) {
+	f.tunnels.Store(c, t)
 	f.srvOnce.Do(func() { go func() { _ = f.srv.Serve(f.ln) }() })
-	if !f.ln.push(tc) {
-		f.tunnels.Delete(tc)
-		tc.Close()
+	if !f.ln.push(c) {
+		f.tunnels.Delete(c)
+		c.Close()
 	}
 }
 

@@ -399,3 +399,87 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// Node's fetch sends http:// URLs through its HTTP proxy as CONNECT
+// tunnels too: plain HTTP inside a tunnel is served and recorded on the
+// forward leg, to any host (no --mitm needed, nothing to decrypt), and a
+// request in it must name the tunnel's host. A protocol whose server
+// speaks first still gets its tunnel, as bytes.
+func TestForwardPlainHTTPInATunnel(t *testing.T) {
+	r := newForwardRig(t) // no --mitm host at all
+	target := strings.TrimPrefix(r.plain.URL, "http://")
+	tunnelTo := func(hostport string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		conn, err := net.Dial("tcp", r.proxyURL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		io.WriteString(conn, "CONNECT "+hostport+" HTTP/1.1\r\nHost: "+hostport+"\r\n\r\n")
+		br := bufio.NewReader(conn)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("CONNECT %s: %v %v", hostport, res, err)
+		}
+		return conn, br
+	}
+
+	// A whole MCP session through one tunnel, as Node's fetch does it.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		conn, br := tunnelTo(target)
+		return &bufConn{Conn: conn, r: br}, nil
+	}}}
+	runFixtureClient(t, r.plain.URL+fixtures.PathStateful, hc)
+	var mcp []*capture.Session
+	for _, s := range r.sessions(t) {
+		if s.Opening != "http" {
+			mcp = append(mcp, s)
+		}
+	}
+	if len(mcp) != 1 || mcp[0].Leg != capture.LegForward || mcp[0].Messages < 4 {
+		t.Fatalf("sessions recorded from plain HTTP in a tunnel: %+v; want one MCP session on the forward leg", mcp)
+	}
+
+	// Another host named inside the tunnel: 421.
+	conn, br := tunnelTo(target)
+	io.WriteString(conn, "GET /mcp HTTP/1.1\r\nHost: other.example\r\n\r\n")
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("a request for another host in a plain tunnel: %v %v, want 421", res, err)
+	}
+
+	// A server that speaks first (a banner, then an echo): its tunnel
+	// carries the bytes both ways, unrecorded.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "BANNER server-first\n")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		io.WriteString(c, "echo "+line)
+	}()
+	conn, br = tunnelTo(ln.Addr().String())
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if banner, err := br.ReadString('\n'); err != nil || banner != "BANNER server-first\n" {
+		t.Fatalf("the server-first banner through the tunnel: %q %v", banner, err)
+	}
+	io.WriteString(conn, "hello\n")
+	if echo, err := br.ReadString('\n'); err != nil || echo != "echo hello\n" {
+		t.Errorf("the echo through the tunnel: %q %v", echo, err)
+	}
+}
+
+// bufConn reads through r, which may hold bytes read past a response.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -450,7 +450,7 @@ func (p *Proxy) begin(r *http.Request, rt *route, body []byte, complete, refused
 	if rt != nil {
 		req.Leg, req.Route, req.Upstream = rt.leg, rt.name, rt.base
 	} else if tn := tunnelOf(r); tn != nil {
-		req.Leg = capture.LegMITM
+		req.Leg = tn.rt.leg
 	} else if r.URL.IsAbs() && p.forward != nil {
 		req.Leg = capture.LegForward
 	}

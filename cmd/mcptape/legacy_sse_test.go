@@ -115,3 +115,87 @@ func TestRecordAndReplayLegacySSE(t *testing.T) {
 		t.Errorf("replay server exited %d: %s", code, rr.errOut.String())
 	}
 }
+
+// TestRecordLegacySSEThroughForward: the legacy transport through the
+// forward proxy — Node 22's TypeScript SSE client, told to use `record
+// --forward` as its HTTP proxy, against server-everything in sse mode by its
+// own URL. The client passes, and the store holds one legacy SSE session on
+// the forward leg, nothing rewritten (the client used the real URLs), every
+// answer linked (no finding, nothing pending or orphaned).
+func TestRecordLegacySSEThroughForward(t *testing.T) {
+	node := node22(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	ev, err := interop.StartEverything(ctx, &interop.EverythingOptions{Transport: interop.TransportSSE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	data := t.TempDir()
+	r := startRun(t, "record", "--forward", "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
+	px := urlRE.FindString(r.wait(t, "forward proxy at "))
+	env := []string{"NODE_USE_ENV_PROXY=1", "HTTP_PROXY=" + px, "http_proxy=" + px, "NO_PROXY=", "no_proxy="}
+	if _, err := interop.RunClient(ctx, ev.URL(), &interop.ClientOptions{Transport: "sse", Node: node, Env: env}); err != nil {
+		t.Fatalf("the TypeScript SSE client through the forward proxy: %v", err)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+	st, err := badgerstore.Open(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var mcp []*capture.Session
+	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Opening != "http" {
+			mcp = append(mcp, s)
+		}
+	}
+	if len(mcp) != 1 || mcp[0].Opening != "sse" || mcp[0].Leg != capture.LegForward {
+		for s := range st.Sessions(ctx, capture.SessionQuery{}) {
+			t.Logf("session %s opening %s leg %s upstream %s path %s messages %d", s.ID, s.Opening, s.Leg, s.Upstream, s.Path, s.Messages)
+		}
+		t.Fatalf("MCP sessions: %+v; want one legacy SSE session on the forward leg", mcp)
+	}
+	for m, err := range st.Messages(ctx, mcp[0].ID, capture.MessageQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Findings {
+			t.Errorf("message %d (%s %s) has a finding: %s: %s", m.Seq, m.Kind, m.Method, f.Kind, f.Message)
+		}
+	}
+	for x, err := range st.Exchanges(ctx, mcp[0].ID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Rewritten != "" {
+			t.Errorf("exchange %d was rewritten (%s) on the forward leg", x.ID, x.Rewritten)
+		}
+	}
+	tree, err := capture.SessionTree(ctx, st, mcp[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(ns []*capture.Node)
+	calls := 0
+	walk = func(ns []*capture.Node) {
+		for _, n := range ns {
+			if n.Status == "pending" || n.Status == "unanswered" || n.Status == "orphan" {
+				t.Errorf("tree node %s %s is %s", n.Method, n.Name, n.Status)
+			}
+			if n.Method == "tools/call" {
+				calls++
+			}
+			walk(n.Children)
+		}
+	}
+	walk(tree.Roots)
+	if calls == 0 {
+		t.Error("the tree holds no tools/call")
+	}
+}
