@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -360,7 +361,7 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 	if blob {
 		// Written before the index that points at it is committed: a crash
 		// in between leaves an unreferenced file, never a dangling index.
-		if err := os.WriteFile(blobPath(w.blobs, m.Seq), m.Raw, 0o600); err != nil {
+		if err := writeBlob(blobPath(w.blobs, m.Seq), m.Raw); err != nil {
 			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
 		}
 		// The head holds the blob's CRC-32C, which reads check: a blob
@@ -549,6 +550,26 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return fmt.Errorf("badgerstore: delete session %q: %w", id, err)
 	}
 	return nil
+}
+
+// writeBlob writes a blob file. A new file is created without O_TRUNC:
+// on ext4 (auto_da_alloc) truncating on open makes close start writing
+// the file back at once, which made a 1 MiB blob cost about 3 ms of CPU
+// instead of about 1. A blob already there (a message stored again) is
+// replaced whole.
+func writeBlob(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return os.WriteFile(path, b, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // blobMarker, as a raw head's chunk count, says the raw bytes are in a blob
