@@ -2,7 +2,9 @@ package dashboard_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
+	"github.com/mcptape/mcptape/replay"
 )
 
 // TestBrowserViews opens, in headless Chromium at 1400 and 1000 px, what
@@ -24,11 +27,18 @@ import (
 // headers disagree with their bodies. Screenshots are kept as artifacts;
 // no page may report a console error.
 func TestBrowserViews(t *testing.T) {
-	r := newRigServer(t, tapeOptions(new([]string)), &fixtures.ServerOptions{Showcase: true})
+	opts := tapeOptions(new([]string))
+	opts.Profiles = t.TempDir()
+	opts.ValidateProfile = func(b []byte) error {
+		_, err := replay.ReadProfile(bytes.NewReader(b))
+		return err
+	}
+	r := newRigServer(t, opts, &fixtures.ServerOptions{Showcase: true})
 	r.runShowcase(t, fixtures.PathStateful)
 	r.runShowcase(t, fixtures.PathStateless)
 	r.runRoutingMismatch(t)
 	r.runBadElicitAnswer(t)
+	checks := r.runStdioChecks(t)
 	legacy := r.sessionOf(t, "showcase-client", fixtures.PathStateful)
 	modern := r.sessionOf(t, "showcase-client", fixtures.PathStateless)
 	raw := r.sessionOf(t, "raw-client", fixtures.PathStateless)
@@ -36,6 +46,7 @@ func TestBrowserViews(t *testing.T) {
 	for _, s := range []*capture.Session{legacy, modern, raw, careless} {
 		r.settle(t, s.ID)
 	}
+	r.settle(t, checks)
 	b := newBrowser(t)
 	base := r.srv.URL
 	msgURL := func(s *capture.Session, seq uint64) string {
@@ -385,6 +396,215 @@ func TestBrowserViews(t *testing.T) {
 		second := eval[string](b, `document.activeElement.querySelector('.row .name')?.textContent + ' ' + document.activeElement.querySelector('.row .chip').textContent`)
 		if first != "shapes isError" || second != "error error" {
 			t.Errorf("e went to %q, then %q", first, second)
+		}
+		b.checkClean()
+	})
+
+	t.Run("ElicitationPreviewInTree", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/sessions/" + esc(legacy.ID))
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		// Open the call, then the elicitation it set off, as a user does:
+		// by their toggles.
+		call := `[...document.querySelectorAll('[role=tree] > li[data-method="tools/call"]')].find(li => li.querySelector('.name')?.textContent === 'elicit_choices')`
+		b.run("open the call", chromedp.Click(chromedp.JSPath(call+`.querySelector(':scope > .row .toggle')`), chromedp.NodeVisible))
+		node := `(` + call + `).querySelector('li[data-method="elicitation/create"]')`
+		b.waitFor("the elicitation node", node+` !== null`, 5*time.Second)
+		b.run("open the elicitation", chromedp.Click(chromedp.JSPath(node+`.querySelector(':scope > .row .toggle')`), chromedp.NodeVisible))
+		p := node + `.querySelector('.preview[data-preview="elicitation/create"]')`
+		b.waitFor("the elicitation preview", p+`?.querySelector('form.elicitation-form') != null`, 10*time.Second)
+		if msg := eval[string](b, p+`.querySelector('.elicitation-message').textContent`); !strings.Contains(msg, "preferences, please.") {
+			t.Errorf("the preview's message: %q", msg)
+		}
+		labels := eval[[]string](b, `[...`+p+`.querySelectorAll('form.elicitation-form .field-label')].map(e => e.textContent)`)
+		if strings.Join(labels, "|") != "E-mail * email|Favourite colour color|Size * size|Toppings toppings|Quantity quantity|Delivery date when|A gift gift" {
+			t.Errorf("the preview's form fields: %q", labels)
+		}
+		// The answer, against the form.
+		got := eval[string](b, `[
+			`+p+`.querySelector('.elicitation-answer .chip').textContent,
+			`+p+`.querySelector('[data-field=email] input').value,
+			`+p+`.querySelector('[data-field=size] select').selectedOptions[0].textContent,
+			[...`+p+`.querySelectorAll('[data-field=toppings] input:checked')].length,
+			`+p+`.querySelector('[data-field=gift] input').checked].join('|')`)
+		if got != "accept|ada@example.com|Medium (m)|2|true" {
+			t.Errorf("the preview's answer: %q", got)
+		}
+		b.shots("tree-elicitation-preview")
+		b.checkClean()
+	})
+
+	t.Run("NestedFormAsJSON", func(t *testing.T) {
+		b.t = t
+		req := r.seqWhere(t, checks, func(m *capture.Message) bool {
+			return m.Kind == protocol.KindRequest && m.Method == protocol.MethodElicitation
+		})
+		openMessage(msgURL(&capture.Session{ID: checks}, req))
+		v := view
+		if n := eval[int](b, v+`.querySelectorAll('form.elicitation-form').length`); n != 0 {
+			t.Errorf("a form outside the flat-primitive rule is drawn as %d form(s), want JSON", n)
+		}
+		if got := eval[string](b, v+`.querySelector('.elicitation .schema-problem')?.textContent || ''`); !strings.Contains(got, "address is an object") {
+			t.Errorf("the schema's problem: %q", got)
+		}
+		if got := eval[string](b, v+`.querySelector('.elicitation .jtree')?.textContent || ''`); !strings.Contains(got, `"properties"`) || !strings.Contains(got, `"required"`) {
+			t.Errorf("the schema as JSON: %q", got)
+		}
+		if got := eval[string](b, `document.querySelector('ul.findings')?.textContent || ''`); !strings.Contains(got, `elicitation form outside the flat-primitive rule: property "address" is an object`) {
+			t.Errorf("the recorder's finding: %q", got)
+		}
+		// The answer is still there to read: its action and its content.
+		if got := eval[string](b, v+`.querySelector('.elicitation-answer')?.textContent || ''`); !strings.Contains(got, "accept") {
+			t.Errorf("the answer: %q", got)
+		}
+		if got := eval[string](b, v+`.querySelector('.elicitation .answer-content')?.textContent || ''`); !strings.Contains(got, `"name": "Ada"`) || !strings.Contains(got, `"address": {…} 2 keys`) {
+			t.Errorf("the answer's content: %q", got)
+		}
+		b.shots("elicitation-nested-form")
+		b.checkClean()
+	})
+
+	t.Run("MetaFolded", func(t *testing.T) {
+		b.t = t
+		seq := r.seqWhere(t, raw.ID, func(m *capture.Message) bool {
+			return m.Method == protocol.MethodToolsCall && m.Kind == protocol.KindRequest
+		})
+		openMessage(msgURL(raw, seq))
+		body := view + `.querySelector('.structured')`
+		fold := body + `.querySelector('details.meta-fold')`
+		if got := eval[string](b, fold+`?.querySelector('summary').textContent || ''`); got != "_meta (3 keys)" {
+			t.Errorf("the fold's summary: %q", got)
+		}
+		// Closed: the body says nothing of what _meta holds.
+		if eval[bool](b, fold+`.open`) || eval[bool](b, fold+`.getBoundingClientRect().height > 40`) {
+			t.Error("the _meta fold is open by default")
+		}
+		if txt := eval[string](b, body+`.innerText`); strings.Contains(txt, "clientInfo") || strings.Contains(txt, "raw-client") {
+			t.Errorf("_meta shows in the body while folded: %q", txt)
+		}
+		// Below the body: after the arguments.
+		if !eval[bool](b, fold+`.getBoundingClientRect().top >= `+body+`.querySelector('table.arguments').getBoundingClientRect().bottom`) {
+			t.Error("the _meta fold is not below the arguments")
+		}
+		b.shots("meta-folded")
+		b.click(`section.message-view .structured details.meta-fold > summary`)
+		b.waitFor("the open fold", fold+`.open && `+fold+`.querySelector('.jtree') !== null`, 5*time.Second)
+		keys := eval[[]string](b, `[...`+fold+`.querySelectorAll('.jtree .j-key')].map(e => e.textContent).filter(k => k.startsWith('"io.'))`)
+		if strings.Join(keys, ",") != `"io.modelcontextprotocol/protocolVersion","io.modelcontextprotocol/clientInfo","io.modelcontextprotocol/clientCapabilities"` {
+			t.Errorf("the open fold's keys: %q", keys)
+		}
+		if txt := eval[string](b, fold+`.innerText`); !strings.Contains(txt, "2026-07-28") {
+			t.Errorf("the open fold: %q", txt)
+		}
+		b.shots("meta-open")
+		b.checkClean()
+	})
+
+	t.Run("FindingAndErrorKeys", func(t *testing.T) {
+		b.t = t
+		// at is the root the tree's focus is on: its method and tool name.
+		at := func() string {
+			return eval[string](b, `(() => { const li = document.activeElement?.closest?.('[role=tree] > li[role=treeitem]'); return li ? (li.dataset.method || li.querySelector('.row .method').textContent) + ' ' + (li.querySelector(':scope > .row .name')?.textContent || '') : 'nothing' })()`)
+		}
+		openTree := func() {
+			b.open(base + "/sessions/" + esc(checks))
+			b.waitFor("the tree", treeReady, 10*time.Second)
+		}
+		keys := func(k string) []string {
+			var out []string
+			for _, c := range k {
+				b.run(string(c), chromedp.KeyEvent(string(c)))
+				out = append(out, at())
+			}
+			return out
+		}
+		openTree()
+		// f: the call whose elicitation has a finding (opened, since the
+		// finding is inside), then the response to no request ("other"), then
+		// round again; F back.
+		got := keys("fffFF")
+		want := []string{"tools/call ship", "other ", "tools/call ship", "other ", "tools/call ship"}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("f f f F F went to %q, want %q", got, want)
+		}
+		if !eval[bool](b, `document.activeElement.getAttribute('aria-expanded') === 'true' && document.activeElement.querySelector('li[data-method="elicitation/create"] .chip.finding') !== null`) {
+			t.Error("f did not open the call to show the finding inside it")
+		}
+		b.shots("tree-next-finding")
+		// E goes back round to the last error; e forward again.
+		got = keys("EEEe")
+		want = []string{"tools/call cancel", "tools/call track", "tools/call weigh", "tools/call track"}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("E E E e went to %q, want %q", got, want)
+		}
+		// From a fresh page, E and F start at the end.
+		openTree()
+		if got := keys("E"); got[0] != "tools/call cancel" {
+			t.Errorf("E on a fresh page went to %q, want the last error", got[0])
+		}
+		openTree()
+		if got := keys("F"); got[0] != "other " {
+			t.Errorf("F on a fresh page went to %q, want the last finding", got[0])
+		}
+		// The buttons step on from where the last one went.
+		openTree()
+		var steps []string
+		for _, btn := range []string{"next-error", "next-error", "next-error", "next-error", "next-finding", "next-finding"} {
+			b.click(`.tree-tools button.` + btn)
+			steps = append(steps, at())
+		}
+		want = []string{"tools/call weigh", "tools/call track", "tools/call cancel", "tools/call weigh", "other ", "tools/call ship"}
+		if strings.Join(steps, "|") != strings.Join(want, "|") {
+			t.Errorf("the buttons went to %q, want %q", steps, want)
+		}
+		b.shots("tree-next-buttons")
+		b.checkClean()
+	})
+
+	t.Run("ProfileStopReasonAndRoots", func(t *testing.T) {
+		b.t = t
+		b.open(base + "/profiles/qa?new=1")
+		b.waitFor("the new profile's form", `document.querySelector('.profile-form input[name=stopReason]') !== null`, 10*time.Second)
+		b.run("stop reason", chromedp.SendKeys(chromedp.CSS(`input[name=stopReason]`), "maxTokens"))
+		// Two roots, the second moved first.
+		b.click(`button.add-root`)
+		b.click(`button.add-root`)
+		b.run("uri 1", chromedp.SendKeys(chromedp.CSS(`ol.root > li:nth-child(1) input[aria-label=URI]`), "file:///work/app"))
+		b.run("name 1", chromedp.SendKeys(chromedp.CSS(`ol.root > li:nth-child(1) input[aria-label=name]`), "app"))
+		b.run("uri 2", chromedp.SendKeys(chromedp.CSS(`ol.root > li:nth-child(2) input[aria-label=URI]`), "file:///work/docs"))
+		b.click(`ol.root > li:nth-child(2) button.up`)
+		b.shots("profile-stop-reason-roots")
+		b.click(`button.save-profile`)
+		b.waitFor("saved", `document.querySelector('.check.ok')?.textContent === 'Saved'`, 5*time.Second)
+		p, err := replay.LoadProfile(filepath.Join(opts.Profiles, "qa.json"))
+		if err != nil {
+			t.Fatalf("the saved profile: %v", err)
+		}
+		if p.Sampling == nil || p.Sampling.StopReason != "maxTokens" {
+			t.Errorf("the saved stop reason: %+v", p.Sampling)
+		}
+		if fmt.Sprint(p.Roots) != "[{file:///work/docs } {file:///work/app app}]" {
+			t.Errorf("the saved roots: %+v", p.Roots)
+		}
+		// Opened again, the form shows what was saved, and so does the JSON.
+		b.open(base + "/profiles/qa")
+		b.waitFor("the saved profile's form", `document.querySelector('.profile-form input[name=stopReason]') !== null`, 10*time.Second)
+		shown := eval[string](b, `[document.querySelector('input[name=stopReason]').value,
+			...[...document.querySelectorAll('ol.root > li')].map(li => li.querySelector('input[aria-label=URI]').value + ' ' + li.querySelector('input[aria-label=name]').value)].join('|')`)
+		if shown != "maxTokens|file:///work/docs |file:///work/app app" {
+			t.Errorf("the form shows %q", shown)
+		}
+		b.click(`.tabs button:nth-child(2)`)
+		b.waitFor("the JSON", `!document.querySelector('textarea.profile-json').hidden`, 5*time.Second)
+		var doc struct {
+			Sampling struct{ StopReason string }
+			Roots    []map[string]string
+		}
+		if err := json.Unmarshal([]byte(eval[string](b, `document.querySelector('textarea.profile-json').value`)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Sampling.StopReason != "maxTokens" || len(doc.Roots) != 2 || doc.Roots[0]["uri"] != "file:///work/docs" || doc.Roots[1]["name"] != "app" {
+			t.Errorf("the JSON tab: %+v", doc)
 		}
 		b.checkClean()
 	})

@@ -251,3 +251,46 @@ func (r *rig) sessionOf(t testing.TB, client, path string) *capture.Session {
 	t.Fatalf("no session of %s on %s", client, path)
 	return nil
 }
+
+// nestedForm is an elicitation form outside the flat-primitive rule: its
+// address property is an object.
+const nestedForm = `{"type":"object","properties":{"name":{"type":"string","title":"Your name"},"address":{"type":"object","title":"Address","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"required":["name"]}`
+
+// runStdioChecks records, through the recorder's stdio leg, a hand-built
+// session of a server named "checks": a call that sets off an elicitation
+// whose form nests an object (a finding inside the call), a tool result
+// with isError, a response to no request (a finding of its own), and two
+// calls answered with JSON-RPC errors, the last message of all among them.
+// It returns the session's id.
+func (r *rig) runStdioChecks(t testing.TB) string {
+	t.Helper()
+	s := r.rec.OpenStream(&capture.StreamInfo{Name: "checks", Command: capture.Command{Args: []string{"checks-server"}}})
+	c2s := func(line string) { s.Line(protocol.ClientToServer, []byte(line)) }
+	s2c := func(line string) { s.Line(protocol.ServerToClient, []byte(line)) }
+	c2s(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"checks-client","version":"1"}}}`)
+	s2c(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"checks","version":"1"}}}`)
+	c2s(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c2s(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ship","arguments":{}}}`)
+	s2c(`{"jsonrpc":"2.0","id":100,"method":"elicitation/create","params":{"message":"Where should the parcel go?","requestedSchema":` + nestedForm + `}}`)
+	c2s(`{"jsonrpc":"2.0","id":100,"result":{"action":"accept","content":{"name":"Ada","address":{"street":"12 St James's Square","city":"London"}}}}`)
+	s2c(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"shipping to London"}]}}`)
+	c2s(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"weigh","arguments":{}}}`)
+	s2c(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"the scale is broken"}],"isError":true}}`)
+	s2c(`{"jsonrpc":"2.0","id":77,"result":{}}`)
+	c2s(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"track","arguments":{}}}`)
+	s2c(`{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"no such parcel"}}`)
+	c2s(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"cancel","arguments":{}}}`)
+	s2c(`{"jsonrpc":"2.0","id":4,"error":{"code":-32000,"message":"too late to cancel"}}`)
+	s.Close("exited with code 0")
+	r.sync(t)
+	for sess, err := range r.store.Sessions(context.Background(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.Route == "checks" {
+			return sess.ID
+		}
+	}
+	t.Fatal("no session of the checks server")
+	return ""
+}

@@ -360,10 +360,17 @@ function preview(n, sid) {
 function treeTools(tree, roots) {
   const input = h('input', { type: 'search', class: 'tree-filter', placeholder: 'Filter: method, tool or text (press /)', 'aria-label': 'filter the calls', autocomplete: 'off' });
   const count = h('span', { class: 'muted small filter-count', role: 'status' });
+  // at is the root the tree's focus is on, or was on when a button (or
+  // the filter box) took it: the next jump steps on from there.
+  let at = null;
+  tree.addEventListener('focusin', (e) => {
+    const li = e.target.closest('[role=tree] > li[role=treeitem]');
+    if (li) at = li;
+  });
   const jump = (attr, dir) => {
     const items = [...tree.children].filter((li) => li.getAttribute('role') === 'treeitem' && !li.classList.contains('filtered-out'));
-    const active = document.activeElement && document.activeElement.closest ? document.activeElement.closest('[role=tree] > li[role=treeitem]') : null;
-    let i = active ? items.indexOf(active) : -1;
+    // From nowhere, forward starts at the first root and back at the last.
+    let i = at && items.includes(at) ? items.indexOf(at) : dir > 0 ? -1 : items.length;
     for (let k = 0; k < items.length; k++) {
       i = (i + dir + items.length) % items.length;
       if (items[i].hasAttribute(attr)) {

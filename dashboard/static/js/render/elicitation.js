@@ -55,7 +55,10 @@ export function elicitationRequest(params, { answer, links = {}, editable = fals
         jsonTree(p.requestedSchema === undefined ? null : p.requestedSchema));
     }
     if (result) out.append(answerHead(result));
-    if (fs.length) {
+    if (problems.length) {
+      // No form to fill in: the answer's content is read as JSON too.
+      if (result && result.content !== undefined) out.append(h('div', { class: 'answer-content' }, h('span', { class: 'muted small' }, 'content'), jsonTree(result.content)));
+    } else if (fs.length) {
       const values = result && result.action === 'accept' && isObj(result.content) ? result.content : null;
       const form = elicitationForm(p.requestedSchema, { values, editable });
       out.append(form.el);
