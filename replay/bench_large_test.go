@@ -54,7 +54,7 @@ type largeProbe struct {
 // recording looks: four 2026-07-28 sessions of tools/call requests, each
 // answered on an SSE stream with a result of about 4 kB (every 500th, 1
 // MiB), every tenth call with a progress notification first.
-func writeLargeTape(b *testing.B, dir string, size int64) *largeTape {
+func writeLargeTape(b testing.TB, dir string, size int64) *largeTape {
 	b.Helper()
 	lt := &largeTape{path: filepath.Join(dir, "large.tape.json")}
 	f, err := os.Create(lt.path)
@@ -384,3 +384,51 @@ func postB(u, body string) (int, string, error) {
 
 // openLargeTape opens a tape the way the CLI's import and replay do.
 func openLargeTape(path string) (*replay.Tape, error) { return replay.OpenTape(path) }
+
+// TestLargeTapeHeapBounded: importing a 48 MB tape and loading it for
+// replay each peak at a bounded heap — far less than the tape, which a
+// reader that loads the tape whole exceeds. (BenchmarkLargeTape measures
+// the same on a 500 MB tape and prints its figures.)
+func TestLargeTapeHeapBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 48 MB tape")
+	}
+	lt := writeLargeTape(t, t.TempDir(), 48<<20)
+	bound := uint64(24<<20) + uint64(lt.size)/5
+	sink := &sinkStore{}
+	importPeak, _ := peakHeap(func() any {
+		tape, err := openLargeTape(lt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tape.Close()
+		if _, err := replay.Import(context.Background(), sink, tape, nil); err != nil {
+			t.Fatal(err)
+		}
+		return tape
+	})
+	if sink.messages != lt.messages {
+		t.Fatalf("the import wrote %d messages of %d", sink.messages, lt.messages)
+	}
+	loadPeak, _ := peakHeap(func() any {
+		tape, err := openLargeTape(lt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tape.Close()
+		s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: replay.TimingFast})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+	for _, c := range []struct {
+		what string
+		peak uint64
+	}{{"importing", importPeak}, {"loading for replay", loadPeak}} {
+		if c.peak > bound {
+			t.Errorf("%s a %.0f MB tape peaked at %.1f MB of heap; want under %.1f MB", c.what, float64(lt.size)/(1<<20), float64(c.peak)/(1<<20), float64(bound)/(1<<20))
+		}
+	}
+	t.Logf("a %.0f MB tape: import peak %.1f MB, replay load peak %.1f MB of heap (bound %.1f MB)", float64(lt.size)/(1<<20), float64(importPeak)/(1<<20), float64(loadPeak)/(1<<20), float64(bound)/(1<<20))
+}
