@@ -107,6 +107,16 @@ func (p *Proxy) holdRequest(w http.ResponseWriter, r *http.Request, t target, bo
 			out.fwd = b
 			notes = append(notes, added)
 		}
+		// mcptape answers a 2026-07-28 input_required result itself, which
+		// it cannot read compressed: it asks for the answer uncompressed.
+		if m.Kind == protocol.KindRequest && mrtrMethod(m.Method) && r.Header.Get("Accept-Encoding") != "" &&
+			protocol.EraOf(requestVersion(r.Header, params)) == protocol.EraModern {
+			orig := r.Header
+			r.Header = orig.Clone()
+			r.Header.Del("Accept-Encoding")
+			out.header = orig
+			notes = append(notes, "asked the server for an uncompressed answer (the client's Accept-Encoding removed), so that mcptape can answer its input_required rounds (--answer)")
+		}
 	}
 	kind := capture.InterceptRequest
 	what := capture.HeldRequest
@@ -137,7 +147,9 @@ func (p *Proxy) holdRequest(w http.ResponseWriter, r *http.Request, t target, bo
 	case capture.ActionEdit:
 		out.fwd = []byte(v.Raw)
 		if !v.Malformed {
-			out.header = editHeaders(r, out.fwd)
+			if h := editHeaders(r, out.fwd); h != nil && out.header == nil {
+				out.header = h
+			}
 		}
 	case capture.ActionAnswer, capture.ActionFail:
 		resp := responseBody(m.ID, v)

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -548,4 +550,83 @@ func TestInterceptClientGone(t *testing.T) {
 	if !req || !answer {
 		t.Errorf("the record: the request marked %v, mcptape's error to the server marked %v", req, answer)
 	}
+}
+
+// gzipJSON compresses the JSON and SSE responses of h for clients that
+// accept gzip, as a server behind a compressing front end does (an SSE
+// stream is flushed event by event).
+func gzipJSON(h http.Handler, asked *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		asked.Add(1)
+		gw := &gzipWriter{ResponseWriter: w}
+		h.ServeHTTP(gw, r)
+		if gw.zw != nil {
+			gw.zw.Close()
+		}
+	})
+}
+
+type gzipWriter struct {
+	http.ResponseWriter
+	zw    *gzip.Writer
+	wrote bool
+}
+
+func (g *gzipWriter) WriteHeader(code int) {
+	if g.wrote {
+		return
+	}
+	g.wrote = true
+	if ct := g.Header().Get("Content-Type"); strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, "text/event-stream") {
+		g.Header().Set("Content-Encoding", "gzip")
+		g.Header().Del("Content-Length")
+		g.zw = gzip.NewWriter(g.ResponseWriter)
+	}
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *gzipWriter) Write(b []byte) (int, error) {
+	if !g.wrote {
+		g.WriteHeader(http.StatusOK)
+	}
+	if g.zw != nil {
+		return g.zw.Write(b)
+	}
+	return g.ResponseWriter.Write(b)
+}
+
+func (g *gzipWriter) Flush() {
+	if g.zw != nil {
+		g.zw.Flush()
+	}
+	if f, ok := g.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// TestAnswerBehindACompressingServer: on 2026-07-28 --answer must read the
+// input_required result to answer it; a server that compresses its JSON
+// for a client that accepts gzip (go-sdk's client does, through Go's
+// transport) is asked for an uncompressed answer instead, the change is in
+// the record, and the call completes with the profile's answer.
+func TestAnswerBehindACompressingServer(t *testing.T) {
+	var compressed atomic.Int32
+	r, _ := interceptRig(t, gzipJSON(fixtures.Handler(nil), &compressed), nil, profileAnswers())
+	cs := connect(t, r.px.URL+fixtures.PathStateless, "")
+	if res := resultText(<-callAsync(cs, "sample", map[string]any{"prompt": "hi"})); res != "mock answer (sample)" {
+		t.Errorf("sample behind a compressing server: %q", res)
+	}
+	r.sync(t)
+	var marked bool
+	for _, m := range r.all(t) {
+		marked = marked || heldFinding(m, "uncompressed answer")
+	}
+	if !marked {
+		t.Error("the record does not say that the client's Accept-Encoding was removed")
+	}
+	t.Logf("the server compressed %d answers (requests other than the answered calls keep Accept-Encoding)", compressed.Load())
 }
