@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -407,5 +410,136 @@ func TestRecordAnswerElicitationRoots(t *testing.T) {
 				t.Errorf("roots: %q", got)
 			}
 		})
+	}
+}
+
+// TestRecordAnswerPersonLegacy: `record --answer sampling=person` on a
+// 2025-11-25 session, whose server asks for sampling with a request of its
+// own on the call's stream: the request waits on the dashboard; the
+// person's answer (posted through its API, as the Intercept page sends it)
+// is what the server gets, in a POST mcptape sends for the client, which
+// declares no sampling and never sees the request; the call completes;
+// and the record marks the capability mcptape added, the request it
+// answered, and the answer it sent.
+func TestRecordAnswerPersonLegacy(t *testing.T) {
+	// What the server got: every POST body it was sent.
+	var mu sync.Mutex
+	var bodies []string
+	fx := fixtures.Handler(nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		fx.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	defer up.CloseClientConnections()
+	data := t.TempDir()
+	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data,
+		"--dashboard", "127.0.0.1:0", "--answer", "sampling=person")
+	proxyURL := r.wait(t, "point your MCP client at ")
+	c := newDashClient(t, r.wait(t, "dashboard at "))
+	cs := noSamplingClient(t, proxyURL, protocol.V20251125)
+	got := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: fixtures.ToolSample, Arguments: map[string]any{"prompt": "for a person, legacy"}})
+		switch {
+		case err != nil:
+			got <- "error: " + err.Error()
+		case len(res.Content) == 0:
+			got <- "no content"
+		default:
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+				got <- tc.Text
+			} else {
+				got <- "not text"
+			}
+		}
+	}()
+	h := waitHeld(t, c)
+	if h.What != capture.HeldAnswer || h.Method != protocol.MethodSampling || !strings.Contains(string(h.Raw), "for a person, legacy") {
+		t.Fatalf("held: %+v (%s)", h, h.Raw)
+	}
+	const answer = `{"role":"assistant","content":{"type":"text","text":"a person's legacy answer"},"model":"human","stopReason":"endTurn"}`
+	if code := c.post("/api/v1/intercept/"+h.ID, `{"action":"answer","result":`+answer+`}`); code != http.StatusOK {
+		t.Fatalf("answering: %d", code)
+	}
+	select {
+	case text := <-got:
+		if text != "a person's legacy answer" {
+			t.Fatalf("sample returned %q, want the person's answer as the server got it", text)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not return")
+	}
+
+	// The server got the person's answer as the client's response to its
+	// request, and an initialize that declares sampling.
+	mu.Lock()
+	var answered, declared bool
+	for _, b := range bodies {
+		m := protocol.Decode([]byte(b))
+		if m.Kind == protocol.KindResult && strings.Contains(string(m.Result), "a person's legacy answer") && strings.Contains(string(m.Result), `"model":"human"`) {
+			answered = true
+		}
+		if m.Method == "initialize" && strings.Contains(string(m.Params), `"sampling"`) {
+			declared = true
+		}
+	}
+	mu.Unlock()
+	if !answered || !declared {
+		t.Errorf("the server got the person's answer %v, a sampling capability %v; bodies:\n%s", answered, declared, strings.Join(bodies, "\n"))
+	}
+
+	ctx := context.Background()
+	st, err := openRead(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var added, request, sent bool
+	var legacy bool
+	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		legacy = legacy || s.Version == protocol.V20251125
+		for m, err := range st.Messages(ctx, s.ID, capture.MessageQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range m.Findings {
+				if f.Kind != capture.FindingIntercepted {
+					continue
+				}
+				switch {
+				case m.Method == "initialize" && m.Kind == protocol.KindRequest && strings.Contains(f.Message, "--answer added the sampling capability"):
+					added = true
+				case m.Direction == protocol.ServerToClient && m.Kind == protocol.KindRequest && m.Method == protocol.MethodSampling &&
+					strings.Contains(f.Message, "answered by mcptape for the client") && strings.Contains(f.Message, "person"):
+					request = true
+				case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindResult && strings.Contains(f.Message, "sent by mcptape") &&
+					strings.Contains(string(m.Raw), "a person's legacy answer"):
+					sent = true
+				}
+			}
+		}
+	}
+	if !legacy || !added || !request || !sent {
+		t.Errorf("the record: a 2025-11-25 session %v; marks the capability added %v, the request answered by a person %v, the answer sent by mcptape %v",
+			legacy, added, request, sent)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
 	}
 }
