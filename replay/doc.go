@@ -38,8 +38,11 @@
 // protocolVersion as the negotiated one) and server/discover; a strict
 // server notes a differing clientInfo, capabilities or protocolVersion as
 // a failure, and answers anyway. Every other request is matched as above
-// and answered with the live id; server→client requests are replayed and
-// the client's answers awaited; MRTR input_required rounds are returned
+// and answered with the live id: a miss gets a [CodeNoMatch] error, and a
+// request that matches a recorded one the recorded server never answered
+// (over HTTP, a JSON response that carried no JSON-RPC message) a
+// [CodeNoAnswer] error, a failure when strict. Server→client requests are
+// replayed and the client's answers awaited; MRTR input_required rounds are returned
 // and their retries accepted. A strict server compares the client's
 // answers with the recorded ones under the matcher's ignore rules: an
 // answer by paths relative to its result ("content.text"), a retry's

@@ -50,8 +50,18 @@ func ParseTiming(s string) (Timing, error) {
 
 // CodeNoMatch is the JSON-RPC error code of a live request the replay
 // server cannot match to a recorded one (-32010, in the range JSON-RPC
-// leaves to implementations).
+// leaves to implementations): a miss, kept in [ServerReport].Misses. A
+// request that does match a recorded one the recorded server never
+// answered is not a miss: it gets [CodeNoAnswer].
 const CodeNoMatch = -32010
+
+// CodeNoAnswer is the JSON-RPC error code of a live request that matches a
+// recorded request the recording holds no answer to (-32011): the recorded
+// server never answered it, or answered with an HTTP status and no
+// JSON-RPC message (a plain-text 500, a connection that broke). A strict
+// server reports each as a failure: the replay cannot answer what was
+// asked.
+const CodeNoAnswer = -32011
 
 // ServerOptions configures a replay server. Nil means defaults; every
 // field's zero value is documented.
@@ -63,7 +73,8 @@ type ServerOptions struct {
 	Timing Timing
 	// MaxGap caps one recorded pause under TimingRecorded. Zero means 5s.
 	MaxGap time.Duration
-	// Strict makes every difference a failure in the Report: a miss, an
+	// Strict makes every difference a failure in the Report: a miss, a
+	// request the recording holds no answer to ([CodeNoAnswer]), an
 	// answer to a replayed server→client request (or MRTR input request)
 	// that differs from the recorded one beyond the matcher's ignore
 	// rules, a repeated call beyond those recorded, a handshake that
@@ -498,6 +509,38 @@ func (s *Server) noteMiss(l *live, m *protocol.Message, key string) []byte {
 	s.mu.Unlock()
 	s.log.Warn(msg)
 	return errorResponse(m.ID, &RPCError{Code: CodeNoMatch, Message: "mcptape replay: " + msg, Data: e.data()})
+}
+
+// noteUnanswered reports a live request that matched recorded call c, to
+// which the recording holds no answer, and returns the JSON-RPC error the
+// client gets: [CodeNoAnswer], naming the recorded request and what the
+// recorded server did instead.
+func (s *Server) noteUnanswered(l *live, c *call, m *protocol.Message, p *protocol.Params) []byte {
+	what := m.Method
+	if p.Name != "" {
+		what += " " + p.Name
+	}
+	how := "no response to it was recorded"
+	if c.x != nil && c.x.Status != 0 {
+		how = fmt.Sprintf("the recorded server's response was HTTP %d with no JSON-RPC message in it", c.x.Status)
+	}
+	msg := fmt.Sprintf("the recording holds this %s request (seq %d in recorded session %s) but no answer to it: %s; "+
+		"record the session again, or give the request an answer with an error fault (in the tape's annotations or the testing profile)",
+		what, c.req.Seq, l.rs.s.ID, how)
+	s.fail(true, "%s", msg)
+	data, _ := json.Marshal(struct {
+		Session string `json:"session"`
+		Seq     uint64 `json:"seq"`
+		Status  int    `json:"status,omitempty"`
+	}{l.rs.s.ID, c.req.Seq, statusOf(c.x)})
+	return errorResponse(m.ID, &RPCError{Code: CodeNoAnswer, Message: "mcptape replay: " + msg, Data: data})
+}
+
+func statusOf(x *xRef) int {
+	if x == nil {
+		return 0
+	}
+	return x.Status
 }
 
 // errorResponse is a JSON-RPC error response to id.

@@ -134,9 +134,15 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, l *live, c *call
 		h.Set(protocol.HeaderSessionID, l.id)
 	}
 	if !sse {
-		resp := l.rs.message(s.responseOf(c))
+		ref := s.responseOf(c)
+		if ref == nil {
+			writeJSONBody(w, http.StatusOK, s.noteUnanswered(l, c, m, p))
+			return
+		}
+		resp := l.rs.message(ref)
 		if resp == nil {
-			writeJSONError(w, http.StatusOK, m.ID, CodeNoMatch, "mcptape replay: the recorded request was never answered")
+			// The tape could not give the record (the report says why).
+			writeJSONError(w, http.StatusOK, m.ID, -32603, "mcptape replay: the recorded answer could not be read from the tape (the file changed or went away while the replay ran); restart the replay with the tape as it was recorded")
 			return
 		}
 		h.Set("Content-Type", protocol.ContentTypeJSON)

@@ -322,6 +322,12 @@ func (c *stdioConn) answer(l *live, rc *call, m *protocol.Message, p *protocol.P
 		c.write(errorResponse(m.ID, fp.err))
 		return
 	}
+	if rc.x != nil && rc.x.ResponseBody != capture.BodySSE && s.responseOf(rc) == nil {
+		// A JSON exchange of an HTTP recording that holds no answer: over
+		// HTTP the client gets CodeNoAnswer, not a stream held open.
+		c.write(s.noteUnanswered(l, rc, m, p))
+		return
+	}
 	if s.replayStream(c.ctx, stdioOut{c}, l, rc, m, p, &fp, arrived) == streamCut {
 		s.log.Warn("a dropAfterEvents fault ends the stdio connection", "method", m.Method, "name", p.Name)
 		c.cancel(ErrFaultCut)

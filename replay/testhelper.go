@@ -147,7 +147,9 @@ type StdioServer struct {
 // of one a client would spawn (Server.ServeStdio; `mcptape replay server
 // --stdio` is the same as a command). Options are NewServer's (the helper
 // is strict by default); it replays only: RecordIfMissing records through
-// the HTTP proxy, so record the tape first.
+// the HTTP proxy, so record the tape first. A dropAfterEvents fault closes
+// the connection as a crashing server's process would: the client reads
+// EOF, and that alone does not fail the test.
 func NewStdioServer(t testing.TB, path string, options ...Option) *StdioServer {
 	t.Helper()
 	c := &testConfig{opts: ServerOptions{Timing: TimingFast, Strict: true}}
@@ -167,12 +169,19 @@ func NewStdioServer(t testing.TB, path string, options ...Option) *StdioServer {
 	}
 	client, server := net.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- s.ServeStdio(context.Background(), server, server) }()
+	go func() {
+		err := s.ServeStdio(context.Background(), server, server)
+		// The server's end closes as a process's stdout does when it
+		// exits: after a dropAfterEvents fault the client reads EOF.
+		server.Close()
+		done <- err
+	}()
 	t.Cleanup(func() {
 		client.Close()
 		server.Close()
 		s.Close()
-		if err := <-done; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		// A connection a dropAfterEvents fault ended is what the test asked for.
+		if err := <-done; err != nil && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, ErrFaultCut) {
 			t.Errorf("replay %s over stdio: %v", path, err)
 		}
 		tape.Close()
