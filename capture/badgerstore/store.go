@@ -66,9 +66,8 @@ type Options struct {
 	// size again, so under sustained load the store's memory is a few
 	// dozen times this. Larger memtables absorb longer bursts and write a
 	// little faster. It also bounds an atomic Write to about 15% of it.
-	// Zero means 4 MiB (Badger's own default is 64 MiB): the recorder's
-	// writes are small and steady, and a smaller memtable is memory a
-	// proxy's RSS does not carry. Less than 1 MiB is raised to 1 MiB.
+	// Zero means 8 MiB (Badger's own default is 64 MiB); less than 1 MiB
+	// is raised to 1 MiB.
 	MemTableSize int64
 	// BlockCacheSize is the cache of decompressed table blocks that reads
 	// go through. Zero means 16 MiB (Badger's own default is 256 MiB); less
@@ -80,7 +79,7 @@ type Options struct {
 	// through memory-mapped files, and a full disk would kill the process
 	// with SIGBUS, so this is what keeps a full disk from stopping the
 	// proxy. Zero means DefaultMinFree (256 MiB); a positive value below
-	// three memtables (12 MiB by default), Badger's working room, is
+	// three memtables (24 MiB by default), Badger's working room, is
 	// raised to that; negative turns the floor off. Ignored in memory.
 	MinFree int64
 	// MaxSize, when positive, bounds the store's size on disk (as Size
@@ -104,7 +103,7 @@ type Options struct {
 }
 
 const (
-	defaultMemTableSize   = 4 << 20
+	defaultMemTableSize   = 8 << 20
 	defaultBlockCacheSize = 16 << 20
 	minSize               = 1 << 20
 	// valueLogFileSize bounds Badger's value-log files. Raw bytes are
