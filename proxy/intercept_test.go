@@ -541,11 +541,15 @@ func TestInterceptClientGone(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("closing the session hangs: the server still waits for an answer")
 	}
-	r.sync(t)
+	// The hold ends as the proxy notices the client's stream ended, which
+	// may be just after the session closed: look until both are recorded.
 	var req, answer bool
-	for _, m := range r.all(t) {
-		req = req || m.Kind == protocol.KindRequest && heldFinding(m, "the client's stream ended before anyone decided")
-		answer = answer || m.Direction == protocol.ClientToServer && m.Kind == protocol.KindError && heldFinding(m, "sent by mcptape, not by the client")
+	for deadline := time.Now().Add(5 * time.Second); !(req && answer) && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r.sync(t)
+		for _, m := range r.all(t) {
+			req = req || m.Kind == protocol.KindRequest && heldFinding(m, "the client's stream ended before anyone decided")
+			answer = answer || m.Direction == protocol.ClientToServer && m.Kind == protocol.KindError && heldFinding(m, "sent by mcptape, not by the client")
+		}
 	}
 	if !req || !answer {
 		t.Errorf("the record: the request marked %v, mcptape's error to the server marked %v", req, answer)
