@@ -220,6 +220,14 @@ func TestRecordServesTheDashboard(t *testing.T) {
 	if err != nil || failures(rep) != nil {
 		t.Errorf("client against the replay server: %v %v", err, failures(rep))
 	}
+	// Stop: the replay server is gone, and its address refuses connections.
+	if code := c.do(http.MethodDelete, "/api/v1/sessions/"+url.PathEscape(id)+"/replay?url="+url.QueryEscape(started.URL), nil); code != http.StatusOK && code != http.StatusNoContent {
+		t.Errorf("stop replay: HTTP %d", code)
+	}
+	if res, err := hc.Post(started.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); err == nil {
+		res.Body.Close()
+		t.Errorf("the stopped replay server still answers: HTTP %d", res.StatusCode)
+	}
 	if code := stop(); code != 0 {
 		t.Errorf("record exited %d", code)
 	}
