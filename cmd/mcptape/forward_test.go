@@ -254,3 +254,57 @@ func TestLoopbackAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordForwardPythonRequests: Python's requests, set up as the README
+// says (HTTPS_PROXY and HTTP_PROXY at the forward proxy, REQUESTS_CA_BUNDLE
+// holding mcptape's CA), reaches a plain and a TLS MCP server by their own
+// URLs; both exchanges are recorded, on the forward and the MITM leg.
+func TestRecordForwardPythonRequests(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import requests").Run(); err != nil {
+		if os.Getenv("MCPTAPE_REQUIRE_PEERS") == "1" {
+			t.Fatal("python3 with requests is not installed (.ci/run installs python3-requests)")
+		}
+		t.Skip("no python3 with requests")
+	}
+	upTLS, upCA := upstreamTLS(t)
+	plain := httptest.NewServer(fixtures.Handler(nil))
+	defer plain.Close()
+	secure := httptest.NewUnstartedServer(fixtures.Handler(nil))
+	secure.TLS = upTLS
+	secure.StartTLS()
+	defer secure.Close()
+	data := t.TempDir()
+	r, px, caFile := startForward(t, data, upCA)
+	const script = `import sys, requests
+init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "python-requests", "version": "1"}}}
+for u in sys.argv[1:]:
+    r = requests.post(u, json=init, headers={"Accept": "application/json, text/event-stream"}, timeout=20)
+    print(r.status_code, r.text)
+`
+	cmd := exec.Command("python3", "-c", script, plain.URL+fixtures.PathStateless, secure.URL+fixtures.PathStateless)
+	cmd.Env = append(os.Environ(), "HTTP_PROXY="+px, "HTTPS_PROXY="+px, "http_proxy="+px, "https_proxy="+px, "NO_PROXY=", "no_proxy=", "REQUESTS_CA_BUNDLE="+caFile)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Count(string(out), `"serverInfo"`) != 2 {
+		t.Fatalf("python requests through the forward proxy: %v\n%s", err, out)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+	st, err := badgerstore.Open(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got := map[string]string{}
+	for s, err := range st.Sessions(context.Background(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Messages >= 2 && s.Client.Name == "python-requests" {
+			got[s.Upstream] = s.Leg.String()
+		}
+	}
+	if got[plain.URL] != "forward" || got[secure.URL] != "mitm" || len(got) != 2 {
+		t.Errorf("sessions of python-requests by upstream and leg: %v; want %s on forward and %s on mitm", got, plain.URL, secure.URL)
+	}
+}
