@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -477,9 +479,47 @@ func (st *sessState) checkElicitAnswer(k elicitKey, result json.RawMessage) []Fi
 		return nil
 	}
 	if err := rs.Validate(inst); err != nil {
-		return []Finding{{FindingSchema, "elicitation answer does not validate against the form's requestedSchema: " + clip(err.Error(), 300)}}
+		return []Finding{{FindingSchema, "elicitation answer does not validate against the form's requestedSchema: " + clip(formProblems(rs.Schema(), inst, err), 300)}}
 	}
 	return nil
+}
+
+// formProblems explains why a form's answer does not validate: every
+// missing required field and every field whose value its property's schema
+// refuses, in name order. (The validator stops at its first problem, found
+// in map order, so it named a different one from run to run.) err is the
+// validator's, for what a field-by-field check does not find.
+func formProblems(form *jsonschema.Schema, inst any, err error) string {
+	content, ok := inst.(map[string]any)
+	if form == nil || !ok {
+		return err.Error()
+	}
+	var out []string
+	missing := slices.Clone(form.Required)
+	slices.Sort(missing)
+	for _, name := range missing {
+		if _, ok := content[name]; !ok {
+			out = append(out, fmt.Sprintf("%q is required", name))
+		}
+	}
+	names := slices.Sorted(maps.Keys(content))
+	for _, name := range names {
+		ps := form.Properties[name]
+		if ps == nil {
+			continue
+		}
+		r, rerr := ps.Resolve(nil)
+		if rerr != nil {
+			continue
+		}
+		if verr := r.Validate(content[name]); verr != nil {
+			out = append(out, fmt.Sprintf("%q: %v", name, verr))
+		}
+	}
+	if len(out) == 0 {
+		return err.Error()
+	}
+	return strings.Join(out, "; ")
 }
 
 // checkInputAnswers validates the elicitation answers of an MRTR retry
