@@ -153,11 +153,16 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 		}
 	}
 	if len(p.rope) > 0 {
-		if lineEnd(b) < 0 && p.ropeLen+len(b)-p.ev <= p.max() {
+		i := lineEnd(b)
+		if i < 0 && p.ropeLen+len(b)-p.ev <= p.max() {
 			p.ropeAppend(b)
 			return
 		}
+		n := p.ropeLen
 		p.unrope(b)
+		if i >= 0 {
+			p.scan = n + i // b before i was just scanned: no terminator
+		}
 	} else if p.spill(b) {
 		return
 	} else {

@@ -254,13 +254,22 @@ func looksLikeHTTP(b []byte) bool {
 }
 
 // peekedConn is a connection whose first bytes were peeked: reads come
-// from r, which holds them.
+// from r until what it holds is read, then from the connection itself (the
+// TLS or HTTP server reading it has a buffer of its own).
 type peekedConn struct {
 	net.Conn
 	r *bufio.Reader
 }
 
-func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *peekedConn) Read(p []byte) (int, error) {
+	if c.r != nil {
+		if c.r.Buffered() > 0 {
+			return c.r.Read(p)
+		}
+		c.r = nil
+	}
+	return c.Conn.Read(p)
+}
 
 // splice copies bytes both ways between a tunnel's client (read through
 // fromClient, which holds what was peeked) and its host until both
