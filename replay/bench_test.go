@@ -13,7 +13,6 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,73 +136,35 @@ func BenchmarkLoadTape100k(b *testing.B) {
 	runtime.GC()
 	st, _ := os.Stat(path)
 	b.ResetTimer()
-	var peak atomic.Uint64
-	raise := func(v uint64) {
-		for {
-			old := peak.Load()
-			if v <= old || peak.CompareAndSwap(old, v) {
-				return
-			}
-		}
-	}
+	var peak uint64
 	var slowest time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		runtime.GC()
-		samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
-		base := heapBytes(samples)
-		var baseStats runtime.MemStats
-		runtime.ReadMemStats(&baseStats)
-		done, stopped := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(stopped)
-			own := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
-			t := time.NewTicker(2 * time.Millisecond)
-			defer t.Stop()
-			for {
-				if h := heapBytes(own); h > base {
-					raise(h - base)
-				}
-				select {
-				case <-done:
-					return
-				case <-t.C:
-				}
-			}
-		}()
-		b.StartTimer()
-		start := time.Now()
-		tape, err := replay.LoadTape(path)
-		took := time.Since(start)
-		b.StopTimer()
-		// The tape is still alive and nothing has collected since: what
-		// is in use now bounds the peak from below, whatever the sampler
-		// missed between its ticks.
-		if h := heapBytes(samples); h > base {
-			raise(h - base)
-		}
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		if after.HeapInuse > baseStats.HeapInuse {
-			raise(after.HeapInuse - baseStats.HeapInuse)
-		}
-		close(done)
-		<-stopped
+		var tape *replay.Tape
+		var err error
+		// peakHeap samples the heap while the load runs, and once more
+		// while the tape is still alive.
+		p, took := peakHeap(func() any {
+			b.StartTimer()
+			tape, err = replay.LoadTape(path)
+			b.StopTimer()
+			return tape
+		})
+		peak = max(peak, p)
 		if err != nil || len(tape.Sessions[0].Messages) != 100000 {
 			b.Fatalf("load: %v", err)
 		}
-		runtime.KeepAlive(tape)
 		slowest = max(slowest, took)
 		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/load")
-	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 	b.ReportMetric(float64(st.Size())/(1<<20), "tape-MB")
 	if slowest > 2*time.Second {
 		b.Errorf("loading the 100k-message tape took %v; the target is under 2 s", slowest.Round(time.Millisecond))
 	}
-	if mb := float64(peak.Load()) / (1 << 20); mb > 300 {
+	if mb := float64(peak) / (1 << 20); mb > 300 {
 		b.Errorf("loading the 100k-message tape took %.0f MB of heap at its peak; the target is under 300 MB", mb)
 	}
 }
