@@ -192,13 +192,7 @@ func TestRecordForwardCurl(t *testing.T) {
 		}
 		t.Skip("no curl")
 	}
-	upTLS, upCA := upstreamTLS(t)
-	plain := httptest.NewServer(fixtures.Handler(nil))
-	defer plain.Close()
-	secure := httptest.NewUnstartedServer(fixtures.Handler(nil))
-	secure.TLS = upTLS
-	secure.StartTLS()
-	defer secure.Close()
+	plain, secure, upCA := forwardTargets(t)
 	data := t.TempDir()
 	r, px, caFile := startForward(t, data, upCA)
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
@@ -210,23 +204,7 @@ func TestRecordForwardCurl(t *testing.T) {
 			t.Errorf("curl -x %s %s: %v %s", px, u, err, out)
 		}
 	}
-	if code := r.stop(t); code != 0 {
-		t.Fatalf("record exited %d: %s", code, r.errOut.String())
-	}
-	st, err := badgerstore.Open(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	got := map[string]string{}
-	for s, err := range st.Sessions(context.Background(), capture.SessionQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Messages >= 2 {
-			got[s.Upstream] = s.Leg.String()
-		}
-	}
+	got := legsByUpstream(t, r, data, "")
 	if got[plain.URL] != "forward" || got[secure.URL] != "mitm" || len(got) != 2 {
 		t.Errorf("sessions by upstream and leg: %v; want %s on forward and %s on mitm", got, plain.URL, secure.URL)
 	}
@@ -266,13 +244,7 @@ func TestRecordForwardPythonRequests(t *testing.T) {
 		}
 		t.Skip("no python3 with requests")
 	}
-	upTLS, upCA := upstreamTLS(t)
-	plain := httptest.NewServer(fixtures.Handler(nil))
-	defer plain.Close()
-	secure := httptest.NewUnstartedServer(fixtures.Handler(nil))
-	secure.TLS = upTLS
-	secure.StartTLS()
-	defer secure.Close()
+	plain, secure, upCA := forwardTargets(t)
 	data := t.TempDir()
 	r, px, caFile := startForward(t, data, upCA)
 	const script = `import sys, requests
@@ -287,6 +259,31 @@ for u in sys.argv[1:]:
 	if err != nil || strings.Count(string(out), `"serverInfo"`) != 2 {
 		t.Fatalf("python requests through the forward proxy: %v\n%s", err, out)
 	}
+	got := legsByUpstream(t, r, data, "python-requests")
+	if got[plain.URL] != "forward" || got[secure.URL] != "mitm" || len(got) != 2 {
+		t.Errorf("sessions of python-requests by upstream and leg: %v; want %s on forward and %s on mitm", got, plain.URL, secure.URL)
+	}
+}
+
+// forwardTargets are a plain and a TLS fixture server for the forward
+// proxy's tests, and the file of the CA the TLS one's certificate is from.
+func forwardTargets(t *testing.T) (plain, secure *httptest.Server, upCA string) {
+	t.Helper()
+	upTLS, upCA := upstreamTLS(t)
+	plain = httptest.NewServer(fixtures.Handler(nil))
+	t.Cleanup(plain.Close)
+	secure = httptest.NewUnstartedServer(fixtures.Handler(nil))
+	secure.TLS = upTLS
+	secure.StartTLS()
+	t.Cleanup(secure.Close)
+	return plain, secure, upCA
+}
+
+// legsByUpstream stops the recorder r and returns the leg of each session
+// in data with a request and its answer, by upstream; client, when not "",
+// keeps only that client's sessions.
+func legsByUpstream(t *testing.T, r *cmdRun, data, client string) map[string]string {
+	t.Helper()
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("record exited %d: %s", code, r.errOut.String())
 	}
@@ -300,11 +297,9 @@ for u in sys.argv[1:]:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Messages >= 2 && s.Client.Name == "python-requests" {
+		if s.Messages >= 2 && (client == "" || s.Client.Name == client) {
 			got[s.Upstream] = s.Leg.String()
 		}
 	}
-	if got[plain.URL] != "forward" || got[secure.URL] != "mitm" || len(got) != 2 {
-		t.Errorf("sessions of python-requests by upstream and leg: %v; want %s on forward and %s on mitm", got, plain.URL, secure.URL)
-	}
+	return got
 }
