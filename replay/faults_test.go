@@ -82,31 +82,9 @@ func TestFaultListChanged(t *testing.T) {
 				Faults: []replay.Annotation{{Match: replay.Match{Method: "tools/list"}, ListChanged: "tools"}}})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			changed := make(chan struct{}, 4)
-			client := mcp.NewClient(&mcp.Implementation{Name: "list-changed-test", Version: "1"}, &mcp.ClientOptions{
-				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-			})
 			tr := &http.Transport{Proxy: nil}
 			defer tr.CloseIdleConnections()
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + era.path, HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
-			select {
-			case <-changed:
-				t.Fatal("list_changed arrived before the request the fault matches")
-			case <-time.After(50 * time.Millisecond):
-			}
-			res, err := cs.ListTools(ctx, nil)
-			if err != nil || len(res.Tools) == 0 {
-				t.Fatalf("tools/list: %v %v", res, err)
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				t.Fatal("the client's list_changed handler was never called")
-			}
+			listChangedAfterList(t, ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + era.path, HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1})
 			if r := s.Report(); len(r.Misses) != 0 {
 				t.Errorf("misses: %q", r.Misses)
 			}
@@ -173,4 +151,34 @@ func TestFaultListChangedWaitsForAStream(t *testing.T) {
 		}
 	}
 	t.Fatalf("the GET stream ended without the notification: %v", sc.Err())
+}
+
+// listChangedAfterList connects a go-sdk client over transport and checks
+// that its tools list_changed handler is called after its tools/list, and
+// not before.
+func listChangedAfterList(t *testing.T, ctx context.Context, transport mcp.Transport) {
+	t.Helper()
+	changed := make(chan struct{}, 4)
+	client := mcp.NewClient(&mcp.Implementation{Name: "list-changed-test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	select {
+	case <-changed:
+		t.Fatal("list_changed arrived before the request the fault matches")
+	case <-time.After(50 * time.Millisecond):
+	}
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil || len(res.Tools) == 0 {
+		t.Fatalf("tools/list: %v %v", res, err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the client's list_changed handler was never called")
+	}
 }

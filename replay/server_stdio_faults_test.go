@@ -142,29 +142,7 @@ func TestStdioFaultListChanged(t *testing.T) {
 				replay.WithProfile(faultProfile(t, `{"match":{"method":"tools/list"},"listChanged":"tools"}`)))
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			changed := make(chan struct{}, 4)
-			client := mcp.NewClient(&mcp.Implementation{Name: "list-changed-test", Version: "1"}, &mcp.ClientOptions{
-				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-			})
-			cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: ts.Conn, Writer: ts.Conn}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
-			select {
-			case <-changed:
-				t.Fatal("list_changed arrived before the request the fault matches")
-			case <-time.After(50 * time.Millisecond):
-			}
-			res, err := cs.ListTools(ctx, nil)
-			if err != nil || len(res.Tools) == 0 {
-				t.Fatalf("tools/list: %v %v", res, err)
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				t.Fatal("the client's list_changed handler was never called")
-			}
+			listChangedAfterList(t, ctx, &mcp.IOTransport{Reader: ts.Conn, Writer: ts.Conn})
 			if r := ts.Report(); len(r.Misses) != 0 {
 				t.Errorf("misses: %v", r.Misses)
 			}
