@@ -73,17 +73,19 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 			}
 			return p.AnswerRoots(), nil
 		},
-		// As cmd wires it: replay.Send as the dashboard's own client.
+		// As cmd wires it: the recorder's Sync, and replay.Send as the
+		// dashboard's own client.
+		Sync: func(ctx context.Context) error {
+			if r.rec == nil {
+				return nil
+			}
+			return r.rec.Sync(ctx)
+		},
 		Send: func(ctx context.Context, sr dashboard.SendRequest) (*dashboard.SendResult, error) {
 			res, err := replay.Send(ctx, &replay.SendOptions{URL: sr.URL, Method: sr.Method, Params: sr.Params, Body: sr.Body, Header: sr.Header,
 				Version: sr.Version, Client: protocol.Implementation{Name: "mcptape-dashboard"}, Profile: &replay.Profile{}})
 			if err != nil {
 				return nil, err
-			}
-			// As cmd wires it: the answer is recorded before the page,
-			// told the send is done, reads the tool's history.
-			if r.rec != nil {
-				_ = r.rec.Sync(ctx)
 			}
 			out := &dashboard.SendResult{Version: res.Version, Status: res.Status, Response: res.Response, Body: res.Body, Rounds: res.Rounds, Ms: res.Ms}
 			for _, e := range res.Events {

@@ -160,6 +160,11 @@ func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "sending through the recorder: "+err.Error(), "upstream")
 		return
 	}
+	if s.opts.Sync != nil {
+		// Recorded before the page, told it is done, reads the tool's
+		// history again.
+		_ = s.opts.Sync(ctx)
+	}
 	writeJSON(w, http.StatusOK, res)
 }
 

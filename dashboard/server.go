@@ -125,6 +125,10 @@ type Options struct {
 	// for "Send again" and the Tools page. Nil, or no ProxyURL, offers no
 	// sending.
 	Send func(ctx context.Context, r SendRequest) (*SendResult, error)
+	// Sync, if not nil, waits until the recorder has written what it was
+	// given. The dashboard calls it before exporting a tape and after a
+	// send, so that what it reads next holds what was just exchanged.
+	Sync func(ctx context.Context) error
 }
 
 // Server is the dashboard: an http.Handler serving the single-page app, its

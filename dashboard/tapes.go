@@ -153,6 +153,13 @@ func (s *Server) apiExportTape(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "tape export is not available in this dashboard", "unsupported")
 		return
 	}
+	if s.opts.Sync != nil {
+		// An export right after a run holds all of it.
+		if err := s.opts.Sync(r.Context()); err != nil {
+			storeError(w, err)
+			return
+		}
+	}
 	x, err := s.store.Session(r.Context(), pathVar(r, "id"))
 	if err != nil {
 		storeError(w, err)

@@ -201,28 +201,7 @@ func startDashboard(store capture.Store, data, addr, token string, fixed bool, f
 			return answerFromProfile(p, method, params)
 		}
 	}
-	if sync != nil && opts.Send != nil {
-		// What a send exchanged is recorded before the page, told it is
-		// done, reads the tool's history again.
-		send := opts.Send
-		opts.Send = func(ctx context.Context, r dashboard.SendRequest) (*dashboard.SendResult, error) {
-			res, err := send(ctx, r)
-			if err == nil {
-				_ = sync(ctx)
-			}
-			return res, err
-		}
-	}
-	if sync != nil {
-		// An export right after a run holds all of it: the recorder
-		// writes what it has before the tape is read.
-		opts.Export = func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
-			if err := sync(ctx); err != nil {
-				return err
-			}
-			return exportTape(ctx, store, ids, w)
-		}
-	}
+	opts.Sync = sync
 	return serveDashboard(store, opts, addr, fixed)
 }
 
