@@ -205,6 +205,7 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	blobs     string // directory of large raw bytes; "" in memory
+	blobCache *blobCache
 	extras    extras // which messages have edits, which sessions labels
 	size      sizeCache
 	space     *space // the free-space floor and the size bound
@@ -267,6 +268,9 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 			db.Close()
 			return nil, err
 		}
+	}
+	if s.blobs != "" && !opts.ReadOnly {
+		s.blobCache = newBlobCache()
 	}
 	s.space.start()
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
@@ -440,6 +444,7 @@ func (s *Store) Close() error {
 			s.unreg()
 		}
 		s.gate.close()
+		s.blobCache.close()
 		s.closeErr = s.db.Close()
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("badgerstore: close: %w", s.closeErr)
