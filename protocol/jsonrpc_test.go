@@ -219,3 +219,20 @@ func TestValidJSONDeepNesting(t *testing.T) {
 		}
 	}
 }
+
+// TestValidJSONLongStrings puts each byte a string scan must stop at
+// (quote, backslash escape, control character) at every position of a
+// string long enough for the scan's 32- and 8-byte steps, and compares
+// with encoding/json.
+func TestValidJSONLongStrings(t *testing.T) {
+	for _, ins := range []string{`"`, `\"`, `\n`, `\u00e9`, "\x01", "\x1f", `\x`, "\x7f", "é"} {
+		for n := 0; n < 80; n++ {
+			for _, tail := range []int{0, 1, 7, 8, 31, 33} {
+				b := []byte(`{"a":"` + strings.Repeat("x", n) + ins + strings.Repeat("y", tail) + `"}`)
+				if got, want := validJSON(b, nil), json.Valid(b); got != want {
+					t.Fatalf("validJSON(%q) = %v, json.Valid says %v", b, got, want)
+				}
+			}
+		}
+	}
+}

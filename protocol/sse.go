@@ -241,19 +241,57 @@ func (p *SSEParser) ropeAppend(b []byte) {
 	k := min(cap(*last)-len(*last), len(b))
 	*last = append(*last, b[:k]...)
 	if b = b[k:]; len(b) > 0 {
-		p.rope = append(p.rope, append(make([]byte, 0, max(len(b), min(p.ropeLen, maxRopeChunk))), b...))
+		var c []byte
+		if p.ropeLen >= maxRopeChunk && len(b) <= maxRopeChunk {
+			c = getRopeChunk()
+		} else {
+			c = make([]byte, 0, max(len(b), min(p.ropeLen, maxRopeChunk)))
+		}
+		p.rope = append(p.rope, append(c, b...))
+	}
+}
+
+// ropeChunks holds rope chunks of maxRopeChunk bytes for the next long
+// line: a large event's rope is garbage once joined, and allocating it
+// again for the next one made the Go runtime give memory back to the
+// system and fault it in again, page by page, costing more than the
+// copies themselves. At most ropeChunksKept are kept.
+var ropeChunks = make(chan []byte, ropeChunksKept)
+
+const ropeChunksKept = 16
+
+func getRopeChunk() []byte {
+	select {
+	case c := <-ropeChunks:
+		return c[:0]
+	default:
+		return make([]byte, 0, maxRopeChunk)
+	}
+}
+
+func putRopeChunks(rope [][]byte) {
+	for _, c := range rope {
+		if cap(c) != maxRopeChunk {
+			continue
+		}
+		select {
+		case ropeChunks <- c:
+		default:
+			return
+		}
 	}
 }
 
 // unrope joins the rope and b into one buffer with a little room for the
-// end of the block.
+// end of the block. bytes.Join allocates without zeroing what it copies
+// over: a fresh 10 MiB buffer would otherwise be cleared first, a pass
+// over memory as costly as the copy.
 func (p *SSEParser) unrope(b []byte) {
 	n := p.ropeLen + len(b)
-	buf := make([]byte, 0, n+max(n/64, 4<<10))
-	for _, c := range p.rope {
-		buf = append(buf, c...)
-	}
-	p.buf = append(buf, b...)
+	room := max(n/64, 4<<10)
+	p.rope = append(p.rope, b, make([]byte, room))
+	p.buf = bytes.Join(p.rope, nil)[:n]
+	putRopeChunks(p.rope)
 	clear(p.rope)
 	p.rope, p.ropeLen = p.rope[:0], 0
 }

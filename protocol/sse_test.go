@@ -293,6 +293,13 @@ func TestSSELargeEventBuffer(t *testing.T) {
 			if !reflect.DeepEqual(recs, want) {
 				t.Fatalf("%d bytes in chunks of %d: the events differ from one Feed's", size, chunk)
 			}
+			// Kept events stay intact while the parser goes on (its rope's
+			// chunks are reused for the next long line).
+			for i, r := range raws {
+				if string(r) != recs[i].Raw {
+					t.Fatalf("%d bytes in chunks of %d: event %d changed after it was emitted", size, chunk, i)
+				}
+			}
 			if c, n := cap(raws[0]), len(raws[0]); c > n+n/32+64<<10 {
 				t.Errorf("%d bytes in chunks of %d: the event's buffer holds %d bytes for %d", size, chunk, c, n)
 			}

@@ -126,10 +126,13 @@ const (
 
 // special reports whether any byte of the 8 in x is a quote, a backslash or
 // a control character: the bytes a string scan must stop at.
-func special(x uint64) bool {
+func special(x uint64) bool { return specialBits(x) != 0 }
+
+// specialBits is special's test as a mask: non-zero when a byte is special.
+func specialBits(x uint64) uint64 {
 	quote := x ^ (ones * '"')
 	back := x ^ (ones * '\\')
-	return ((quote-ones)&^quote|(back-ones)&^back|(x-ones*0x20)&^x)&highs != 0
+	return ((quote-ones)&^quote | (back-ones)&^back | (x-ones*0x20)&^x) & highs
 }
 
 // str returns the index after the string at b[i] == '"'.
@@ -137,6 +140,15 @@ func (v *validator) str(i int) (int, bool) {
 	b := v.b
 	i++
 	for {
+		// 32 bytes a step while none is special, then 8.
+		for i+32 <= len(b) {
+			w := b[i : i+32 : i+32]
+			if specialBits(binary.LittleEndian.Uint64(w))|specialBits(binary.LittleEndian.Uint64(w[8:]))|
+				specialBits(binary.LittleEndian.Uint64(w[16:]))|specialBits(binary.LittleEndian.Uint64(w[24:])) != 0 {
+				break
+			}
+			i += 32
+		}
 		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
 			i += 8
 		}
