@@ -149,7 +149,7 @@ func TestRecorderMetrics(t *testing.T) {
 		"mcptape_capture_queue_events{}":                                               0,
 		"mcptape_capture_queue_bytes{}":                                                0,
 		"mcptape_capture_queue_capacity_events{}":                                      4096,
-		"mcptape_capture_queue_capacity_bytes{}":                                       16 << 20,
+		"mcptape_capture_queue_capacity_bytes{}":                                       8 << 20,
 		"mcptape_capture_sessions_active{}":                                            1,
 	}
 	for k, w := range want {

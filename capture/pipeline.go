@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -323,6 +324,10 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 	}
 	p.msgs, p.syncs, p.batchBytes, p.edits = nil, nil, 0, nil
 	clear(p.dirtyX)
+	if b.held = min(int64(b.rawBytes()), writeBudget); b.held > 0 && !p.r.wbytes.TryAcquire(b.held) {
+		p.r.hurryUp() // the writer should not linger over what it holds
+		_ = p.r.wbytes.Acquire(context.Background(), b.held)
+	}
 	p.r.batches <- b
 }
 
@@ -615,6 +620,9 @@ func (p *pipeline) response(xs *xState, ev event) {
 	}
 	if xs.x.ResponseBody == BodySSE && xs.respEnc == "" {
 		xs.sse = &protocol.SSEParser{MaxEventSize: p.o.MaxMessageSize}
+		if p.o.SpillDir != "" {
+			xs.sse.Spill = p.spill
+		}
 	}
 	if xs.x.FirstByte.IsZero() {
 		xs.x.FirstByte = ev.at
@@ -792,6 +800,9 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 	}
 	if e.Oversize || e.Unterminated {
 		kind, text := FindingOversize, fmt.Sprintf("SSE block larger than %d bytes; stored cut", p.o.MaxMessageSize)
+		if e.SpillErr != nil {
+			kind, text = FindingTruncated, fmt.Sprintf("the recorder lost this SSE block, which the client received whole: %v", e.SpillErr)
+		}
 		if e.Unterminated {
 			kind, text = FindingTruncated, "the stream ended in the middle of this SSE block; a client discards it"
 		}

@@ -31,7 +31,7 @@ type RecorderOptions struct {
 	QueueSize int
 	// QueueBytes bounds the body bytes waiting between the proxy and the
 	// pipeline, and so the memory a burst of large results can take.
-	// Zero means 16 MiB.
+	// Zero means 8 MiB.
 	QueueBytes int64
 	// Backpressure is how long the proxy waits for room in a full queue
 	// before it gives up on recording that event (counted as lost and
@@ -46,6 +46,12 @@ type RecorderOptions struct {
 	MaxMessageSize int
 	// BatchSize bounds the records in one store write. Zero means 2048.
 	BatchSize int
+	// SpillDir, when set, is a directory where the recorder keeps an SSE
+	// event's line in progress once it passes 1 MiB, instead of memory
+	// (see protocol.SSEParser.Spill); its files are removed as each line
+	// ends, and what a killed recorder left there when the next opens it.
+	// "" keeps every event in memory.
+	SpillDir string
 	// Now and NewSessionID make output deterministic in tests. Nil means
 	// time.Now and a time-ordered id with random bits.
 	Now          func() time.Time
@@ -88,8 +94,11 @@ type Recorder struct {
 	opts  RecorderOptions
 	log   *slog.Logger
 
-	events  chan event
-	qbytes  *semaphore.Weighted
+	events chan event
+	qbytes *semaphore.Weighted
+	// wbytes bounds the raw bytes of batches handed to the writer and not
+	// yet written (see writeBudget)
+	wbytes  *semaphore.Weighted
 	qlimit  int64
 	batches chan *Batch
 	hurry   chan struct{} // ends the writer's linger early (see writeLinger)
@@ -129,7 +138,7 @@ func NewRecorder(ctx context.Context, store Writer, opts *RecorderOptions) (*Rec
 		o.QueueSize = 4096
 	}
 	if o.QueueBytes <= 0 {
-		o.QueueBytes = 16 << 20
+		o.QueueBytes = 8 << 20
 	}
 	if o.Backpressure <= 0 {
 		o.Backpressure = 5 * time.Second
@@ -153,6 +162,12 @@ func NewRecorder(ctx context.Context, store Writer, opts *RecorderOptions) (*Rec
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	if o.SpillDir != "" {
+		if err := prepareSpillDir(o.SpillDir); err != nil {
+			r.log.Warn("large SSE events will be held in memory: the spill directory cannot be used", LogKeyError, err)
+			o.SpillDir = ""
+		}
+	}
 	seq, xid, err := store.LastIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the store's last ids: %w", err)
@@ -160,6 +175,7 @@ func NewRecorder(ctx context.Context, store Writer, opts *RecorderOptions) (*Rec
 	r.nextExchange.Store(xid)
 	r.events = make(chan event, o.QueueSize)
 	r.qbytes, r.qlimit = semaphore.NewWeighted(o.QueueBytes), o.QueueBytes
+	r.wbytes = semaphore.NewWeighted(writeBudget)
 	r.batches = make(chan *Batch, 2)
 	r.hurry = make(chan struct{}, 1)
 	r.pipeHurry = make(chan struct{}, 1)
@@ -297,6 +313,14 @@ func (r *Recorder) send(ev event, wait bool) bool {
 // live page still sees a call well within a second.
 const writeLinger = 15 * time.Millisecond
 
+// writeBudget bounds the raw bytes of the batches between the pipeline and
+// the writer: past it the pipeline waits for the writer (and the proxy, once
+// the event queue is full, for the pipeline) rather than holding more large
+// results in memory. Four 10 MiB results in flight otherwise sat decoded
+// in up to four batches at once, on top of the four still arriving. A
+// batch larger than the budget goes alone.
+const writeBudget = maxBatchBytes
+
 // lingerRecords: a batch of this many records or more means the pipeline is
 // busy; the writer then gathers without sleeping, as batches come.
 const lingerRecords = 64
@@ -359,6 +383,7 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 			return b, false
 		}
 		raw += nb.rawBytes()
+		b.held += nb.held
 		b.Sessions = append(b.Sessions, nb.Sessions...)
 		b.Exchanges = append(b.Exchanges, nb.Exchanges...)
 		b.Messages = append(b.Messages, nb.Messages...)
@@ -389,7 +414,11 @@ func (r *Recorder) writeLoop() {
 		}
 		b, more = r.gather(b)
 		n := int64(len(b.Messages))
-		if err := r.store.Write(ctx, b); err != nil {
+		err := r.store.Write(ctx, b)
+		if b.held > 0 {
+			r.wbytes.Release(b.held)
+		}
+		if err != nil {
 			r.writeFailed(b, err) // loss.go
 			continue
 		}

@@ -104,6 +104,9 @@ type Batch struct {
 	// edits are versions of its messages to store once it is written
 	// (intercepted messages; see Intercepted)
 	edits []pendingEdit
+	// held is the raw bytes the batch holds against the recorder's
+	// budget of bytes between the pipeline and the writer (wbytes)
+	held int64
 }
 
 // rawBytes is the raw bytes the batch's messages hold.

@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -40,6 +42,10 @@ type Event struct {
 	// Unterminated is set for a final block the stream ended in the middle
 	// of (no blank line). A spec-following client discards it.
 	Unterminated bool
+	// SpillErr is set, with Oversize, for a block whose bytes the parser
+	// lost: it kept a long line in a spill file (SSEParser.Spill) and
+	// could not read it back. Raw and Data are then empty.
+	SpillErr error
 
 	parser *SSEParser
 }
@@ -106,7 +112,37 @@ type SSEParser struct {
 	rope    [][]byte
 	ropeLen int
 	ropeAt  int // the block size from which the rope is used; 0 means defaultRopeAt
+
+	// Spill, when set, gives the parser a file to keep a long line in
+	// progress in once it passes SpillAt bytes, instead of memory: a
+	// recorder with four 10 MiB results arriving at once otherwise holds
+	// all 40 MiB until each ends (a proxy such as nginx buffers large
+	// responses in temporary files the same way). The line is read back
+	// into one buffer when it ends. Should the file fail, the parser goes
+	// on in memory with what it wrote read back; should that read fail,
+	// the block is dispatched with SpillErr set and its bytes lost.
+	Spill func() (SpillFile, error)
+	// SpillAt is the line length from which Spill is used; zero means
+	// DefaultSpillAt.
+	SpillAt int
+	sp      SpillFile
+	spLen   int   // bytes in sp (rope[0] starts at buf position 0 as before)
+	spTried bool  // Spill failed for the line in progress: stay in memory
+	spErr   error // reading sp back failed: the block in progress is lost
 }
+
+// SpillFile holds a long line for an SSEParser (see SSEParser.Spill): the
+// parser writes to it, reads it back with ReadAt, and closes it, which
+// must also remove it.
+type SpillFile interface {
+	io.Writer
+	io.ReaderAt
+	Close() error
+}
+
+// DefaultSpillAt is the line length from which an SSEParser with Spill set
+// keeps the line in its spill file.
+const DefaultSpillAt = 1 << 20
 
 // The rope takes over a block from defaultRopeAt bytes; its chunks are
 // about as large as the rope so far, up to maxRopeChunk.
@@ -152,7 +188,7 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 			b = b[1:]
 		}
 	}
-	if len(p.rope) > 0 {
+	if len(p.rope) > 0 || p.sp != nil {
 		i := lineEnd(b)
 		if i < 0 && p.ropeLen+len(b)-p.ev <= p.max() {
 			p.ropeAppend(b)
@@ -160,6 +196,10 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 		}
 		n := p.ropeLen
 		p.unrope(b)
+		if p.discard {
+			p.Feed(b, emit) // the block was lost: skip the rest of it
+			return
+		}
 		if i >= 0 {
 			p.scan = n + i // b before i was just scanned: no terminator
 		}
@@ -237,6 +277,21 @@ func (p *SSEParser) spill(b []byte) bool {
 func (p *SSEParser) ropeAppend(b []byte) {
 	p.ropeLen += len(b)
 	p.scan = p.ropeLen
+	if p.sp != nil {
+		if _, err := p.sp.Write(b); err == nil {
+			p.spLen += len(b)
+			return
+		}
+		p.unspill()
+		if p.spErr != nil {
+			return // the block is lost; the rest of it is dropped
+		}
+	}
+	if len(p.rope) == 0 {
+		p.rope = append(p.rope, append(make([]byte, 0, max(len(b), defaultRopeAt)), b...))
+		return
+	}
+	defer p.maybeSpill()
 	last := &p.rope[len(p.rope)-1]
 	k := min(cap(*last)-len(*last), len(b))
 	*last = append(*last, b[:k]...)
@@ -258,7 +313,7 @@ func (p *SSEParser) ropeAppend(b []byte) {
 // copies themselves. At most ropeChunksKept are kept.
 var ropeChunks = make(chan []byte, ropeChunksKept)
 
-const ropeChunksKept = 16
+const ropeChunksKept = 4
 
 func getRopeChunk() []byte {
 	select {
@@ -282,6 +337,74 @@ func putRopeChunks(rope [][]byte) {
 	}
 }
 
+// maybeSpill moves the rope into a spill file once it is long enough (see
+// SSEParser.Spill).
+func (p *SSEParser) maybeSpill() {
+	at := p.SpillAt
+	if at <= 0 {
+		at = DefaultSpillAt
+	}
+	if p.Spill == nil || p.sp != nil || p.spTried || p.ropeLen < at {
+		return
+	}
+	p.spTried = true
+	f, err := p.Spill()
+	if err != nil {
+		return
+	}
+	for _, c := range p.rope {
+		if _, err := f.Write(c); err != nil {
+			_ = f.Close()
+			return
+		}
+	}
+	p.sp, p.spLen = f, p.ropeLen
+	putRopeChunks(p.rope)
+	clear(p.rope)
+	p.rope = p.rope[:0]
+}
+
+// readSpill reads the spill file back into a buffer of n bytes' capacity
+// and closes it; on failure the block in progress is lost (spErr).
+func (p *SSEParser) readSpill(n int) []byte {
+	buf := make([]byte, p.spLen, n)
+	_, err := p.sp.ReadAt(buf, 0)
+	_ = p.sp.Close()
+	p.sp = nil
+	if err != nil {
+		p.spErr = fmt.Errorf("reading back the %d bytes kept in a spill file: %w", p.spLen, err)
+		return nil
+	}
+	return buf
+}
+
+// unspill moves the line back from its spill file into memory, after a
+// write to the file failed.
+func (p *SSEParser) unspill() {
+	n := p.spLen
+	buf := p.readSpill(n + max(n/8, maxRopeChunk))
+	p.spLen = 0
+	if buf == nil {
+		p.loseBlock()
+		return
+	}
+	p.rope = append(p.rope[:0], buf)
+}
+
+// loseBlock drops the block in progress, whose bytes the spill file lost:
+// the rest of it is skipped, and it is dispatched with SpillErr and no
+// bytes at its blank line.
+func (p *SSEParser) loseBlock() {
+	clear(p.rope)
+	p.rope, p.ropeLen = p.rope[:0], 0
+	p.cur.Oversize = true
+	p.discard = true
+	p.lineSeen = true // the lost line had bytes
+	p.pendCR = false
+	p.over = nil
+	p.buf, p.ev, p.line, p.scan = nil, 0, 0, 0
+}
+
 // unrope joins the rope and b into one buffer with a little room for the
 // end of the block. bytes.Join allocates without zeroing what it copies
 // over: a fresh 10 MiB buffer would otherwise be cleared first, a pass
@@ -289,6 +412,17 @@ func putRopeChunks(rope [][]byte) {
 func (p *SSEParser) unrope(b []byte) {
 	n := p.ropeLen + len(b)
 	room := max(n/64, 4<<10)
+	p.spTried = false
+	if p.sp != nil {
+		buf := p.readSpill(n + room)
+		p.spLen, p.ropeLen = 0, 0
+		if buf == nil {
+			p.loseBlock()
+			return
+		}
+		p.buf = append(buf, b...)
+		return
+	}
 	p.rope = append(p.rope, b, make([]byte, room))
 	p.buf = bytes.Join(p.rope, nil)[:n]
 	putRopeChunks(p.rope)
@@ -377,6 +511,7 @@ func (p *SSEParser) skip(b []byte, emit func(*Event)) []byte {
 func (p *SSEParser) dispatchOver(emit func(*Event)) {
 	p.cur.Raw = p.over
 	p.cur.Data = p.joined(p.over)
+	p.cur.SpillErr, p.spErr = p.spErr, nil
 	if emit != nil {
 		emit(&p.cur)
 	}
@@ -392,13 +527,17 @@ func (p *SSEParser) Reset() {
 		buf = nil
 	}
 	clear(p.rope)
-	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0], rope: p.rope[:0], ropeAt: p.ropeAt}
+	if p.sp != nil {
+		_ = p.sp.Close()
+	}
+	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0], rope: p.rope[:0], ropeAt: p.ropeAt,
+		Spill: p.Spill, SpillAt: p.SpillAt}
 }
 
 // Close ends the stream: a block in progress is emitted with Unterminated
 // set (its partial last line included in Raw).
 func (p *SSEParser) Close(emit func(*Event)) {
-	if len(p.rope) > 0 {
+	if len(p.rope) > 0 || p.sp != nil {
 		p.unrope(nil)
 	}
 	if p.discard {

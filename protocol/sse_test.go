@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -33,6 +35,77 @@ func parseAllRope(in []byte, chunk, max, ropeAt int, detach bool) []sseRecord {
 			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
 			Oversize: e.Oversize, Unterminated: e.Unterminated,
 		})
+	}
+	if chunk <= 0 {
+		chunk = len(in) + 1
+	}
+	for len(in) > 0 {
+		n := min(chunk, len(in))
+		p.Feed(in[:n], emit)
+		in = in[n:]
+	}
+	p.Close(emit)
+	return out
+}
+
+// memSpill is a SpillFile in memory that can fail its writes past a
+// number of bytes, or its reads.
+type memSpill struct {
+	fs  *spills
+	buf []byte
+}
+
+// spills makes memSpills and counts those not closed.
+type spills struct {
+	open, made int
+	failWrite  int // a write that would take a file past this many bytes fails; 0: never
+	failRead   bool
+}
+
+func (s *spills) spill() (SpillFile, error) {
+	s.open++
+	s.made++
+	return &memSpill{fs: s}, nil
+}
+
+func (m *memSpill) Write(b []byte) (int, error) {
+	if m.fs.failWrite > 0 && len(m.buf)+len(b) > m.fs.failWrite {
+		return 0, errors.New("disk full")
+	}
+	m.buf = append(m.buf, b...)
+	return len(b), nil
+}
+
+func (m *memSpill) ReadAt(b []byte, off int64) (int, error) {
+	if m.fs.failRead {
+		return 0, errors.New("input/output error")
+	}
+	n := copy(b, m.buf[off:])
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (m *memSpill) Close() error {
+	m.fs.open--
+	m.buf = nil
+	return nil
+}
+
+// parseAllSpill is parseAllRope with a spill from spillAt bytes.
+func parseAllSpill(in []byte, chunk, max, ropeAt, spillAt int, fs *spills) []sseRecord {
+	p := SSEParser{MaxEventSize: max, ropeAt: ropeAt, Spill: fs.spill, SpillAt: spillAt}
+	var out []sseRecord
+	emit := func(e *Event) {
+		out = append(out, sseRecord{
+			Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
+			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
+			Oversize: e.Oversize, Unterminated: e.Unterminated,
+		})
+		if e.SpillErr != nil {
+			out[len(out)-1].Data = "lost: " + e.SpillErr.Error()
+		}
 	}
 	if chunk <= 0 {
 		chunk = len(in) + 1
@@ -144,6 +217,8 @@ func FuzzSSEChunking(f *testing.F) {
 			{"detaching", parseAllDetach(stream, chunk%17+1, 1<<20, true)},
 			{"with a rope from 4 bytes", parseAllRope(stream, chunk%17+1, 1<<20, 4, false)},
 			{"with a rope from 1 byte, detaching", parseAllRope(stream, chunk%5+1, 1<<20, 1, true)},
+			{"spilling from 8 bytes", parseAllSpill(stream, chunk%17+1, 1<<20, 4, 8, &spills{})},
+			{"spilling from 2 bytes, writes failing past 16", parseAllSpill(stream, chunk%5+1, 1<<20, 1, 2, &spills{failWrite: 16})},
 		} {
 			if len(v.recs) != len(got) {
 				t.Fatalf("%d events %s, %d not", len(v.recs), v.name, len(got))
@@ -321,5 +396,57 @@ func BenchmarkSSELargeEvent(b *testing.B) {
 			in = in[n:]
 		}
 		p.Close(nil)
+	}
+}
+
+// A long line kept in a spill file comes out as it would from memory, the
+// file is closed once the line ends, and a file that fails part-way keeps
+// nothing from being parsed right; one that cannot be read back loses only
+// its block, which is dispatched with SpillErr.
+func TestSSESpill(t *testing.T) {
+	long := strings.Repeat("x", 3<<20+17)
+	stream := []byte("event: message\nid: 1\ndata: " + long + "\n\ndata: next\n\n" + "data: " + long + "\r\n\r\n")
+	want := parseAll(stream, 0, 16<<20)
+	for _, chunk := range []int{32 << 10, 4093} {
+		fs := &spills{}
+		if got := parseAllSpill(stream, chunk, 16<<20, 0, 0, fs); !reflect.DeepEqual(got, want) {
+			t.Fatalf("chunks of %d: spilled events differ from in-memory ones", chunk)
+		}
+		if fs.made != 2 || fs.open != 0 {
+			t.Errorf("chunks of %d: %d spill files made, %d left open; want 2 and 0", chunk, fs.made, fs.open)
+		}
+		fs = &spills{failWrite: 2 << 20}
+		if got := parseAllSpill(stream, chunk, 16<<20, 0, 0, fs); !reflect.DeepEqual(got, want) {
+			t.Fatalf("chunks of %d, spill writes failing: events differ from in-memory ones", chunk)
+		}
+		if fs.open != 0 {
+			t.Errorf("chunks of %d, spill writes failing: %d spill files left open", chunk, fs.open)
+		}
+		fs = &spills{failRead: true}
+		got := parseAllSpill(stream, chunk, 16<<20, 0, 0, fs)
+		if len(got) != 3 || got[1].Data != "next" {
+			t.Fatalf("chunks of %d, spill reads failing: %d events, want 3 with the middle one whole", chunk, len(got))
+		}
+		for _, i := range []int{0, 2} {
+			if !got[i].Oversize || got[i].Raw != "" || !strings.Contains(got[i].Data, "input/output error") {
+				t.Errorf("chunks of %d, spill reads failing: event %d is %+v, want it lost with the read's error", chunk, i, got[i])
+			}
+		}
+		if fs.open != 0 {
+			t.Errorf("chunks of %d, spill reads failing: %d spill files left open", chunk, fs.open)
+		}
+	}
+	// A parser reset in the middle of a spilled line closes its file.
+	fs := &spills{}
+	p := SSEParser{Spill: fs.spill}
+	for in := stream[:2<<20]; len(in) > 0; in = in[32<<10:] {
+		p.Feed(in[:32<<10], nil)
+	}
+	if fs.open != 1 {
+		t.Fatalf("%d spill files open in the middle of a 2 MiB line, want 1", fs.open)
+	}
+	p.Reset()
+	if fs.open != 0 {
+		t.Errorf("%d spill files open after Reset", fs.open)
 	}
 }

@@ -98,7 +98,7 @@
 // # Memory
 //
 // The defaults are sized for a developer's machine rather than Badger's
-// server defaults: 8 MiB memtables (four at most), 1 MiB tables, a 16 MiB
+// server defaults: 4 MiB memtables (four at most), 1 MiB tables, a 16 MiB
 // block cache. At rest the store uses a few tens of megabytes. Under
 // sustained writes of about 100,000 messages a second the process peaks
 // at several hundred megabytes, most of it buffers that Badger's table

@@ -66,7 +66,7 @@ type Options struct {
 	// size again, so under sustained load the store's memory is a few
 	// dozen times this. Larger memtables absorb longer bursts and write a
 	// little faster. It also bounds an atomic Write to about 15% of it.
-	// Zero means 8 MiB (Badger's own default is 64 MiB); less than 1 MiB
+	// Zero means 4 MiB (Badger's own default is 64 MiB); less than 1 MiB
 	// is raised to 1 MiB.
 	MemTableSize int64
 	// BlockCacheSize is the cache of decompressed table blocks that reads
@@ -103,7 +103,7 @@ type Options struct {
 }
 
 const (
-	defaultMemTableSize   = 8 << 20
+	defaultMemTableSize   = 4 << 20
 	defaultBlockCacheSize = 16 << 20
 	minSize               = 1 << 20
 	// valueLogFileSize bounds Badger's value-log files. Raw bytes are

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -289,6 +290,10 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	if up != nil {
 		ro.Upstream = up.Scheme + "://" + up.Host
+	}
+	if c.data != "" {
+		// Large SSE events arriving wait here rather than in memory.
+		ro.SpillDir = filepath.Join(c.data, "spill")
 	}
 	if !c.noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(c.data); err != nil {
