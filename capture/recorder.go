@@ -47,7 +47,7 @@ type RecorderOptions struct {
 	// BatchSize bounds the records in one store write. Zero means 2048.
 	BatchSize int
 	// SpillDir, when set, is a directory where the recorder keeps an SSE
-	// event's line in progress once it passes 1 MiB, instead of memory
+	// event's line in progress once it passes 2 MiB, instead of memory
 	// (see protocol.SSEParser.Spill); its files are removed as each line
 	// ends, and what a killed recorder left there when the next opens it.
 	// "" keeps every event in memory.

@@ -142,7 +142,7 @@ type SpillFile interface {
 
 // DefaultSpillAt is the line length from which an SSEParser with Spill set
 // keeps the line in its spill file.
-const DefaultSpillAt = 1 << 20
+const DefaultSpillAt = 2 << 20
 
 // The rope takes over a block from defaultRopeAt bytes; its chunks are
 // about as large as the rope so far, up to maxRopeChunk.
@@ -364,11 +364,13 @@ func (p *SSEParser) maybeSpill() {
 	p.rope = p.rope[:0]
 }
 
-// readSpill reads the spill file back into a buffer of n bytes' capacity
-// and closes it; on failure the block in progress is lost (spErr).
-func (p *SSEParser) readSpill(n int) []byte {
+// readSpill reads the spill file back, followed by tail, into a buffer of
+// n bytes' capacity and closes it; on failure the block in progress is
+// lost (spErr).
+func (p *SSEParser) readSpill(tail []byte, n int) []byte {
 	buf := make([]byte, p.spLen, n)
 	_, err := p.sp.ReadAt(buf, 0)
+	buf = append(buf, tail...)
 	_ = p.sp.Close()
 	p.sp = nil
 	if err != nil {
@@ -382,7 +384,7 @@ func (p *SSEParser) readSpill(n int) []byte {
 // write to the file failed.
 func (p *SSEParser) unspill() {
 	n := p.spLen
-	buf := p.readSpill(n + max(n/8, maxRopeChunk))
+	buf := p.readSpill(nil, n+max(n/8, maxRopeChunk))
 	p.spLen = 0
 	if buf == nil {
 		p.loseBlock()
@@ -414,13 +416,13 @@ func (p *SSEParser) unrope(b []byte) {
 	room := max(n/64, 4<<10)
 	p.spTried = false
 	if p.sp != nil {
-		buf := p.readSpill(n + room)
+		buf := p.readSpill(b, n+room)
 		p.spLen, p.ropeLen = 0, 0
 		if buf == nil {
 			p.loseBlock()
 			return
 		}
-		p.buf = append(buf, b...)
+		p.buf = buf
 		return
 	}
 	p.rope = append(p.rope, b, make([]byte, room))

@@ -12,7 +12,7 @@ import (
 // is written its write-back is started, and once that is done its cached
 // pages are dropped, in the background: the next blob reuses pages already
 // touched. Reads of a blob come back from disk. On systems without the calls
-// (see dropCached) the file is just closed.
+// (dropSupported) the file is just closed.
 type blobCache struct {
 	ch   chan *os.File
 	done sync.WaitGroup
@@ -37,9 +37,10 @@ func newBlobCache() *blobCache {
 	return c
 }
 
-// written takes f, a blob just written, and closes it.
+// written takes f, a blob just written, and closes it. Its write-back is
+// started and waited for by the goroutine, off the writer's path.
 func (c *blobCache) written(f *os.File) {
-	if c == nil || !startWriteback(f) {
+	if c == nil || !dropSupported {
 		_ = f.Close()
 		return
 	}

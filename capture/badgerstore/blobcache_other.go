@@ -4,6 +4,6 @@ package badgerstore
 
 import "os"
 
-func startWriteback(*os.File) bool { return false }
+const dropSupported = false
 
 func dropCached(*os.File) {}
