@@ -163,7 +163,16 @@ func (r *Recorder) Begin(req *Request) *Tap {
 	return t
 }
 
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+// chunkPool and bigChunkPool hold the buffers body bytes are copied into
+// for the pipeline: up to 32 KiB, and up to the proxy's copy buffer
+// (bigChunk) for the large reads of a result arriving fast.
+var (
+	chunkPool    = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+	bigChunkPool = sync.Pool{New: func() any { b := make([]byte, 0, bigChunk); return &b }}
+)
+
+// bigChunk is the largest chunk copied into a pooled buffer.
+const bigChunk = 128 << 10
 
 // smallChunk is the largest chunk copied into a slice of its own size
 // rather than a pooled 32 KiB buffer: a one-message response is a few
@@ -174,17 +183,25 @@ const smallChunk = 4 << 10
 // copyChunk copies p for the pipeline, reporting whether the copy is a
 // pooled buffer to hand back with releaseChunk.
 func copyChunk(p []byte) ([]byte, bool) {
-	if len(p) <= smallChunk || len(p) > 32<<10 {
+	pool := &chunkPool
+	switch {
+	case len(p) <= smallChunk || len(p) > bigChunk:
 		return append([]byte(nil), p...), false
+	case len(p) > 32<<10:
+		pool = &bigChunkPool
 	}
-	bp := chunkPool.Get().(*[]byte)
+	bp := pool.Get().(*[]byte)
 	return append((*bp)[:0], p...), true
 }
 
 func releaseChunk(b []byte, pooled bool) {
 	if pooled {
 		b = b[:0]
-		chunkPool.Put(&b)
+		if cap(b) == bigChunk {
+			bigChunkPool.Put(&b)
+		} else {
+			chunkPool.Put(&b)
+		}
 	}
 }
 
@@ -214,7 +231,7 @@ func (t *Tap) RequestBody(p []byte) {
 		return
 	}
 	d, pooled := copyChunk(p)
-	t.send(event{kind: evReqBody, data: d, pooled: pooled, weight: int64(len(d))})
+	t.send(event{kind: evReqBody, data: d, pooled: pooled, weight: int64(cap(d))})
 }
 
 // RequestEnd reports that the request body is complete.
@@ -266,7 +283,7 @@ func (t *Tap) ResponseBody(p []byte) {
 		return
 	}
 	d, pooled := copyChunk(p)
-	ev := event{kind: evRespBody, data: d, pooled: pooled, weight: int64(len(d)), resp: t.resp}
+	ev := event{kind: evRespBody, data: d, pooled: pooled, weight: int64(cap(d)), resp: t.resp}
 	t.resp = nil
 	t.send(ev)
 }
