@@ -408,8 +408,9 @@ func (p *pipeline) handle(ev event) {
 		if ev.resp != nil {
 			p.response(xs, *ev.resp)
 		}
-		p.respBody(xs, ev.data, ev.at)
-		releaseChunk(ev.data, ev.pooled)
+		if !p.respBody(xs, ev.data, ev.at) {
+			releaseChunk(ev.data, ev.pooled)
+		}
 	case evEnd:
 		if !xs.reqDone {
 			xs.reqCut = ev.aborted
@@ -619,7 +620,7 @@ func (p *pipeline) response(xs *xState, ev event) {
 		}
 	}
 	if xs.x.ResponseBody == BodySSE && xs.respEnc == "" {
-		xs.sse = &protocol.SSEParser{MaxEventSize: p.o.MaxMessageSize}
+		xs.sse = &protocol.SSEParser{MaxEventSize: p.o.MaxMessageSize, Release: releaseKept}
 		if p.o.SpillDir != "" {
 			xs.sse.Spill = p.spill
 		}
@@ -637,26 +638,28 @@ func (p *pipeline) response(xs *xState, ev event) {
 	p.touch(st, ev.at)
 }
 
-func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
+// respBody handles bytes of a response body, which the pipeline owns; it
+// reports whether it kept b (the SSE parser keeps a long line's pieces, and
+// hands them back to the pool itself).
+func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) (kept bool) {
 	if !xs.resp {
-		return
+		return false
 	}
 	xs.x.ResponseBytes += int64(len(b))
 	if !xs.mcp {
 		p.bufferPlain(xs, b)
-		return
+		return false
 	}
 	if xs.sse != nil {
-		xs.sse.Feed(b, func(e *protocol.Event) { p.sseEvent(xs, e, at) })
-		return
+		return xs.sse.FeedOwned(b, func(e *protocol.Event) { p.sseEvent(xs, e, at) })
 	}
 	if xs.respOver {
-		return
+		return false
 	}
 	if len(xs.respBuf)+len(b) > p.o.MaxMessageSize {
 		xs.respBuf = appendUpTo(xs.respBuf, b[:p.o.MaxMessageSize-len(xs.respBuf)], p.o.MaxMessageSize)
 		xs.respOver = true
-		return
+		return false
 	}
 	xs.respBuf = appendUpTo(xs.respBuf, b, p.o.MaxMessageSize)
 	if xs.respLen >= 0 && xs.x.ResponseBytes == xs.respLen && xs.x.ResponseBody != BodyOther && xs.x.Status != http.StatusAccepted {
@@ -666,6 +669,7 @@ func (p *pipeline) respBody(xs *xState, b []byte, at time.Time) {
 		p.jsonResponse(xs, at, false)
 		xs.respDone, xs.respBuf = true, nil
 	}
+	return false
 }
 
 // appendUpTo is append that doubles a full buffer, but never past limit:

@@ -194,6 +194,13 @@ func copyChunk(p []byte) ([]byte, bool) {
 	return append((*bp)[:0], p...), true
 }
 
+// releaseKept takes back a chunk the SSE parser kept (pipeline.respBody):
+// one of a pool's capacity goes back to it, whether it came from the pool
+// or not (a chunk is the pipeline's alone by then).
+func releaseKept(b []byte) {
+	releaseChunk(b, cap(b) == 32<<10 || cap(b) == bigChunk)
+}
+
 func releaseChunk(b []byte, pooled bool) {
 	if pooled {
 		b = b[:0]

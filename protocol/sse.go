@@ -125,6 +125,13 @@ type SSEParser struct {
 	// SpillAt is the line length from which Spill is used; zero means
 	// DefaultSpillAt.
 	SpillAt int
+	// Release, when set, receives the slices FeedOwned kept, once the
+	// parser is done with them.
+	Release func([]byte)
+	owned   bool   // in FeedOwned: b may be kept
+	kept    bool   // FeedOwned kept b
+	ropeOwn []bool // rope[i] is a slice FeedOwned kept
+
 	sp      SpillFile
 	spLen   int   // bytes in sp (rope[0] starts at buf position 0 as before)
 	spTried bool  // Spill failed for the line in progress: stay in memory
@@ -158,6 +165,18 @@ func (p *SSEParser) max() int {
 		return p.MaxEventSize
 	}
 	return DefaultMaxEventSize
+}
+
+// FeedOwned is Feed for a caller that gives b up: a piece of a long line
+// is then kept as it is rather than copied, and handed to Release once the
+// parser is done with it. It reports whether b was kept; if not, b is the
+// caller's again.
+func (p *SSEParser) FeedOwned(b []byte, emit func(*Event)) (kept bool) {
+	p.owned, p.kept = true, false
+	p.Feed(b, emit)
+	kept = p.kept
+	p.owned, p.kept = false, false
+	return kept
 }
 
 // Feed parses b and calls emit for each complete block. emit's Event and its
@@ -267,7 +286,8 @@ func (p *SSEParser) spill(b []byte) bool {
 	p.line -= p.ev
 	p.ev = 0
 	p.buf = nil
-	p.rope = append(p.rope[:0], first)
+	p.rope, p.ropeOwn = p.rope[:0], p.ropeOwn[:0]
+	p.addChunk(first, false)
 	p.ropeLen = len(first)
 	p.ropeAppend(b)
 	return true
@@ -288,10 +308,15 @@ func (p *SSEParser) ropeAppend(b []byte) {
 		}
 	}
 	if len(p.rope) == 0 {
-		p.rope = append(p.rope, append(make([]byte, 0, max(len(b), defaultRopeAt)), b...))
+		p.addChunk(append(make([]byte, 0, max(len(b), defaultRopeAt)), b...), false)
 		return
 	}
 	defer p.maybeSpill()
+	if p.owned && !p.kept && len(b) > 0 {
+		p.addChunk(b[:len(b):len(b)], true)
+		p.kept = true
+		return
+	}
 	last := &p.rope[len(p.rope)-1]
 	k := min(cap(*last)-len(*last), len(b))
 	*last = append(*last, b[:k]...)
@@ -302,8 +327,32 @@ func (p *SSEParser) ropeAppend(b []byte) {
 		} else {
 			c = make([]byte, 0, max(len(b), min(p.ropeLen, maxRopeChunk)))
 		}
-		p.rope = append(p.rope, append(c, b...))
+		p.addChunk(append(c, b...), false)
 	}
+}
+
+func (p *SSEParser) addChunk(c []byte, kept bool) {
+	p.rope = append(p.rope, c)
+	for len(p.ropeOwn) < len(p.rope)-1 {
+		p.ropeOwn = append(p.ropeOwn, false)
+	}
+	p.ropeOwn = append(p.ropeOwn[:len(p.rope)-1], kept)
+}
+
+// dropRope lets go of the rope's chunks: kept slices go back through
+// Release, chunks of maxRopeChunk to ropeChunks.
+func (p *SSEParser) dropRope() {
+	for i, c := range p.rope {
+		if i < len(p.ropeOwn) && p.ropeOwn[i] {
+			if p.Release != nil {
+				p.Release(c)
+			}
+		} else {
+			putRopeChunk(c)
+		}
+	}
+	clear(p.rope)
+	p.rope, p.ropeOwn = p.rope[:0], p.ropeOwn[:0]
 }
 
 // ropeChunks holds rope chunks of maxRopeChunk bytes for the next long
@@ -324,16 +373,13 @@ func getRopeChunk() []byte {
 	}
 }
 
-func putRopeChunks(rope [][]byte) {
-	for _, c := range rope {
-		if cap(c) != maxRopeChunk {
-			continue
-		}
-		select {
-		case ropeChunks <- c:
-		default:
-			return
-		}
+func putRopeChunk(c []byte) {
+	if cap(c) != maxRopeChunk {
+		return
+	}
+	select {
+	case ropeChunks <- c:
+	default:
 	}
 }
 
@@ -359,9 +405,7 @@ func (p *SSEParser) maybeSpill() {
 		}
 	}
 	p.sp, p.spLen = f, p.ropeLen
-	putRopeChunks(p.rope)
-	clear(p.rope)
-	p.rope = p.rope[:0]
+	p.dropRope()
 }
 
 // readSpill reads the spill file back, followed by tail, into a buffer of
@@ -390,15 +434,15 @@ func (p *SSEParser) unspill() {
 		p.loseBlock()
 		return
 	}
-	p.rope = append(p.rope[:0], buf)
+	p.addChunk(buf, false)
 }
 
 // loseBlock drops the block in progress, whose bytes the spill file lost:
 // the rest of it is skipped, and it is dispatched with SpillErr and no
 // bytes at its blank line.
 func (p *SSEParser) loseBlock() {
-	clear(p.rope)
-	p.rope, p.ropeLen = p.rope[:0], 0
+	p.dropRope()
+	p.ropeLen = 0
 	p.cur.Oversize = true
 	p.discard = true
 	p.lineSeen = true // the lost line had bytes
@@ -427,9 +471,9 @@ func (p *SSEParser) unrope(b []byte) {
 	}
 	p.rope = append(p.rope, b, make([]byte, room))
 	p.buf = bytes.Join(p.rope, nil)[:n]
-	putRopeChunks(p.rope)
-	clear(p.rope)
-	p.rope, p.ropeLen = p.rope[:0], 0
+	p.rope = p.rope[:len(p.rope)-2] // b and the room are not the rope's
+	p.dropRope()
+	p.ropeLen = 0
 }
 
 // appendGrow is append that doubles a full buffer, up to ceiling: append
@@ -528,12 +572,12 @@ func (p *SSEParser) Reset() {
 	if cap(buf) > 4*p.max() {
 		buf = nil
 	}
-	clear(p.rope)
+	p.dropRope()
 	if p.sp != nil {
 		_ = p.sp.Close()
 	}
-	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0], rope: p.rope[:0], ropeAt: p.ropeAt,
-		Spill: p.Spill, SpillAt: p.SpillAt}
+	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0], rope: p.rope[:0], ropeOwn: p.ropeOwn[:0],
+		ropeAt: p.ropeAt, Spill: p.Spill, SpillAt: p.SpillAt, Release: p.Release}
 }
 
 // Close ends the stream: a block in progress is emitted with Unterminated

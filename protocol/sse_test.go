@@ -93,6 +93,62 @@ func (m *memSpill) Close() error {
 	return nil
 }
 
+// parseAllOwned is parseAllRope feeding each chunk (a copy of its own)
+// with FeedOwned; it fails t unless every kept chunk comes back through
+// Release once, unchanged, and none is kept after Close.
+func parseAllOwned(t *testing.T, in []byte, chunk, max, ropeAt int, fs *spills) []sseRecord {
+	given := map[*byte]string{} // every slice fed, as fed
+	released := map[*byte]int{}
+	var kept []*byte
+	p := SSEParser{MaxEventSize: max, ropeAt: ropeAt}
+	if fs != nil {
+		p.Spill, p.SpillAt = fs.spill, 8
+	}
+	p.Release = func(b []byte) {
+		k := &b[:1][0]
+		want, ok := given[k]
+		if !ok {
+			t.Fatalf("Release of a slice never fed: %q", b)
+		}
+		if string(b) != want {
+			t.Fatalf("a kept slice changed: %q, was %q", b, want)
+		}
+		released[k]++
+	}
+	var out []sseRecord
+	emit := func(e *Event) {
+		out = append(out, sseRecord{
+			Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
+			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
+			Oversize: e.Oversize, Unterminated: e.Unterminated,
+		})
+	}
+	if chunk <= 0 {
+		chunk = len(in) + 1
+	}
+	for len(in) > 0 {
+		n := min(chunk, len(in))
+		b := append([]byte(nil), in[:n]...)
+		given[&b[0]] = string(b)
+		if p.FeedOwned(b, emit) {
+			kept = append(kept, &b[0])
+		} else {
+			if released[&b[0]] != 0 {
+				t.Fatalf("a slice not kept was released: %q", b)
+			}
+			clear(b) // the caller's again: reusing it must not show
+		}
+		in = in[n:]
+	}
+	p.Close(emit)
+	for _, k := range kept {
+		if released[k] != 1 {
+			t.Fatalf("a kept slice was released %d times, want once", released[k])
+		}
+	}
+	return out
+}
+
 // parseAllSpill is parseAllRope with a spill from spillAt bytes.
 func parseAllSpill(in []byte, chunk, max, ropeAt, spillAt int, fs *spills) []sseRecord {
 	p := SSEParser{MaxEventSize: max, ropeAt: ropeAt, Spill: fs.spill, SpillAt: spillAt}
@@ -219,6 +275,8 @@ func FuzzSSEChunking(f *testing.F) {
 			{"with a rope from 1 byte, detaching", parseAllRope(stream, chunk%5+1, 1<<20, 1, true)},
 			{"spilling from 8 bytes", parseAllSpill(stream, chunk%17+1, 1<<20, 4, 8, &spills{})},
 			{"spilling from 2 bytes, writes failing past 16", parseAllSpill(stream, chunk%5+1, 1<<20, 1, 2, &spills{failWrite: 16})},
+			{"owning chunks, with a rope from 4 bytes", parseAllOwned(t, stream, chunk%17+1, 1<<20, 4, nil)},
+			{"owning chunks, spilling from 8 bytes", parseAllOwned(t, stream, chunk%7+1, 1<<20, 1, &spills{})},
 		} {
 			if len(v.recs) != len(got) {
 				t.Fatalf("%d events %s, %d not", len(v.recs), v.name, len(got))
@@ -448,5 +506,25 @@ func TestSSESpill(t *testing.T) {
 	p.Reset()
 	if fs.open != 0 {
 		t.Errorf("%d spill files open after Reset", fs.open)
+	}
+}
+
+// A long line fed with FeedOwned keeps the caller's chunks instead of
+// copying them, gives each back once, and the events are the same.
+func TestSSEFeedOwned(t *testing.T) {
+	stream := []byte("event: message\nid: 1\ndata: " + strings.Repeat("x", 3<<20) + "\n\ndata: next\n\n")
+	want := parseAll(stream, 0, 16<<20)
+	if got := parseAllOwned(t, stream, 128<<10, 16<<20, 0, nil); !reflect.DeepEqual(got, want) {
+		t.Fatal("events differ from Feed's")
+	}
+	p := SSEParser{}
+	kept := 0
+	for in := stream[:2<<20]; len(in) > 0; in = in[128<<10:] {
+		if p.FeedOwned(append([]byte(nil), in[:128<<10]...), nil) {
+			kept++
+		}
+	}
+	if kept < 10 {
+		t.Errorf("%d of 16 chunks of a 2 MiB line kept, want most", kept)
 	}
 }
