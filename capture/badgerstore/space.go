@@ -30,9 +30,9 @@ const DefaultMinFree = 256 << 20
 // sessions. Writes resume by themselves once there is room again.
 
 // minFloor is the least floor a store keeps when the floor is on: Badger's
-// working room, a memtable's log and the table flushed from it, with room
-// to spare.
-func minFloor(memtable int64) int64 { return 3 * memtable }
+// working room, a memtable's log (twice a memtable) and the table flushed
+// from it, with room to spare.
+func minFloor(memtable int64) int64 { return 6 * memtable }
 
 // Retention (Options.MaxSize) deletes whole sessions, oldest first, down to
 // retainTarget of the bound, starting when the store passes retainStart of
@@ -99,8 +99,9 @@ func newSpace(s *Store, o *Options, memtable int64) *space {
 		g.floor = max(o.MinFree, minFloor(memtable))
 	}
 	// Resume with a margin, so that a disk hovering at the floor does not
-	// flip recording on and off with every write.
-	g.resume = g.floor + max(g.floor/10, 1<<20)
+	// flip recording on and off with every write, nor when Badger frees
+	// space of its own accord (a flushed memtable's log, twice a memtable).
+	g.resume = g.floor + max(g.floor/10, 2*memtable+1<<20)
 	return g
 }
 

@@ -79,7 +79,7 @@ type Options struct {
 	// through memory-mapped files, and a full disk would kill the process
 	// with SIGBUS, so this is what keeps a full disk from stopping the
 	// proxy. Zero means DefaultMinFree (256 MiB); a positive value below
-	// three memtables (24 MiB by default), Badger's working room, is
+	// six memtables (24 MiB by default), Badger's working room, is
 	// raised to that; negative turns the floor off. Ignored in memory.
 	MinFree int64
 	// MaxSize, when positive, bounds the store's size on disk (as Size
