@@ -48,9 +48,9 @@ type RecorderOptions struct {
 	BatchSize int
 	// SpillDir, when set, is a directory where the recorder keeps an SSE
 	// event's line in progress once it passes 2 MiB, instead of memory
-	// (see protocol.SSEParser.Spill); its files are removed as each line
-	// ends, and what a killed recorder left there when the next opens it.
-	// "" keeps every event in memory.
+	// (see protocol.SSEParser.Spill). Each file is removed as its line
+	// ends; files a killed recorder left behind are removed when the next
+	// recorder starts. "" keeps every event in memory.
 	SpillDir string
 	// Now and NewSessionID make output deterministic in tests. Nil means
 	// time.Now and a time-ordered id with random bits.
