@@ -164,15 +164,17 @@ func (r *Recorder) Begin(req *Request) *Tap {
 }
 
 // chunkPool and bigChunkPool hold the buffers body bytes are copied into
-// for the pipeline: up to 32 KiB, and up to the proxy's copy buffer
-// (bigChunk) for the large reads of a result arriving fast.
+// for the pipeline: up to 32 KiB, and up to BodyChunk for the large reads
+// of a result arriving fast.
 var (
 	chunkPool    = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
-	bigChunkPool = sync.Pool{New: func() any { b := make([]byte, 0, bigChunk); return &b }}
+	bigChunkPool = sync.Pool{New: func() any { b := make([]byte, 0, BodyChunk); return &b }}
 )
 
-// bigChunk is the largest chunk copied into a pooled buffer.
-const bigChunk = 128 << 10
+// BodyChunk is the largest body chunk a Tap copies into a pooled buffer:
+// the size of the proxy's copy buffer, so that a read of a result arriving
+// fast is one pooled chunk.
+const BodyChunk = 128 << 10
 
 // smallChunk is the largest chunk copied into a slice of its own size
 // rather than a pooled 32 KiB buffer: a one-message response is a few
@@ -185,7 +187,7 @@ const smallChunk = 4 << 10
 func copyChunk(p []byte) ([]byte, bool) {
 	pool := &chunkPool
 	switch {
-	case len(p) <= smallChunk || len(p) > bigChunk:
+	case len(p) <= smallChunk || len(p) > BodyChunk:
 		return append([]byte(nil), p...), false
 	case len(p) > 32<<10:
 		pool = &bigChunkPool
@@ -194,21 +196,22 @@ func copyChunk(p []byte) ([]byte, bool) {
 	return append((*bp)[:0], p...), true
 }
 
-// releaseKept takes back a chunk the SSE parser kept (pipeline.respBody):
-// one of a pool's capacity goes back to it, whether it came from the pool
-// or not (a chunk is the pipeline's alone by then).
-func releaseKept(b []byte) {
-	releaseChunk(b, cap(b) == 32<<10 || cap(b) == bigChunk)
-}
+// releaseKept takes back a chunk the SSE parser kept (pipeline.respBody).
+func releaseKept(b []byte) { releaseChunk(b, true) }
 
+// releaseChunk hands a pooled chunk back to the pool of its capacity. A
+// chunk of another capacity is left to the collector. (Whether or not it
+// came from a pool, a chunk is the pipeline's alone by then.)
 func releaseChunk(b []byte, pooled bool) {
-	if pooled {
-		b = b[:0]
-		if cap(b) == bigChunk {
-			bigChunkPool.Put(&b)
-		} else {
-			chunkPool.Put(&b)
-		}
+	if !pooled {
+		return
+	}
+	b = b[:0]
+	switch cap(b) {
+	case 32 << 10:
+		chunkPool.Put(&b)
+	case BodyChunk:
+		bigChunkPool.Put(&b)
 	}
 }
 

@@ -134,7 +134,7 @@ type SSEParser struct {
 
 	sp      SpillFile
 	spLen   int   // bytes in sp (rope[0] starts at buf position 0 as before)
-	spTried bool  // Spill failed for the line in progress: stay in memory
+	spTried bool  // Spill was tried for the line in progress: not again
 	spErr   error // reading sp back failed: the block in progress is lost
 }
 
@@ -331,19 +331,17 @@ func (p *SSEParser) ropeAppend(b []byte) {
 	}
 }
 
+// addChunk adds c to the rope; kept says it is a slice FeedOwned kept.
 func (p *SSEParser) addChunk(c []byte, kept bool) {
 	p.rope = append(p.rope, c)
-	for len(p.ropeOwn) < len(p.rope)-1 {
-		p.ropeOwn = append(p.ropeOwn, false)
-	}
-	p.ropeOwn = append(p.ropeOwn[:len(p.rope)-1], kept)
+	p.ropeOwn = append(p.ropeOwn, kept)
 }
 
 // dropRope lets go of the rope's chunks: kept slices go back through
 // Release, chunks of maxRopeChunk to ropeChunks.
 func (p *SSEParser) dropRope() {
 	for i, c := range p.rope {
-		if i < len(p.ropeOwn) && p.ropeOwn[i] {
+		if p.ropeOwn[i] {
 			if p.Release != nil {
 				p.Release(c)
 			}

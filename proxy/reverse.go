@@ -600,10 +600,11 @@ func hostAllowed(r *http.Request) bool {
 
 type bufferPool struct{}
 
-// bufPool holds the ReverseProxy's copy buffers. A read returns what has
-// arrived, so a larger buffer never holds bytes back; it lets a result
-// arriving fast go through in fewer reads, writes and recorder events.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+// bufPool holds the ReverseProxy's copy buffers, of the recorder's pooled
+// chunk size. A read returns what has arrived, so a larger buffer never
+// holds bytes back; it lets a result arriving fast go through in fewer
+// reads, writes and recorder events.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, capture.BodyChunk); return &b }}
 
 func (bufferPool) Get() []byte  { return *(bufPool.Get().(*[]byte)) }
 func (bufferPool) Put(b []byte) { bufPool.Put(&b) }

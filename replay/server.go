@@ -520,9 +520,10 @@ func (s *Server) noteUnanswered(l *live, c *call, m *protocol.Message, p *protoc
 	if p.Name != "" {
 		what += " " + p.Name
 	}
+	status := statusOf(c.x)
 	how := "no response to it was recorded"
-	if c.x != nil && c.x.Status != 0 {
-		how = fmt.Sprintf("the recorded server's response was HTTP %d with no JSON-RPC message in it", c.x.Status)
+	if status != 0 {
+		how = fmt.Sprintf("the recorded server's response was HTTP %d with no JSON-RPC message in it", status)
 	}
 	msg := fmt.Sprintf("the recording holds this %s request (seq %d in recorded session %s) but no answer to it: %s; "+
 		"record the session again, or give the request an answer with an error fault (in the tape's annotations or the testing profile)",
@@ -532,7 +533,7 @@ func (s *Server) noteUnanswered(l *live, c *call, m *protocol.Message, p *protoc
 		Session string `json:"session"`
 		Seq     uint64 `json:"seq"`
 		Status  int    `json:"status,omitempty"`
-	}{l.rs.s.ID, c.req.Seq, statusOf(c.x)})
+	}{l.rs.s.ID, c.req.Seq, status})
 	return errorResponse(m.ID, &RPCError{Code: CodeNoAnswer, Message: "mcptape replay: " + msg, Data: data})
 }
 

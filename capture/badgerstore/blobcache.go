@@ -12,7 +12,7 @@ import (
 // is written its write-back is started, and once that is done its cached
 // pages are dropped, in the background: the next blob reuses pages already
 // touched. Reads of a blob come back from disk. On systems without the calls
-// (dropSupported) the file is just closed.
+// (dropSupported) a store has none, and a blob file is just closed.
 type blobCache struct {
 	ch   chan *os.File
 	done sync.WaitGroup
@@ -24,7 +24,12 @@ type blobCache struct {
 // the page cache to grow.
 const blobCacheDepth = 8
 
+// newBlobCache starts a blobCache, or returns nil where pages cannot be
+// dropped.
 func newBlobCache() *blobCache {
+	if !dropSupported {
+		return nil
+	}
 	c := &blobCache{ch: make(chan *os.File, blobCacheDepth)}
 	c.done.Add(1)
 	go func() {
@@ -40,7 +45,7 @@ func newBlobCache() *blobCache {
 // written takes f, a blob just written, and closes it. Its write-back is
 // started and waited for by the goroutine, off the writer's path.
 func (c *blobCache) written(f *os.File) {
-	if c == nil || !dropSupported {
+	if c == nil {
 		_ = f.Close()
 		return
 	}
