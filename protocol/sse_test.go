@@ -25,23 +25,39 @@ func parseAllDetach(in []byte, chunk, max int, detach bool) []sseRecord {
 // parseAllRope parses with the rope taking over blocks from ropeAt bytes.
 func parseAllRope(in []byte, chunk, max, ropeAt int, detach bool) []sseRecord {
 	p := SSEParser{MaxEventSize: max, ropeAt: ropeAt}
-	var out []sseRecord
-	emit := func(e *Event) {
+	return parseWith(&p, in, chunk, p.Feed, func(e *Event, _ *sseRecord) {
 		if detach {
 			e.Detach()
 		}
-		out = append(out, sseRecord{
-			Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
-			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
-			Oversize: e.Oversize, Unterminated: e.Unterminated,
-		})
+	})
+}
+
+// recordOf is what the tests compare of an event.
+func recordOf(e *Event) sseRecord {
+	return sseRecord{
+		Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
+		HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
+		Oversize: e.Oversize, Unterminated: e.Unterminated,
+	}
+}
+
+// parseWith feeds in through feed (p's Feed or FeedOwned) in chunks of
+// chunk bytes (all at once when chunk <= 0), closes p, and returns the
+// events; each, if set, sees every event with its record as it is emitted.
+func parseWith(p *SSEParser, in []byte, chunk int, feed func([]byte, func(*Event)), each func(*Event, *sseRecord)) []sseRecord {
+	var out []sseRecord
+	emit := func(e *Event) {
+		out = append(out, recordOf(e))
+		if each != nil {
+			each(e, &out[len(out)-1])
+		}
 	}
 	if chunk <= 0 {
 		chunk = len(in) + 1
 	}
 	for len(in) > 0 {
 		n := min(chunk, len(in))
-		p.Feed(in[:n], emit)
+		feed(in[:n], emit)
 		in = in[n:]
 	}
 	p.Close(emit)
@@ -115,20 +131,8 @@ func parseAllOwned(t *testing.T, in []byte, chunk, max, ropeAt int, fs *spills) 
 		}
 		released[k]++
 	}
-	var out []sseRecord
-	emit := func(e *Event) {
-		out = append(out, sseRecord{
-			Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
-			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
-			Oversize: e.Oversize, Unterminated: e.Unterminated,
-		})
-	}
-	if chunk <= 0 {
-		chunk = len(in) + 1
-	}
-	for len(in) > 0 {
-		n := min(chunk, len(in))
-		b := append([]byte(nil), in[:n]...)
+	out := parseWith(&p, in, chunk, func(b []byte, emit func(*Event)) {
+		b = append([]byte(nil), b...)
 		given[&b[0]] = string(b)
 		if p.FeedOwned(b, emit) {
 			kept = append(kept, &b[0])
@@ -138,9 +142,7 @@ func parseAllOwned(t *testing.T, in []byte, chunk, max, ropeAt int, fs *spills) 
 			}
 			clear(b) // the caller's again: reusing it must not show
 		}
-		in = in[n:]
-	}
-	p.Close(emit)
+	}, nil)
 	for _, k := range kept {
 		if released[k] != 1 {
 			t.Fatalf("a kept slice was released %d times, want once", released[k])
@@ -152,27 +154,11 @@ func parseAllOwned(t *testing.T, in []byte, chunk, max, ropeAt int, fs *spills) 
 // parseAllSpill is parseAllRope with a spill from spillAt bytes.
 func parseAllSpill(in []byte, chunk, max, ropeAt, spillAt int, fs *spills) []sseRecord {
 	p := SSEParser{MaxEventSize: max, ropeAt: ropeAt, Spill: fs.spill, SpillAt: spillAt}
-	var out []sseRecord
-	emit := func(e *Event) {
-		out = append(out, sseRecord{
-			Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), Retry: e.Retry,
-			HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...),
-			Oversize: e.Oversize, Unterminated: e.Unterminated,
-		})
+	return parseWith(&p, in, chunk, p.Feed, func(e *Event, r *sseRecord) {
 		if e.SpillErr != nil {
-			out[len(out)-1].Data = "lost: " + e.SpillErr.Error()
+			r.Data = "lost: " + e.SpillErr.Error()
 		}
-	}
-	if chunk <= 0 {
-		chunk = len(in) + 1
-	}
-	for len(in) > 0 {
-		n := min(chunk, len(in))
-		p.Feed(in[:n], emit)
-		in = in[n:]
-	}
-	p.Close(emit)
-	return out
+	})
 }
 
 func TestSSEParser(t *testing.T) {
@@ -415,7 +401,7 @@ func TestSSELargeEventBuffer(t *testing.T) {
 			emit := func(e *Event) {
 				e.Detach()
 				raws = append(raws, e.Raw)
-				recs = append(recs, sseRecord{Raw: string(e.Raw), ID: e.ID, Type: e.Type, Data: string(e.Data), HasID: e.HasID, HasData: e.HasData, Comments: append([]string(nil), e.Comments...)})
+				recs = append(recs, recordOf(e))
 			}
 			for in := stream; len(in) > 0; {
 				n := min(chunk, len(in))
