@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/fixtures"
 )
 
@@ -102,14 +101,7 @@ func TestAttachURLServer(t *testing.T) {
 		t.Errorf("detach did not restore the config byte for byte:\n%s", got)
 	}
 
-	if code := r.stop(t); code != 0 {
-		t.Fatalf("record exited %d: %s", code, r.errOut.String())
-	}
-	st, err := badgerstore.Open(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := r.stoppedStore(t, data)
 	var found int
 	for s, err := range st.Sessions(context.Background(), capture.SessionQuery{}) {
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/fixtures"
 )
@@ -74,6 +75,21 @@ func (r *cmdRun) stop(t *testing.T) int {
 		t.Fatalf("mcptape %s did not stop", r.args[0])
 		return -1
 	}
+}
+
+// stoppedStore stops the recorder r, which must exit 0, and opens the
+// store it recorded into in data (closed when the test ends).
+func (r *cmdRun) stoppedStore(t *testing.T, data string) *badgerstore.Store {
+	t.Helper()
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("record exited %d: %s", code, r.errOut.String())
+	}
+	st, err := badgerstore.Open(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // startCmd runs an mcptape command in the background until the test ends,

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/fixtures/interop"
@@ -284,14 +283,7 @@ func forwardTargets(t *testing.T) (plain, secure *httptest.Server, upCA string) 
 // keeps only that client's sessions.
 func legsByUpstream(t *testing.T, r *cmdRun, data, client string) map[string]string {
 	t.Helper()
-	if code := r.stop(t); code != 0 {
-		t.Fatalf("record exited %d: %s", code, r.errOut.String())
-	}
-	st, err := badgerstore.Open(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := r.stoppedStore(t, data)
 	got := map[string]string{}
 	for s, err := range st.Sessions(context.Background(), capture.SessionQuery{}) {
 		if err != nil {

@@ -39,48 +39,12 @@ func TestRecordAndReplayLegacySSE(t *testing.T) {
 		t.Fatalf("the TypeScript SSE client through record: %v", err)
 	}
 	tape, _ := exportForwardTape(t, data)
-	if code := r.stop(t); code != 0 {
-		t.Fatalf("record exited %d: %s", code, r.errOut.String())
-	}
-
-	st, err := badgerstore.Open(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mcp []*capture.Session
-	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Opening != "http" {
-			mcp = append(mcp, s)
-		}
-	}
+	st := r.stoppedStore(t, data)
+	mcp := mcpSessions(t, st)
 	if len(mcp) != 1 || mcp[0].Opening != "sse" || mcp[0].Route != "everything" {
 		t.Fatalf("MCP sessions: %+v; want one legacy SSE session on route everything", mcp)
 	}
-	for m, err := range st.Messages(ctx, mcp[0].ID, capture.MessageQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range m.Findings {
-			t.Errorf("message %d (%s %s) has a finding: %s: %s", m.Seq, m.Kind, m.Method, f.Kind, f.Message)
-		}
-	}
-	tree, err := capture.SessionTree(ctx, st, mcp[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var walk func(ns []*capture.Node)
-	walk = func(ns []*capture.Node) {
-		for _, n := range ns {
-			if n.Status == "pending" || n.Status == "unanswered" || n.Status == "orphan" {
-				t.Errorf("tree node %s %s is %s", n.Method, n.Name, n.Status)
-			}
-			walk(n.Children)
-		}
-	}
-	walk(tree.Roots)
+	checkLinked(t, st, mcp[0].ID)
 	var rewritten int
 	for x, err := range st.Exchanges(ctx, mcp[0].ID) {
 		if err != nil {
@@ -138,36 +102,16 @@ func TestRecordLegacySSEThroughForward(t *testing.T) {
 	if _, err := interop.RunClient(ctx, ev.URL(), &interop.ClientOptions{Transport: "sse", Node: node, Env: env}); err != nil {
 		t.Fatalf("the TypeScript SSE client through the forward proxy: %v", err)
 	}
-	if code := r.stop(t); code != 0 {
-		t.Fatalf("record exited %d: %s", code, r.errOut.String())
-	}
-	st, err := badgerstore.Open(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var mcp []*capture.Session
-	for s, err := range st.Sessions(ctx, capture.SessionQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Opening != "http" {
-			mcp = append(mcp, s)
-		}
-	}
+	st := r.stoppedStore(t, data)
+	mcp := mcpSessions(t, st)
 	if len(mcp) != 1 || mcp[0].Opening != "sse" || mcp[0].Leg != capture.LegForward {
 		for s := range st.Sessions(ctx, capture.SessionQuery{}) {
 			t.Logf("session %s opening %s leg %s upstream %s path %s messages %d", s.ID, s.Opening, s.Leg, s.Upstream, s.Path, s.Messages)
 		}
 		t.Fatalf("MCP sessions: %+v; want one legacy SSE session on the forward leg", mcp)
 	}
-	for m, err := range st.Messages(ctx, mcp[0].ID, capture.MessageQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range m.Findings {
-			t.Errorf("message %d (%s %s) has a finding: %s: %s", m.Seq, m.Kind, m.Method, f.Kind, f.Message)
-		}
+	if calls := checkLinked(t, st, mcp[0].ID); calls == 0 {
+		t.Error("the tree holds no tools/call")
 	}
 	for x, err := range st.Exchanges(ctx, mcp[0].ID) {
 		if err != nil {
@@ -177,12 +121,43 @@ func TestRecordLegacySSEThroughForward(t *testing.T) {
 			t.Errorf("exchange %d was rewritten (%s) on the forward leg", x.ID, x.Rewritten)
 		}
 	}
-	tree, err := capture.SessionTree(ctx, st, mcp[0].ID)
+}
+
+// mcpSessions is the sessions in st that carry MCP (not a client's plain
+// HTTP traffic).
+func mcpSessions(t *testing.T, st *badgerstore.Store) []*capture.Session {
+	t.Helper()
+	var mcp []*capture.Session
+	for s, err := range st.Sessions(t.Context(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Opening != "http" {
+			mcp = append(mcp, s)
+		}
+	}
+	return mcp
+}
+
+// checkLinked fails t for every message of session id with a finding and
+// every node of its tree left pending, unanswered or orphaned; it returns
+// the tree's tools/call nodes.
+func checkLinked(t *testing.T, st *badgerstore.Store, id string) (calls int) {
+	t.Helper()
+	ctx := t.Context()
+	for m, err := range st.Messages(ctx, id, capture.MessageQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Findings {
+			t.Errorf("message %d (%s %s) has a finding: %s: %s", m.Seq, m.Kind, m.Method, f.Kind, f.Message)
+		}
+	}
+	tree, err := capture.SessionTree(ctx, st, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var walk func(ns []*capture.Node)
-	calls := 0
 	walk = func(ns []*capture.Node) {
 		for _, n := range ns {
 			if n.Status == "pending" || n.Status == "unanswered" || n.Status == "orphan" {
@@ -195,7 +170,5 @@ func TestRecordLegacySSEThroughForward(t *testing.T) {
 		}
 	}
 	walk(tree.Roots)
-	if calls == 0 {
-		t.Error("the tree holds no tools/call")
-	}
+	return calls
 }
