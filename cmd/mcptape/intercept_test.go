@@ -248,9 +248,8 @@ func TestSendModern(t *testing.T) {
 	up := httptest.NewServer(fixtures.Handler(nil))
 	defer up.Close()
 	defer up.CloseClientConnections()
-	data := t.TempDir()
-	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
-	proxyURL := r.wait(t, "point your MCP client at ")
+	r := startRecord(t, "--upstream", up.URL+fixtures.PathStateless)
+	data, proxyURL := r.data, r.url
 	profile := filepath.Join(t.TempDir(), "p.json")
 	if err := os.WriteFile(profile, []byte(mockProfile), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/badgerstore"
 )
 
 // recordRun is a `mcptape record` running in this process.
 type recordRun struct {
 	*cmdRun
+	url  string // where it tells clients to point
 	base string // the proxy's scheme://host:port
 	data string
 }
@@ -31,7 +31,8 @@ func startRecord(t *testing.T, args ...string) *recordRun {
 	t.Helper()
 	r := &recordRun{data: t.TempDir()}
 	r.cmdRun = startRun(t, append([]string{"record", "--listen", "127.0.0.1:0", "--dashboard", "off", "--data", r.data}, args...)...)
-	r.base = urlRE.FindString(r.wait(t, "point your MCP client at "))
+	r.url = r.wait(t, "point your MCP client at ")
+	r.base = urlRE.FindString(r.url)
 	return r
 }
 
@@ -39,14 +40,7 @@ func startRecord(t *testing.T, args ...string) *recordRun {
 // its messages' raw bytes.
 func (r *recordRun) exchanges(t *testing.T) ([]*capture.Exchange, []*capture.Message) {
 	t.Helper()
-	if code := r.stop(t); code != 0 {
-		t.Fatalf("record exited %d:\n%s", code, r.errOut.String())
-	}
-	st, err := badgerstore.Open(r.data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := r.stoppedStore(t, r.data)
 	ctx := context.Background()
 	var xs []*capture.Exchange
 	var ms []*capture.Message

@@ -237,9 +237,8 @@ func TestReadRightAfterARun(t *testing.T) {
 	fx := httptest.NewServer(fixtures.Handler(nil))
 	defer fx.Close()
 	defer fx.CloseClientConnections()
-	data := t.TempDir()
-	r := startRun(t, "record", "--upstream", fx.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
-	u := r.wait(t, "point your MCP client at ")
+	r := startRecord(t, "--upstream", fx.URL+fixtures.PathStateful)
+	data, u := r.data, r.url
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	for run := range 3 {
 		rep, err := fixtures.RunClient(t.Context(), u, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
