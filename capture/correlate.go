@@ -17,7 +17,7 @@ const maxPending = 10000
 
 // message records one decoded message and links it to the others.
 // owned says pm.Raw is the recorder's to keep (no copy needed).
-func (p *pipeline) message(xs *xState, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo, owned bool) {
+func (p *pipeline) message(xs *xState, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo, owned bool) *Message {
 	st := xs.sess
 	p.seq++
 	raw, redacted := p.red.body(pm.Raw)
@@ -56,6 +56,7 @@ func (p *pipeline) message(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		p.responseMsg(xs, dir, pm, m)
 	}
 	p.add(xs, m, pm)
+	return m
 }
 
 func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {

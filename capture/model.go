@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/mcptape/mcptape/protocol"
@@ -300,6 +301,21 @@ type Message struct {
 	// exported from an edited session). Zero means Raw is as recorded.
 	// Size is then len of the current Raw.
 	Edited int `json:"edited,omitempty"`
+	// File, set by the recorder on a large message that arrived through
+	// a spill file, holds exactly Raw on disk: a store may move it into
+	// place instead of writing Raw again. The recorder closes it once the
+	// message's batch is written (or fails to be).
+	File RawFile `json:"-"`
+}
+
+// RawFile is a file holding exactly a message's Raw (Message.File).
+type RawFile interface {
+	// MoveTo renames the file to path, on the same file system, and
+	// returns it open; the caller then closes it. It fails, leaving the
+	// file as it was, where a rename cannot do it.
+	MoveTo(path string) (*os.File, error)
+	// Close removes the file, unless it was moved.
+	Close() error
 }
 
 // SSEInfo is how a message's SSE event looked on the wire.

@@ -821,8 +821,10 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 	contiguous := len(msgs) == 1 && msgs[0].Batch < 0 && i >= 0
 	// A large message keeps the parser's bytes instead of a copy of them.
 	owned := contiguous && len(e.Data) >= 64<<10
+	var file protocol.SpillFile
 	if owned {
 		e.Detach()
+		file = e.TakeSpill()
 	}
 	for k := range msgs {
 		inf := info
@@ -844,7 +846,16 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 		case k == 0:
 			inf.Whole = append([]byte(nil), e.Raw...)
 		}
-		p.message(xs, protocol.ServerToClient, &msgs[k], at, &inf, owned)
+		m := p.message(xs, protocol.ServerToClient, &msgs[k], at, &inf, owned)
+		if file != nil {
+			// The spill file holds e.Data: it stands for Raw when Raw is
+			// e.Data itself (not redacted, nor trimmed).
+			if rf, ok := file.(RawFile); ok && len(m.Raw) == len(e.Data) && &m.Raw[0] == &e.Data[0] {
+				m.File = rf
+			} else {
+				_ = file.Close()
+			}
+		}
 	}
 }
 

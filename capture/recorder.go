@@ -415,6 +415,11 @@ func (r *Recorder) writeLoop() {
 		b, more = r.gather(b)
 		n := int64(len(b.Messages))
 		err := r.store.Write(ctx, b)
+		for _, m := range b.Messages {
+			if m.File != nil {
+				_ = m.File.Close() // a no-op for a file the store moved into place
+			}
+		}
 		if b.held > 0 {
 			r.wbytes.Release(b.held)
 		}

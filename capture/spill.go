@@ -1,20 +1,21 @@
 package capture
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"github.com/mcptape/mcptape/protocol"
 )
 
-// spillFile is a protocol.SpillFile on disk. Where the system allows it,
-// the file is removed as soon as it is created (it stays readable through
-// the open handle, and a killed recorder leaves nothing behind); elsewhere
-// at Close.
+// spillFile is a protocol.SpillFile on disk, removed at Close. One that
+// holds exactly a message (protocol.Event.TakeSpill) goes on with it as
+// its Message.File, which the store may move into place as the message's
+// blob: a large result is then written to disk once, not twice. A killed
+// recorder's files are removed at the next start (prepareSpillDir).
 type spillFile struct {
 	*os.File
-	removed bool
+	moved bool
 }
 
 // spill makes a spill file for an SSE parser (RecorderOptions.SpillDir).
@@ -23,23 +24,32 @@ func (p *pipeline) spill() (protocol.SpillFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	sf := &spillFile{File: f}
-	if runtime.GOOS != "windows" && os.Remove(f.Name()) == nil {
-		sf.removed = true
+	return &spillFile{File: f}, nil
+}
+
+// MoveTo implements RawFile.
+func (s *spillFile) MoveTo(path string) (*os.File, error) {
+	if s.moved {
+		return nil, errors.New("spill file moved already")
 	}
-	return sf, nil
+	if err := os.Rename(s.Name(), path); err != nil {
+		return nil, err
+	}
+	s.moved = true
+	return s.File, nil
 }
 
 func (s *spillFile) Close() error {
-	err := s.File.Close()
-	if !s.removed {
-		_ = os.Remove(s.Name())
+	if s.moved {
+		return nil // the file is its new owner's
 	}
+	err := s.File.Close()
+	_ = os.Remove(s.Name())
 	return err
 }
 
 // prepareSpillDir creates dir, removing spill files a killed recorder left
-// in it (on systems where they outlive their process).
+// in it.
 func prepareSpillDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

@@ -48,6 +48,19 @@ type Event struct {
 	SpillErr error
 
 	parser *SSEParser
+	spill  SpillFile // holds exactly Data (see TakeSpill)
+}
+
+// TakeSpill, called during emit, hands over the spill file that holds
+// exactly Data, when the block's one data line was kept in one (see
+// SSEParser.Spill); it returns nil otherwise. The caller then owns the
+// file and must Close it, or may keep its bytes some other way (a store
+// renaming it into place instead of writing Data again). A file not taken
+// is closed once emit returns.
+func (e *Event) TakeSpill() SpillFile {
+	f := e.spill
+	e.spill = nil
+	return f
 }
 
 // Detach, called during emit, gives the caller Raw and Data to keep: the
@@ -133,14 +146,18 @@ type SSEParser struct {
 	ropeOwn []bool // rope[i] is a slice FeedOwned kept
 
 	sp      SpillFile
-	spLen   int   // bytes in sp (rope[0] starts at buf position 0 as before)
-	spTried bool  // Spill was tried for the line in progress: not again
-	spErr   error // reading sp back failed: the block in progress is lost
+	spHead  []byte    // the block before the spilled line's value, when sp holds only the value of a data line
+	spData  bool      // sp holds only the value of a data line (spHead is the rest)
+	spLen   int       // bytes in sp
+	spTried bool      // Spill was tried for the line in progress: not again
+	spErr   error     // reading sp back failed: the block in progress is lost
+	done    SpillFile // read back, holding exactly the value at doneAt: offered with the block (Event.TakeSpill)
+	doneAt  span
 }
 
 // SpillFile holds a long line for an SSEParser (see SSEParser.Spill): the
 // parser writes to it, reads it back with ReadAt, and closes it, which
-// must also remove it.
+// must also remove it, unless it hands the file over (Event.TakeSpill).
 type SpillFile interface {
 	io.Writer
 	io.ReaderAt
@@ -214,7 +231,7 @@ func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 			return
 		}
 		n := p.ropeLen
-		p.unrope(b)
+		p.unrope(b, i)
 		if p.discard {
 			p.Feed(b, emit) // the block was lost: skip the rest of it
 			return
@@ -396,25 +413,54 @@ func (p *SSEParser) maybeSpill() {
 	if err != nil {
 		return
 	}
-	for _, c := range p.rope {
+	// A data line's value goes to the file alone, the block before it
+	// stays in memory: the file may then stand for the message itself.
+	h := p.dataValueStart()
+	for i, c := range p.rope {
+		if i == 0 {
+			c = c[h:]
+		}
 		if _, err := f.Write(c); err != nil {
 			_ = f.Close()
 			return
 		}
 	}
-	p.sp, p.spLen = f, p.ropeLen
+	p.spHead = append(p.spHead[:0], p.rope[0][:h]...)
+	p.sp, p.spLen, p.spData = f, p.ropeLen-h, h > 0
 	p.dropRope()
 }
+
+// dataValueStart is where the value of the line in progress begins in the
+// rope when it is a data line whose value starts in the rope's first chunk
+// within maxSpillHead bytes; 0 otherwise.
+func (p *SSEParser) dataValueStart() int {
+	first := p.rope[0]
+	const name = "data:"
+	vs := p.line + len(name)
+	if vs >= len(first) || vs > maxSpillHead || string(first[p.line:vs]) != name {
+		return 0
+	}
+	if first[vs] == ' ' {
+		vs++
+	}
+	return vs
+}
+
+// maxSpillHead bounds the bytes of a block kept in memory before a spilled
+// data line's value.
+const maxSpillHead = 64 << 10
 
 // readSpill reads the spill file back, followed by tail, into a buffer of
 // n bytes' capacity and closes it; on failure the block in progress is
 // lost (spErr).
 func (p *SSEParser) readSpill(tail []byte, n int) []byte {
-	buf := make([]byte, p.spLen, n)
-	_, err := p.sp.ReadAt(buf, 0)
+	h := len(p.spHead)
+	buf := make([]byte, h+p.spLen, n)
+	copy(buf, p.spHead)
+	_, err := p.sp.ReadAt(buf[h:], 0)
 	buf = append(buf, tail...)
 	_ = p.sp.Close()
-	p.sp = nil
+	p.sp, p.spHead, p.spData = nil, nil, false
 	if err != nil {
 		p.spErr = fmt.Errorf("reading back the %d bytes kept in a spill file: %w", p.spLen, err)
 		return nil
@@ -425,7 +471,7 @@ func (p *SSEParser) readSpill(tail []byte, n int) []byte {
 // unspill moves the line back from its spill file into memory, after a
 // write to the file failed.
 func (p *SSEParser) unspill() {
-	n := p.spLen
+	n := len(p.spHead) + p.spLen
 	buf := p.readSpill(nil, n+max(n/8, maxRopeChunk))
 	p.spLen = 0
 	if buf == nil {
@@ -440,6 +486,7 @@ func (p *SSEParser) unspill() {
 // bytes at its blank line.
 func (p *SSEParser) loseBlock() {
 	p.dropRope()
+	p.closeDone()
 	p.ropeLen = 0
 	p.cur.Oversize = true
 	p.discard = true
@@ -450,14 +497,27 @@ func (p *SSEParser) loseBlock() {
 }
 
 // unrope joins the rope and b into one buffer with a little room for the
-// end of the block. bytes.Join allocates without zeroing what it copies
-// over: a fresh 10 MiB buffer would otherwise be cleared first, a pass
-// over memory as costly as the copy.
-func (p *SSEParser) unrope(b []byte) {
+// end of the block; the line in progress ends at b[end] (-1: it does not).
+// bytes.Join allocates without zeroing what it copies over: a fresh 10 MiB
+// buffer would otherwise be cleared first, a pass over memory as costly as
+// the copy.
+func (p *SSEParser) unrope(b []byte, end int) {
 	n := p.ropeLen + len(b)
 	room := max(n/64, 4<<10)
 	p.spTried = false
 	if p.sp != nil {
+		p.closeDone()
+		if p.spData && end >= 0 {
+			// The file takes the rest of the value and is kept, closed
+			// once the block is dispatched (or handed over with it).
+			if _, err := p.sp.Write(b[:end]); err == nil {
+				h := len(p.spHead)
+				p.spLen += end
+				p.done, p.doneAt = p.sp, span{h, h + p.spLen}
+				p.sp = nopCloseSpill{p.sp}
+				b = b[end:]
+			}
+		}
 		buf := p.readSpill(b, n+room)
 		p.spLen, p.ropeLen = 0, 0
 		if buf == nil {
@@ -559,6 +619,7 @@ func (p *SSEParser) dispatchOver(emit func(*Event)) {
 	if emit != nil {
 		emit(&p.cur)
 	}
+	p.closeDone()
 	p.over = nil // the block's memory goes back
 	p.reset()
 }
@@ -574,6 +635,7 @@ func (p *SSEParser) Reset() {
 	if p.sp != nil {
 		_ = p.sp.Close()
 	}
+	p.closeDone()
 	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0], rope: p.rope[:0], ropeOwn: p.ropeOwn[:0],
 		ropeAt: p.ropeAt, Spill: p.Spill, SpillAt: p.SpillAt, Release: p.Release}
 }
@@ -582,7 +644,7 @@ func (p *SSEParser) Reset() {
 // set (its partial last line included in Raw).
 func (p *SSEParser) Close(emit func(*Event)) {
 	if len(p.rope) > 0 || p.sp != nil {
-		p.unrope(nil)
+		p.unrope(nil, -1)
 	}
 	if p.discard {
 		p.cur.Unterminated = true
@@ -707,11 +769,31 @@ func (p *SSEParser) dispatch(end int, emit func(*Event)) {
 		p.cur.DataStart = p.spans[0].start
 	}
 	p.cur.parser = p
+	if p.done != nil && !p.cur.Oversize && !p.cur.Unterminated && len(p.spans) == 1 && p.spans[0] == p.doneAt {
+		p.cur.spill, p.done = p.done, nil
+	}
 	if emit != nil {
 		emit(&p.cur)
 	}
+	if p.cur.spill != nil {
+		_ = p.cur.spill.Close()
+	}
+	p.closeDone()
 	p.reset()
 }
+
+// closeDone closes a spill file kept for a block that did not take it.
+func (p *SSEParser) closeDone() {
+	if p.done != nil {
+		_ = p.done.Close()
+		p.done = nil
+	}
+}
+
+// nopCloseSpill is a spill file whose Close is left to another owner.
+type nopCloseSpill struct{ SpillFile }
+
+func (nopCloseSpill) Close() error { return nil }
 
 func (p *SSEParser) reset() {
 	comments := p.cur.Comments[:0]

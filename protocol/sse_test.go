@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -74,6 +75,7 @@ type memSpill struct {
 // spills makes memSpills and counts those not closed.
 type spills struct {
 	open, made int
+	handed     int // files handed over with their block (Event.TakeSpill)
 	failWrite  int // a write that would take a file past this many bytes fails; 0: never
 	failRead   bool
 }
@@ -151,12 +153,21 @@ func parseAllOwned(t *testing.T, in []byte, chunk, max, ropeAt int, fs *spills) 
 	return out
 }
 
-// parseAllSpill is parseAllRope with a spill from spillAt bytes.
+// parseAllSpill is parseAllRope with a spill from spillAt bytes. It takes
+// every spill file an event hands over: one that does not hold exactly the
+// event's data shows in the record as a difference.
 func parseAllSpill(in []byte, chunk, max, ropeAt, spillAt int, fs *spills) []sseRecord {
 	p := SSEParser{MaxEventSize: max, ropeAt: ropeAt, Spill: fs.spill, SpillAt: spillAt}
 	return parseWith(&p, in, chunk, p.Feed, func(e *Event, r *sseRecord) {
 		if e.SpillErr != nil {
 			r.Data = "lost: " + e.SpillErr.Error()
+		}
+		if f := e.TakeSpill(); f != nil {
+			fs.handed++
+			if got := string(f.(*memSpill).buf); got != r.Data {
+				r.Data = fmt.Sprintf("handed a spill file of %d bytes that differ from the data", len(got))
+			}
+			_ = f.Close()
 		}
 	})
 }
@@ -456,15 +467,16 @@ func TestSSESpill(t *testing.T) {
 		if got := parseAllSpill(stream, chunk, 16<<20, 0, 0, fs); !reflect.DeepEqual(got, want) {
 			t.Fatalf("chunks of %d: spilled events differ from in-memory ones", chunk)
 		}
-		if fs.made != 2 || fs.open != 0 {
-			t.Errorf("chunks of %d: %d spill files made, %d left open; want 2 and 0", chunk, fs.made, fs.open)
+		if fs.made != 2 || fs.open != 0 || fs.handed != 2 {
+			t.Errorf("chunks of %d: %d spill files made, %d left open, %d handed over with their event; want 2, 0 and 2",
+				chunk, fs.made, fs.open, fs.handed)
 		}
 		fs = &spills{failWrite: 2 << 20}
 		if got := parseAllSpill(stream, chunk, 16<<20, 0, 0, fs); !reflect.DeepEqual(got, want) {
 			t.Fatalf("chunks of %d, spill writes failing: events differ from in-memory ones", chunk)
 		}
-		if fs.open != 0 {
-			t.Errorf("chunks of %d, spill writes failing: %d spill files left open", chunk, fs.open)
+		if fs.open != 0 || fs.handed != 0 {
+			t.Errorf("chunks of %d, spill writes failing: %d spill files left open, %d handed over; want none", chunk, fs.open, fs.handed)
 		}
 		fs = &spills{failRead: true}
 		got := parseAllSpill(stream, chunk, 16<<20, 0, 0, fs)
@@ -478,6 +490,29 @@ func TestSSESpill(t *testing.T) {
 		}
 		if fs.open != 0 {
 			t.Errorf("chunks of %d, spill reads failing: %d spill files left open", chunk, fs.open)
+		}
+	}
+	// A file is handed over only when it holds the block's data exactly:
+	// not with a second data line, nor for a block cut at the size limit
+	// or by the stream's end; each is closed all the same.
+	for _, in := range []string{
+		"data: " + long + "\ndata: more\n\n",
+		"data: " + long + "\n\n",
+		"data: " + long + "\n",
+		"data: " + long,
+		"datum: " + long + "\n\n",
+	} {
+		fs := &spills{}
+		max := 16 << 20
+		if in == "data: "+long+"\n\n" {
+			max = 3 << 20
+		}
+		got := parseAllSpill([]byte(in), 64<<10, max, 0, 0, fs)
+		if want := parseAll([]byte(in), 0, max); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%.12q…: spilled events differ from in-memory ones", in)
+		}
+		if fs.made != 1 || fs.handed != 0 || fs.open != 0 {
+			t.Errorf("%.12q…: %d spill files made, %d handed over, %d left open; want 1, 0 and 0", in, fs.made, fs.handed, fs.open)
 		}
 	}
 	// A parser reset in the middle of a spilled line closes its file.

@@ -362,7 +362,7 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 	if blob {
 		// Written before the index that points at it is committed: a crash
 		// in between leaves an unreferenced file, never a dangling index.
-		if err := writeBlob(blobPath(w.blobs, m.Seq), m.Raw, w.cache); err != nil {
+		if err := writeBlob(blobPath(w.blobs, m.Seq), m, w.cache); err != nil {
 			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
 		}
 		// The head holds the blob's CRC-32C, which reads check: a blob
@@ -553,11 +553,21 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// writeBlob writes a blob file and hands it to c (see blobCache). A new
+// writeBlob writes a blob file, or moves m.File into place as one, and
+// hands it to c (see blobCache). A new
 // file is created without O_TRUNC: on ext4 (auto_da_alloc) truncating on
 // open makes close start writing the file back at once. A blob already
 // there (a message stored again) is replaced whole.
-func writeBlob(path string, b []byte, c *blobCache) error {
+func writeBlob(path string, m *capture.Message, c *blobCache) error {
+	if m.File != nil {
+		// A file holding Raw already (a result that arrived through a
+		// spill file) becomes the blob.
+		if f, err := m.File.MoveTo(path); err == nil {
+			c.written(f)
+			return nil
+		}
+	}
+	b := m.Raw
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return os.WriteFile(path, b, 0o600)
