@@ -14,8 +14,23 @@ import (
 // touched. Reads of a blob come back from disk. On systems without the calls
 // (dropSupported) a store has none, and a blob file is just closed.
 type blobCache struct {
-	ch   chan *os.File
+	ch   chan dropJob
 	done sync.WaitGroup
+}
+
+// dropJob is a blob's pages to drop: n bytes of f from off (n == 0: to its
+// end); unless keep is set, f is closed after.
+type dropJob struct {
+	f      *os.File
+	off, n int64
+	keep   bool
+}
+
+func (j dropJob) do() {
+	dropCached(j.f, j.off, j.n)
+	if !j.keep {
+		_ = j.f.Close()
+	}
 }
 
 // blobCacheDepth is how many written blobs may wait for their write-back
@@ -30,13 +45,12 @@ func newBlobCache() *blobCache {
 	if !dropSupported {
 		return nil
 	}
-	c := &blobCache{ch: make(chan *os.File, blobCacheDepth)}
+	c := &blobCache{ch: make(chan dropJob, blobCacheDepth)}
 	c.done.Add(1)
 	go func() {
 		defer c.done.Done()
-		for f := range c.ch {
-			dropCached(f)
-			_ = f.Close()
+		for j := range c.ch {
+			j.do()
 		}
 	}()
 	return c
@@ -49,11 +63,25 @@ func (c *blobCache) written(f *os.File) {
 		_ = f.Close()
 		return
 	}
+	c.queue(dropJob{f: f})
+}
+
+// writtenAt is written for n bytes of a pack from off: f stays open.
+func (c *blobCache) writtenAt(f *os.File, off, n int64) {
+	c.queue(dropJob{f: f, off: off, n: n, keep: true})
+}
+
+// retired closes f, a pack that takes no more blobs, once the drops queued
+// before it are done.
+func (c *blobCache) retired(f *os.File) {
+	c.ch <- dropJob{f: f, n: 0}
+}
+
+func (c *blobCache) queue(j dropJob) {
 	select {
-	case c.ch <- f:
+	case c.ch <- j:
 	default:
-		dropCached(f)
-		_ = f.Close()
+		j.do()
 	}
 }
 

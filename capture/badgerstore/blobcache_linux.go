@@ -1,19 +1,37 @@
 package badgerstore
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-// dropSupported: Linux has sync_file_range and posix_fadvise.
-const dropSupported = true
+// dropSupported: Linux has sync_file_range and posix_fadvise; packSupported:
+// it can punch holes in a file and find whether any data is left in it.
+const (
+	dropSupported = true
+	packSupported = true
+)
 
-// dropCached writes f's dirty pages back, waits for them, and drops its
-// pages from the page cache (pages dirty again stay: the kernel never drops
-// those).
-func dropCached(f *os.File) {
+// dropCached writes n bytes of f from off (n == 0: to its end) back, waits
+// for them, and drops their pages from the page cache (pages dirty again
+// stay: the kernel never drops those).
+func dropCached(f *os.File, off, n int64) {
 	fd := int(f.Fd())
-	_ = unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
-	_ = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+	_ = unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	_ = unix.Fadvise(fd, off, n, unix.FADV_DONTNEED)
+}
+
+// punch gives back the disk space of n bytes of f from off, which read as
+// zeros after, and reports whether f holds any data still.
+func punch(f *os.File, off, n int64) (left bool, err error) {
+	fd := int(f.Fd())
+	if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
+		return true, err
+	}
+	if _, err := unix.Seek(fd, 0, unix.SEEK_DATA); errors.Is(err, unix.ENXIO) {
+		return false, nil
+	}
+	return true, nil
 }

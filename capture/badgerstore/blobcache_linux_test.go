@@ -48,8 +48,8 @@ func TestLargeResultsLeaveThePageCache(t *testing.T) {
 	}
 
 	files, err := filepath.Glob(filepath.Join(dir, "blobs", "*"))
-	if err != nil || len(files) != n {
-		t.Fatalf("%d blob files (%v), want %d", len(files), err, n)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no blob files (%v)", err)
 	}
 	var resident, total int
 	for _, f := range files {
@@ -58,7 +58,7 @@ func TestLargeResultsLeaveThePageCache(t *testing.T) {
 		total += all
 	}
 	if limit := total / n; resident > limit {
-		t.Errorf("%d of the blob files' %d pages are still in the page cache, want at most %d (one file's)", resident, total, limit)
+		t.Errorf("%d of the blob files' %d pages are still in the page cache, want at most %d (one blob's)", resident, total, limit)
 	}
 
 	store = open(t, dir, nil)

@@ -2,8 +2,16 @@
 
 package badgerstore
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
-const dropSupported = false
+const (
+	dropSupported = false
+	packSupported = false
+)
 
-func dropCached(*os.File) {}
+func dropCached(*os.File, int64, int64) {}
+
+func punch(*os.File, int64, int64) (bool, error) { return true, errors.ErrUnsupported }

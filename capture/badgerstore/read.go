@@ -313,6 +313,21 @@ func rawFromHead(txn *badger.Txn, blobs string, seq uint64, key, v []byte) (stri
 		}
 		return sid, raw, nil
 	}
+	if chunks == packMarker {
+		sum, r, ok := parsePackHead(raw)
+		if !ok || blobs == "" {
+			return "", nil, fmt.Errorf("%w: key %q: a pack reference that does not read", errCorrupt, key)
+		}
+		raw, err := readPacked(blobs, r)
+		if err != nil {
+			return "", nil, fmt.Errorf("badgerstore: raw bytes of message %d: %w: %w", seq, capture.ErrDamaged, err)
+		}
+		if sum != crc32.Checksum(raw, crcTable) {
+			return "", nil, fmt.Errorf("badgerstore: raw bytes of message %d: the blob at %d of %s (%d bytes) fails its checksum: %w",
+				seq, r.off, packPath(blobs, r.id), r.n, capture.ErrDamaged)
+		}
+		return sid, raw, nil
+	}
 	if len(raw) == 0 && chunks == 0 {
 		return sid, nil, nil
 	}

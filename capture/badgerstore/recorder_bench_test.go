@@ -97,13 +97,18 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkRecorderLargeResults is the recording side of the bench's large
-// results: four 2025-11-25 tools/call results of 10 MiB (one SSE event
-// each) arriving at once, fed through the Tap API in 128 KiB reads (the
-// proxy's copy buffer), into a store on disk with a spill directory, as
-// `mcptape record` runs it. It reports the process's CPU time per MiB
-// recorded (the Tap calls, the pipeline, the writer and Badger's
+// results: four 2025-11-25 tools/call results of 1 MiB, or of 10 MiB, (one
+// SSE event each) arriving at once, fed through the Tap API in 128 KiB
+// reads (the proxy's copy buffer), into a store on disk with a spill
+// directory, as `mcptape record` runs it. It reports the process's CPU time
+// per MiB recorded (the Tap calls, the pipeline, the writer and Badger's
 // goroutines) and the bytes allocated per MiB.
 func BenchmarkRecorderLargeResults(b *testing.B) {
+	b.Run("1MiB", func(b *testing.B) { benchLargeResults(b, 1<<20) })
+	b.Run("10MiB", func(b *testing.B) { benchLargeResults(b, 10<<20) })
+}
+
+func benchLargeResults(b *testing.B, size int) {
 	dir := b.TempDir()
 	s, err := badgerstore.Open(dir, nil)
 	if err != nil {
@@ -115,7 +120,7 @@ func BenchmarkRecorderLargeResults(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const n, size, read = 4, 10 << 20, 128 << 10
+	const n, read = 4, 128 << 10
 	bodies := make([][]byte, n)
 	for i := range n {
 		bodies[i] = []byte(fmt.Sprintf("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"content\":[{\"type\":\"text\",\"text\":%q}]}}\n\n",

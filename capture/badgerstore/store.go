@@ -206,6 +206,7 @@ type Store struct {
 	closeErr  error
 	blobs     string // directory of large raw bytes; "" in memory
 	blobCache *blobCache
+	packs     *packs // nil where blobs keep a file each
 	extras    extras // which messages have edits, which sessions labels
 	size      sizeCache
 	space     *space // the free-space floor and the size bound
@@ -271,6 +272,7 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 	}
 	if s.blobs != "" && !opts.ReadOnly {
 		s.blobCache = newBlobCache()
+		s.packs = newPacks(s.blobs, s.blobCache)
 	}
 	s.space.start()
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
@@ -444,6 +446,7 @@ func (s *Store) Close() error {
 			s.unreg()
 		}
 		s.gate.close()
+		s.packs.close()
 		s.blobCache.close()
 		s.closeErr = s.db.Close()
 		if s.closeErr != nil {

@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -236,10 +237,11 @@ type writer struct {
 	rawLimit int
 	blobs    string
 	cache    *blobCache
+	packs    *packs
 }
 
 func (s *Store) newWriter() *writer {
-	return &writer{db: s.db, txn: s.db.NewTransaction(true), rawLimit: s.rawLimit, blobs: s.blobs, cache: s.blobCache}
+	return &writer{db: s.db, txn: s.db.NewTransaction(true), rawLimit: s.rawLimit, blobs: s.blobs, cache: s.blobCache, packs: s.packs}
 }
 
 // cut returns what was appended to the arena since start.
@@ -361,13 +363,23 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 	blob := w.blobs != "" && len(m.Raw) >= blobThreshold
 	if blob {
 		// Written before the index that points at it is committed: a crash
-		// in between leaves an unreferenced file, never a dangling index.
-		if err := writeBlob(blobPath(w.blobs, m.Seq), m, w.cache); err != nil {
-			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
+		// in between leaves an unreferenced file or pack tail, never a
+		// dangling index. The head holds the blob's CRC-32C, which reads
+		// check: a blob file has no checksum of its own. (Older heads hold
+		// none.)
+		sum := crc32.Checksum(m.Raw, crcTable)
+		if m.File == nil && w.packs != nil {
+			r, err := w.packs.add(m.Seq, m.Raw)
+			if err != nil {
+				return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
+			}
+			first, rest, chunks = appendPackHead(nil, sum, r), nil, packMarker
+		} else {
+			if err := writeBlob(blobPath(w.blobs, m.Seq), m, w.cache); err != nil {
+				return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
+			}
+			first, rest, chunks = binary.BigEndian.AppendUint32(nil, sum), nil, blobMarker
 		}
-		// The head holds the blob's CRC-32C, which reads check: a blob
-		// file has no checksum of its own. (Older heads hold none.)
-		first, rest, chunks = binary.BigEndian.AppendUint32(nil, crc32.Checksum(m.Raw, crcTable)), nil, blobMarker
 	}
 	start := len(w.arena)
 	w.arena = rawKey(w.arena, m.Seq)
@@ -375,9 +387,11 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 	if existing {
 		var old string
 		var oldChunks uint32
+		var oldFirst []byte
 		found, err := w.get(rk, func(v []byte) error {
 			var err error
-			old, oldChunks, _, err = splitRawHead(v)
+			old, oldChunks, oldFirst, err = splitRawHead(v)
+			oldFirst = append([]byte(nil), oldFirst...)
 			return err
 		})
 		if err != nil {
@@ -388,9 +402,15 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 				return err
 			}
 		}
-		if oldChunks == blobMarker {
-			if !blob {
+		switch oldChunks {
+		case blobMarker:
+			if chunks != blobMarker {
 				_ = os.Remove(blobPath(w.blobs, m.Seq))
+			}
+			oldChunks = 0
+		case packMarker:
+			if _, r, ok := parsePackHead(oldFirst); ok {
+				w.packs.remove([]packRef{r})
 			}
 			oldChunks = 0
 		}
@@ -469,6 +489,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	}
 	keysOnly := badger.IteratorOptions{PrefetchValues: false}
 	var deleted []uint64 // edited messages
+	var packed []packRef // blobs in packs, punched out once the delete is written
 	// Messages: each index record, then its raw chunks, found with a
 	// second iterator that only moves forward since Seqs ascend.
 	scanMessages := func() error {
@@ -495,6 +516,16 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 				_ = os.Remove(blobPath(s.blobs, tail8(key)))
 			}
 			for raw.Seek(rk); raw.ValidForPrefix(rk); raw.Next() {
+				if bytes.Equal(raw.Item().Key(), rk) {
+					_ = raw.Item().Value(func(v []byte) error {
+						if _, chunks, first, err := splitRawHead(v); err == nil && chunks == packMarker {
+							if _, r, ok := parsePackHead(first); ok {
+								packed = append(packed, r)
+							}
+						}
+						return nil
+					})
+				}
 				if err := del(raw.Item().KeyCopy(nil)); err != nil {
 					return err
 				}
@@ -524,6 +555,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	}
 	if err == nil {
 		err = wb.Flush()
+	}
+	if err == nil {
+		s.packs.remove(packed)
 	}
 	if err == nil {
 		err = s.db.Update(func(txn *badger.Txn) error {

@@ -1,0 +1,178 @@
+package badgerstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Packs. A blob written from memory (a result of blobThreshold or more that
+// did not arrive through a spill file) is appended to a pack file rather
+// than given a file of its own: on ext4, creating a file for each 1 MiB
+// result cost about as much CPU as writing its bytes. A pack takes blobs
+// until it passes packMax bytes and is named after the seq of its first
+// blob, blobs/pack-<16 hex digits>; the raw head of a packed message holds
+// the blob's CRC-32C, pack, offset and length (packMarker). Deleting a
+// message punches its blob out of the pack (its disk space comes back at
+// once) and removes a pack no longer current once nothing is left in it.
+// Where holes cannot be punched (packSupported), blobs keep a file each.
+type packs struct {
+	dir   string
+	cache *blobCache
+
+	mu   sync.Mutex // guards the rest, and serializes appends
+	cur  *os.File   // the pack taking blobs; nil until the first
+	id   uint64
+	size int64
+}
+
+// packAlign: a blob starts on a block boundary of its pack, so that
+// punching it out (with the padding after it) frees all of its blocks and
+// none of its neighbours'.
+const packAlign = 4096
+
+func alignUp(n int64) int64 { return (n + packAlign - 1) &^ (packAlign - 1) }
+
+// packMax is the size past which a pack takes no more blobs.
+var packMax int64 = 64 << 20 // a variable for the tests
+
+// packMarker, as a raw head's chunk count, says the raw bytes are in a pack
+// (see packs), located by the rest of the head (packRef).
+const packMarker = blobMarker - 1
+
+// packRef locates a blob in a pack.
+type packRef struct {
+	id     uint64
+	off, n int64
+}
+
+const packHeadLen = 4 + 3*8
+
+func appendPackHead(b []byte, sum uint32, r packRef) []byte {
+	b = binary.BigEndian.AppendUint32(b, sum)
+	b = binary.BigEndian.AppendUint64(b, r.id)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.off))
+	return binary.BigEndian.AppendUint64(b, uint64(r.n))
+}
+
+func parsePackHead(b []byte) (sum uint32, r packRef, ok bool) {
+	if len(b) != packHeadLen {
+		return 0, r, false
+	}
+	r = packRef{binary.BigEndian.Uint64(b[4:]), int64(binary.BigEndian.Uint64(b[12:])), int64(binary.BigEndian.Uint64(b[20:]))}
+	if r.off < 0 || r.n < 0 {
+		return 0, r, false
+	}
+	return binary.BigEndian.Uint32(b), r, true
+}
+
+func packPath(dir string, id uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("pack-%016x", id))
+}
+
+// newPacks returns the packs of a store writing blobs to dir, or nil where
+// blobs keep a file each.
+func newPacks(dir string, cache *blobCache) *packs {
+	if !packSupported || cache == nil {
+		return nil
+	}
+	return &packs{dir: dir, cache: cache}
+}
+
+// add appends b, the raw bytes of message seq, to the current pack,
+// starting a new one (named after seq) when there is none or it is full.
+func (p *packs) add(seq uint64, b []byte) (packRef, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur != nil && p.size+int64(len(b)) > packMax {
+		p.retire()
+	}
+	if p.cur == nil {
+		// A pack of this name is one a killed recorder started with this
+		// seq and never recorded: it is appended to, and what it holds
+		// already stays (read by no one) until the pack is removed.
+		f, err := os.OpenFile(packPath(p.dir, seq), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return packRef{}, err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			_ = f.Close()
+			return packRef{}, err
+		}
+		p.cur, p.id, p.size = f, seq, fi.Size()
+	}
+	r := packRef{id: p.id, off: alignUp(p.size), n: int64(len(b))}
+	if _, err := p.cur.WriteAt(b, r.off); err != nil {
+		p.retire() // where a write failed, the pack's end is unknown
+		return packRef{}, err
+	}
+	p.size = r.off + r.n
+	p.cache.writtenAt(p.cur, r.off, r.n)
+	return r, nil
+}
+
+// retire closes the current pack (after the drops queued for it).
+func (p *packs) retire() {
+	p.cache.retired(p.cur)
+	p.cur = nil
+}
+
+// remove punches the blobs at refs out of their packs, and removes a pack
+// left empty (the current one is retired first). It is best effort: what
+// it cannot give back stays taken, and is read by no one.
+func (p *packs) remove(refs []packRef) {
+	if p == nil || len(refs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	files := map[uint64]*os.File{}
+	for _, r := range refs {
+		f, ok := files[r.id]
+		if !ok {
+			var err error
+			if f, err = os.OpenFile(packPath(p.dir, r.id), os.O_RDWR, 0); err != nil {
+				continue
+			}
+			files[r.id] = f
+		}
+		if left, err := punch(f, r.off, alignUp(r.n)); err == nil && !left {
+			if p.cur != nil && r.id == p.id {
+				p.retire()
+			}
+			_ = os.Remove(f.Name())
+		}
+	}
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// close retires the current pack.
+func (p *packs) close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur != nil {
+		p.retire()
+	}
+}
+
+// readPacked reads the blob at r from the packs in dir.
+func readPacked(dir string, r packRef) ([]byte, error) {
+	f, err := os.Open(packPath(dir, r.id))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, r.n)
+	if _, err := f.ReadAt(b, r.off); err != nil {
+		return nil, fmt.Errorf("%d bytes at %d of %s: %w", r.n, r.off, f.Name(), err)
+	}
+	return b, nil
+}

@@ -1,0 +1,124 @@
+package badgerstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+)
+
+// TestPacks: large raw bytes written from memory go into packs, a new pack
+// once one is full; they read back whole after a reopen, also after a pack
+// a killed recorder left with a tail nothing points at; deleting a session
+// gives its blobs' disk space back at once without touching the other
+// session's blobs beside them, and a pack left empty is removed; a damaged
+// blob reads as damaged.
+func TestPacks(t *testing.T) {
+	defer func(n int64) { packMax = n }(packMax)
+	packMax = 3<<20 + 64<<10
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	blob := func(seq uint64) []byte {
+		return append([]byte(fmt.Sprintf("<%d>", seq)), bytes.Repeat([]byte{byte('a' + seq)}, 1<<20+100*int(seq))...)
+	}
+	// A pack left by a killed recorder under the name the next pack takes.
+	if err := os.WriteFile(packPath(filepath.Join(dir, blobDir), 1), []byte("a tail no index points at"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &capture.Batch{Sessions: []*capture.Session{{ID: "a", Start: time.Unix(1, 0)}, {ID: "b", Start: time.Unix(2, 0)}}}
+	for seq := uint64(1); seq <= 8; seq++ {
+		b.Messages = append(b.Messages, &capture.Message{Seq: seq, SessionID: string(rune('a' + seq%2)), Raw: blob(seq), Size: len(blob(seq)), Batch: -1})
+	}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, seqs ...uint64) {
+		t.Helper()
+		for _, seq := range seqs {
+			m, err := s.Message(ctx, seq)
+			if err != nil || !bytes.Equal(m.Raw, blob(seq)) {
+				t.Fatalf("%s: message %d: %v, %d bytes", when, seq, err, len(m.Raw))
+			}
+		}
+	}
+	check("written", 1, 2, 3, 4, 5, 6, 7, 8)
+	files := func() (names []string, used int64) {
+		paths, _ := filepath.Glob(filepath.Join(dir, blobDir, "*"))
+		for _, p := range paths {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, filepath.Base(p))
+			used += diskUsage(fi)
+		}
+		return names, used
+	}
+	names, before := files()
+	if len(names) != 3 || !strings.HasPrefix(names[0], "pack-") {
+		t.Fatalf("blob files %v, want 3 packs of 3 MiB for 8 blobs of 1 MiB", names)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened", 1, 2, 3, 4, 5, 6, 7, 8)
+
+	if err := s.DeleteSession(ctx, "b"); err != nil { // odd seqs
+		t.Fatal(err)
+	}
+	check("the other session deleted", 2, 4, 6, 8)
+	_, after := files()
+	if freed := before - after; freed < 4<<20 {
+		t.Errorf("deleting four 1 MiB blobs gave back %d bytes of disk, want at least 4 MiB", freed)
+	}
+	// More blobs go to a pack of their own; the old ones can all go.
+	b = &capture.Batch{Sessions: []*capture.Session{{ID: "c", Start: time.Unix(3, 0)}}}
+	b.Messages = []*capture.Message{{Seq: 9, SessionID: "c", Raw: blob(9), Size: len(blob(9)), Batch: -1}}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSession(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	check("two sessions deleted", 9)
+	// The killed recorder's pack stays for its tail.
+	if names, _ := files(); len(names) != 2 || names[0] != "pack-0000000000000001" {
+		t.Errorf("blob files %v after deleting every blob but one, want the killed recorder's pack and the last blob's", names)
+	}
+	if err := s.DeleteSession(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := files(); len(names) != 1 {
+		t.Errorf("blob files %v after deleting every blob, want the killed recorder's pack alone", names)
+	}
+
+	// A damaged blob.
+	b.Messages = []*capture.Message{{Seq: 10, SessionID: "c", Raw: blob(10), Size: len(blob(10)), Batch: -1}}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(packPath(filepath.Join(dir, blobDir), 10), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("XXXX"), 1000)
+	f.Close()
+	if _, err := s.Message(ctx, 10); !errors.Is(err, capture.ErrDamaged) || !strings.Contains(err.Error(), "fails its checksum") {
+		t.Errorf("a damaged packed blob reads as %v, want it damaged", err)
+	}
+}
