@@ -146,8 +146,7 @@ type SSEParser struct {
 	ropeOwn []bool // rope[i] is a slice FeedOwned kept
 
 	sp      SpillFile
-	spHead  []byte    // the block before the spilled line's value, when sp holds only the value of a data line
-	spData  bool      // sp holds only the value of a data line (spHead is the rest)
+	spHead  []byte    // the block before the spilled line's value: non-empty when sp holds only a data line's value
 	spLen   int       // bytes in sp
 	spTried bool      // Spill was tried for the line in progress: not again
 	spErr   error     // reading sp back failed: the block in progress is lost
@@ -426,7 +425,7 @@ func (p *SSEParser) maybeSpill() {
 		}
 	}
 	p.spHead = append(p.spHead[:0], p.rope[0][:h]...)
-	p.sp, p.spLen, p.spData = f, p.ropeLen-h, h > 0
+	p.sp, p.spLen = f, p.ropeLen-h
 	p.dropRope()
 }
 
@@ -451,16 +450,18 @@ func (p *SSEParser) dataValueStart() int {
 const maxSpillHead = 64 << 10
 
 // readSpill reads the spill file back, followed by tail, into a buffer of
-// n bytes' capacity and closes it; on failure the block in progress is
-// lost (spErr).
+// n bytes' capacity and closes it, unless it is kept to be offered with its
+// block (done); on failure the block in progress is lost (spErr).
 func (p *SSEParser) readSpill(tail []byte, n int) []byte {
 	h := len(p.spHead)
 	buf := make([]byte, h+p.spLen, n)
 	copy(buf, p.spHead)
 	_, err := p.sp.ReadAt(buf[h:], 0)
 	buf = append(buf, tail...)
-	_ = p.sp.Close()
-	p.sp, p.spHead, p.spData = nil, nil, false
+	if p.sp != p.done {
+		_ = p.sp.Close()
+	}
+	p.sp, p.spHead = nil, nil
 	if err != nil {
 		p.spErr = fmt.Errorf("reading back the %d bytes kept in a spill file: %w", p.spLen, err)
 		return nil
@@ -507,14 +508,12 @@ func (p *SSEParser) unrope(b []byte, end int) {
 	p.spTried = false
 	if p.sp != nil {
 		p.closeDone()
-		if p.spData && end >= 0 {
+		if h := len(p.spHead); h > 0 && end >= 0 {
 			// The file takes the rest of the value and is kept, closed
 			// once the block is dispatched (or handed over with it).
 			if _, err := p.sp.Write(b[:end]); err == nil {
-				h := len(p.spHead)
 				p.spLen += end
 				p.done, p.doneAt = p.sp, span{h, h + p.spLen}
-				p.sp = nopCloseSpill{p.sp}
 				b = b[end:]
 			}
 		}
@@ -789,11 +788,6 @@ func (p *SSEParser) closeDone() {
 		p.done = nil
 	}
 }
-
-// nopCloseSpill is a spill file whose Close is left to another owner.
-type nopCloseSpill struct{ SpillFile }
-
-func (nopCloseSpill) Close() error { return nil }
 
 func (p *SSEParser) reset() {
 	comments := p.cur.Comments[:0]
