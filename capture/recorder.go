@@ -48,9 +48,11 @@ type RecorderOptions struct {
 	BatchSize int
 	// SpillDir, when set, is a directory where the recorder keeps an SSE
 	// event's line in progress once it passes 2 MiB, instead of memory
-	// (see protocol.SSEParser.Spill). Each file is removed as its line
-	// ends; files a killed recorder left behind are removed when the next
-	// recorder starts. "" keeps every event in memory.
+	// (see protocol.SSEParser.Spill). A file that holds exactly a stored
+	// message goes to the store with it (Message.File), which may move it
+	// into place; the others are removed as their line ends, and files a
+	// killed recorder left behind when the next recorder starts. "" keeps
+	// every event in memory.
 	SpillDir string
 	// Now and NewSessionID make output deterministic in tests. Nil means
 	// time.Now and a time-ordered id with random bits.

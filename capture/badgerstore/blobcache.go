@@ -74,7 +74,7 @@ func (c *blobCache) writtenAt(f *os.File, off, n int64) {
 // retired closes f, a pack that takes no more blobs, once the drops queued
 // before it are done.
 func (c *blobCache) retired(f *os.File) {
-	c.ch <- dropJob{f: f, n: 0}
+	c.ch <- dropJob{f: f}
 }
 
 func (c *blobCache) queue(j dropJob) {

@@ -57,6 +57,16 @@ func appendPackHead(b []byte, sum uint32, r packRef) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(r.n))
 }
 
+// packRefOf is where the blob of a raw head (split by splitRawHead) is,
+// when it is in a pack.
+func packRefOf(chunks uint32, first []byte) (packRef, bool) {
+	if chunks != packMarker {
+		return packRef{}, false
+	}
+	_, r, ok := parsePackHead(first)
+	return r, ok
+}
+
 func parsePackHead(b []byte) (sum uint32, r packRef, ok bool) {
 	if len(b) != packHeadLen {
 		return 0, r, false

@@ -368,18 +368,19 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 		// check: a blob file has no checksum of its own. (Older heads hold
 		// none.)
 		sum := crc32.Checksum(m.Raw, crcTable)
+		var err error
 		if m.File == nil && w.packs != nil {
-			r, err := w.packs.add(m.Seq, m.Raw)
-			if err != nil {
-				return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
-			}
-			first, rest, chunks = appendPackHead(nil, sum, r), nil, packMarker
+			var r packRef
+			r, err = w.packs.add(m.Seq, m.Raw)
+			first, chunks = appendPackHead(nil, sum, r), packMarker
 		} else {
-			if err := writeBlob(blobPath(w.blobs, m.Seq), m, w.cache); err != nil {
-				return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
-			}
-			first, rest, chunks = binary.BigEndian.AppendUint32(nil, sum), nil, blobMarker
+			err = writeBlob(blobPath(w.blobs, m.Seq), m, w.cache)
+			first, chunks = binary.BigEndian.AppendUint32(nil, sum), blobMarker
 		}
+		if err != nil {
+			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
+		}
+		rest = nil
 	}
 	start := len(w.arena)
 	w.arena = rawKey(w.arena, m.Seq)
@@ -387,11 +388,13 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 	if existing {
 		var old string
 		var oldChunks uint32
-		var oldFirst []byte
+		var oldPack packRef
+		var oldPacked bool
 		found, err := w.get(rk, func(v []byte) error {
 			var err error
-			old, oldChunks, oldFirst, err = splitRawHead(v)
-			oldFirst = append([]byte(nil), oldFirst...)
+			var first []byte
+			old, oldChunks, first, err = splitRawHead(v)
+			oldPack, oldPacked = packRefOf(oldChunks, first)
 			return err
 		})
 		if err != nil {
@@ -409,8 +412,8 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 			}
 			oldChunks = 0
 		case packMarker:
-			if _, r, ok := parsePackHead(oldFirst); ok {
-				w.packs.remove([]packRef{r})
+			if oldPacked {
+				w.packs.remove([]packRef{oldPack})
 			}
 			oldChunks = 0
 		}
@@ -518,8 +521,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 			for raw.Seek(rk); raw.ValidForPrefix(rk); raw.Next() {
 				if bytes.Equal(raw.Item().Key(), rk) {
 					_ = raw.Item().Value(func(v []byte) error {
-						if _, chunks, first, err := splitRawHead(v); err == nil && chunks == packMarker {
-							if _, r, ok := parsePackHead(first); ok {
+						if _, chunks, first, err := splitRawHead(v); err == nil {
+							if r, ok := packRefOf(chunks, first); ok {
 								packed = append(packed, r)
 							}
 						}
