@@ -62,27 +62,14 @@ func TestLargeResultsLeaveThePageCache(t *testing.T) {
 	}
 
 	store = open(t, dir, nil)
-	got := 0
-	for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(m.Raw) > size {
-				var id int
-				fmt.Sscanf(string(m.ID), "%d", &id)
-				if !strings.Contains(string(m.Raw), `"text":"`+text(id)+`"`) {
-					t.Errorf("result %s read back wrong (%d bytes)", m.ID, len(m.Raw))
-				}
-				got++
-			}
+	got := largeResults(t, store, size)
+	for id, m := range got {
+		if !strings.Contains(string(m.Raw), `"text":"`+text(id)+`"`) {
+			t.Errorf("result %s read back wrong (%d bytes)", m.ID, len(m.Raw))
 		}
 	}
-	if got != n {
-		t.Errorf("%d large results read back, want %d", got, n)
+	if len(got) != n {
+		t.Errorf("%d large results read back, want %d", len(got), n)
 	}
 }
 

@@ -87,6 +87,35 @@ func TestSpilledResultsBecomeBlobs(t *testing.T) {
 	}
 
 	moved := map[int]bool{}
+	for id, m := range largeResults(t, store, size) {
+		want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":%q}]}}`, id, text[id])
+		if id == 1 {
+			want = strings.Replace(want, secret, "[redacted]", 1)
+		}
+		if string(m.Raw) != want {
+			t.Errorf("result %d stored as %.80q…, want %.80q…", id, m.Raw, want)
+		}
+		blob, err := os.Stat(filepath.Join(dir, "blobs", fmt.Sprintf("%016x", m.Seq)))
+		if err != nil {
+			continue // not a file of its own (in a pack)
+		}
+		for _, fi := range held {
+			if os.SameFile(fi, blob) {
+				moved[id] = true
+			}
+		}
+	}
+	if !moved[0] || moved[1] {
+		t.Errorf("blobs that are their spill file moved into place: %v; want result 0's only (result 1 was redacted)", moved)
+	}
+}
+
+// largeResults reads back every message of size bytes or more in store,
+// by its JSON-RPC id (a number).
+func largeResults(t *testing.T, store capture.Store, size int) map[int]*capture.Message {
+	t.Helper()
+	ctx := context.Background()
+	out := map[int]*capture.Message{}
 	for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 		if err != nil {
 			t.Fatal(err)
@@ -95,30 +124,12 @@ func TestSpilledResultsBecomeBlobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(m.Raw) < size {
-				continue
-			}
-			var id int
-			fmt.Sscanf(string(m.ID), "%d", &id)
-			want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":%q}]}}`, id, text[id])
-			if id == 1 {
-				want = strings.Replace(want, secret, "[redacted]", 1)
-			}
-			if string(m.Raw) != want {
-				t.Errorf("result %d stored as %.80q…, want %.80q…", id, m.Raw, want)
-			}
-			blob, err := os.Stat(filepath.Join(dir, "blobs", fmt.Sprintf("%016x", m.Seq)))
-			if err != nil {
-				continue // not a file of its own (in a pack)
-			}
-			for _, fi := range held {
-				if os.SameFile(fi, blob) {
-					moved[id] = true
-				}
+			if len(m.Raw) >= size {
+				var id int
+				fmt.Sscanf(string(m.ID), "%d", &id)
+				out[id] = m
 			}
 		}
 	}
-	if !moved[0] || moved[1] {
-		t.Errorf("blobs that are their spill file moved into place: %v; want result 0's only (result 1 was redacted)", moved)
-	}
+	return out
 }
