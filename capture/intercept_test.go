@@ -240,18 +240,7 @@ func TestRecordIntercepted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var msgs []*capture.Message
-	for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			msgs = append(msgs, m)
-		}
-	}
+	msgs := storedMessages(t, store)
 	if len(msgs) != 5 {
 		t.Fatalf("%d messages, want 5 (call, its answer, ping, what went on instead of it, its answer)", len(msgs))
 	}

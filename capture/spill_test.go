@@ -77,22 +77,14 @@ func TestLargeEventsSpill(t *testing.T) {
 			t.Errorf("bad dir %v: spill files left on disk: %v", bad, left)
 		}
 		got := 0
-		for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
-				if err != nil {
-					t.Fatal(err)
+		for _, m := range storedMessages(t, store) {
+			if len(m.Raw) > size {
+				var id int
+				fmt.Sscanf(string(m.ID), "%d", &id)
+				if want := strings.TrimSuffix(strings.TrimPrefix(string(bodies[id]), "data: "), "\n\n"); string(m.Raw) != want || len(m.Findings) != 0 {
+					t.Errorf("bad dir %v: result %d stored as %d bytes with findings %v, want its %d bytes", bad, id, len(m.Raw), m.Findings, len(want))
 				}
-				if len(m.Raw) > size {
-					var id int
-					fmt.Sscanf(string(m.ID), "%d", &id)
-					if want := strings.TrimSuffix(strings.TrimPrefix(string(bodies[id]), "data: "), "\n\n"); string(m.Raw) != want || len(m.Findings) != 0 {
-						t.Errorf("bad dir %v: result %d stored as %d bytes with findings %v, want its %d bytes", bad, id, len(m.Raw), m.Findings, len(want))
-					}
-					got++
-				}
+				got++
 			}
 		}
 		if got != n {
