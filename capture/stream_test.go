@@ -134,7 +134,7 @@ func TestStreamsAreSessionsOfTheirOwn(t *testing.T) {
 func TestStreamCountsEveryLineItCannotRecord(t *testing.T) {
 	mem := memstore.New()
 	st := &gatedStore{Store: mem, open: make(chan struct{})}
-	rec, err := capture.NewRecorder(context.Background(), st, &capture.RecorderOptions{QueueSize: 4, QueueBytes: 1 << 10, Backpressure: 20 * time.Millisecond})
+	rec, err := capture.NewRecorder(context.Background(), st, &capture.RecorderOptions{QueueSize: 4, QueueBytes: 1 << 10, Backpressure: 20 * time.Millisecond, BatchSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
