@@ -358,29 +358,34 @@ func (w *writer) exchange(x *capture.Exchange, existing bool) error {
 // is the hot path: keys and small values go into the arena, and chunks past
 // the first are slices of m.Raw, which Badger copies on commit.
 func (w *writer) message(m *capture.Message, existing bool) error {
-	first, rest := chunkRaw(m.Raw, m.SessionID, w.rawLimit)
-	chunks := uint32(len(rest))
+	var first []byte
+	var rest [][]byte
+	var chunks uint32
 	blob := w.blobs != "" && len(m.Raw) >= blobThreshold
-	if blob {
+	if !blob {
+		first, rest = chunkRaw(m.Raw, m.SessionID, w.rawLimit)
+		chunks = uint32(len(rest))
+	} else {
 		// Written before the index that points at it is committed: a crash
 		// in between leaves an unreferenced file or pack tail, never a
 		// dangling index. The head holds the blob's CRC-32C, which reads
 		// check: a blob file has no checksum of its own. (Older heads hold
 		// none.)
 		sum := crc32.Checksum(m.Raw, crcTable)
+		first, chunks = binary.BigEndian.AppendUint32(nil, sum), blobMarker
 		var err error
-		if m.File == nil && w.packs != nil {
+		switch {
+		case w.moveBlob(m):
+		case w.packs != nil:
 			var r packRef
 			r, err = w.packs.add(m.Seq, m.Raw)
 			first, chunks = appendPackHead(nil, sum, r), packMarker
-		} else {
-			err = writeBlob(blobPath(w.blobs, m.Seq), m, w.cache)
-			first, chunks = binary.BigEndian.AppendUint32(nil, sum), blobMarker
+		default:
+			err = writeBlob(blobPath(w.blobs, m.Seq), m.Raw, w.cache)
 		}
 		if err != nil {
 			return fmt.Errorf("badgerstore: writing raw bytes of message %d: %w", m.Seq, err)
 		}
-		rest = nil
 	}
 	start := len(w.arena)
 	w.arena = rawKey(w.arena, m.Seq)
@@ -590,21 +595,26 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// writeBlob writes a blob file, or moves m.File into place as one, and
-// hands it to c (see blobCache). A new
+// moveBlob moves m.File, which holds Raw already (a result that arrived
+// through a spill file), into place as m's blob file, and reports whether
+// it did.
+func (w *writer) moveBlob(m *capture.Message) bool {
+	if m.File == nil {
+		return false
+	}
+	f, err := m.File.MoveTo(blobPath(w.blobs, m.Seq))
+	if err != nil {
+		return false
+	}
+	w.cache.written(f)
+	return true
+}
+
+// writeBlob writes a blob file and hands it to c (see blobCache). A new
 // file is created without O_TRUNC: on ext4 (auto_da_alloc) truncating on
 // open makes close start writing the file back at once. A blob already
 // there (a message stored again) is replaced whole.
-func writeBlob(path string, m *capture.Message, c *blobCache) error {
-	if m.File != nil {
-		// A file holding Raw already (a result that arrived through a
-		// spill file) becomes the blob.
-		if f, err := m.File.MoveTo(path); err == nil {
-			c.written(f)
-			return nil
-		}
-	}
-	b := m.Raw
+func writeBlob(path string, b []byte, c *blobCache) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return os.WriteFile(path, b, 0o600)
