@@ -115,6 +115,7 @@ func (p *packs) add(seq uint64, b []byte) (packRef, error) {
 		p.cur, p.id, p.size = f, seq, fi.Size()
 	}
 	r := packRef{id: p.id, off: alignUp(p.size), n: int64(len(b))}
+	reserve(p.cur, r.off, r.n)
 	if _, err := p.cur.WriteAt(b, r.off); err != nil {
 		p.retire() // where a write failed, the pack's end is unknown
 		return packRef{}, err
