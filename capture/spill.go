@@ -15,7 +15,22 @@ import (
 // recorder's files are removed at the next start (prepareSpillDir).
 type spillFile struct {
 	*os.File
-	moved bool
+	n, reserved int64 // bytes written; disk blocks allocated ahead of them
+	moved       bool
+}
+
+// Write appends b, allocating the file's disk blocks ahead of it first
+// (see reserve): as many again as the file holds, from 1 MiB to 8 MiB at a
+// time. What is allocated past the end is given back when the file is
+// moved (MoveTo) or removed (Close).
+func (s *spillFile) Write(b []byte) (int, error) {
+	if end := s.n + int64(len(b)); end > s.reserved {
+		s.reserved = end + min(max(end, 1<<20), 8<<20)
+		reserve(s.File, s.n, s.reserved-s.n)
+	}
+	n, err := s.File.Write(b)
+	s.n += int64(n)
+	return n, err
 }
 
 // spill makes a spill file for an SSE parser (RecorderOptions.SpillDir).
@@ -31,6 +46,13 @@ func (p *pipeline) spill() (protocol.SpillFile, error) {
 func (s *spillFile) MoveTo(path string) (*os.File, error) {
 	if s.moved {
 		return nil, errors.New("spill file moved already")
+	}
+	if s.reserved > s.n {
+		// Truncating to its own size frees the blocks allocated past
+		// the file's end.
+		if err := s.File.Truncate(s.n); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.Rename(s.Name(), path); err != nil {
 		return nil, err

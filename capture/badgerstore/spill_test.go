@@ -19,7 +19,8 @@ import (
 // spill file while it arrived is stored by moving that file into place as
 // its blob, so the result is written to disk once. A result with a secret
 // in it is stored redacted, from memory, never through its spill file;
-// either way the spill directory is empty afterwards.
+// either way the spill directory is empty afterwards, and a moved blob takes
+// no more disk than its bytes.
 func TestSpilledResultsBecomeBlobs(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("an open file cannot be renamed on Windows; blobs are written from memory there")
@@ -103,6 +104,11 @@ func TestSpilledResultsBecomeBlobs(t *testing.T) {
 			if os.SameFile(fi, blob) {
 				moved[id] = true
 			}
+		}
+		// The recorder allocates a spill file's blocks ahead of what it
+		// writes; none of them stays taken past the blob's end.
+		if n, ok := allocated(blob); ok && n > blob.Size()+4<<10 {
+			t.Errorf("blob of result %d: %d bytes take %d bytes of disk", id, blob.Size(), n)
 		}
 	}
 	if !moved[0] || moved[1] {
