@@ -197,6 +197,7 @@ type Figures struct {
 	FirstP99      *float64          `json:"first_event_p99_us,omitempty"`
 	FirstAdded    *float64          `json:"first_event_added_p50_us,omitempty"`
 	CallsPerSec   *float64          `json:"calls_per_sec,omitempty"`
+	RoundRates    []float64         `json:"calls_per_sec_rounds,omitempty"` // each round's, in order
 	MiBPerSec     *float64          `json:"mib_per_sec,omitempty"`
 	CPUPerCall    *float64          `json:"cpu_us_per_call,omitempty"`
 	CPUPerMiB     *float64          `json:"cpu_ms_per_mib,omitempty"`
@@ -495,6 +496,7 @@ func (a *accum) figures(sc *scenarioSpec, t *target) *Figures {
 	}
 	if len(a.rates) > 0 {
 		f.CallsPerSec = ptr(median(a.rates))
+		f.RoundRates = a.rates
 		if sc.payload > 0 {
 			f.MiBPerSec = ptr(*f.CallsPerSec * float64(sc.payload) / (1 << 20))
 		}
