@@ -199,7 +199,10 @@ func (p *SSEParser) FeedOwned(b []byte, emit func(*Event)) (kept bool) {
 // slices are only valid during the call.
 func (p *SSEParser) Feed(b []byte, emit func(*Event)) {
 	if !p.bom {
-		head := append(p.buf[p.ev:len(p.buf):len(p.buf)], b...)
+		head := b // the bytes a BOM would be at, copied only after a prefix of one
+		if p.ev < len(p.buf) {
+			head = append(p.buf[p.ev:len(p.buf):len(p.buf)], b...)
+		}
 		if len(head) < 3 && bytes.HasPrefix([]byte("\xEF\xBB\xBF"), head) {
 			p.buf = append(p.buf, b...)
 			return

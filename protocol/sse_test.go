@@ -549,3 +549,25 @@ func TestSSEFeedOwned(t *testing.T) {
 		t.Errorf("%d of 16 chunks of a 2 MiB line kept, want most", kept)
 	}
 }
+
+// A BOM at a stream's start is dropped however the stream is cut, and
+// bytes that only begin like one are kept, however it is cut.
+func TestSSEParserBOMSplit(t *testing.T) {
+	for _, stream := range []string{"\xEF\xBB\xBFdata: one\n\n", "\xEF\xBBdata: one\n\n", "\xEFdata: one\n\n"} {
+		want := parseAll([]byte(stream), 0, 1<<20)
+		for cut1 := 0; cut1 <= 4; cut1++ {
+			for cut2 := cut1; cut2 <= 5; cut2++ {
+				p := SSEParser{MaxEventSize: 1 << 20}
+				var got []sseRecord
+				emit := func(e *Event) { got = append(got, recordOf(e)) }
+				p.Feed([]byte(stream[:cut1]), emit)
+				p.Feed([]byte(stream[cut1:cut2]), emit)
+				p.Feed([]byte(stream[cut2:]), emit)
+				p.Close(emit)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%q cut at %d and %d: %+v, want %+v", stream, cut1, cut2, got, want)
+				}
+			}
+		}
+	}
+}

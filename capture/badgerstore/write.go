@@ -151,7 +151,12 @@ func (s *Store) writeBatch(b *capture.Batch) error {
 	// grows, since append never overwrites bytes already handed out.
 	size := 64 * b.Len()
 	for _, m := range b.Messages {
-		size += 96 + len(m.SessionID)*2 + len(m.Method) + min(len(m.Raw), s.rawLimit) + len(m.ID)
+		size += 96 + len(m.SessionID)*2 + len(m.Method) + len(m.ID)
+		if s.blobs != "" && len(m.Raw) >= blobThreshold {
+			size += 64 // a blob's head, not its bytes
+		} else {
+			size += min(len(m.Raw), s.rawLimit)
+		}
 		if m.SSE != nil {
 			size += len(m.SSE.Prefix) + len(m.SSE.Suffix) + len(m.SSE.Whole)
 		}
