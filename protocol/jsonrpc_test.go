@@ -197,17 +197,26 @@ func FuzzValidJSON(f *testing.F) {
 	})
 }
 
+// BenchmarkDecodeLarge decodes a 1 MiB tool result: plain text, and text
+// with an escaped newline every 40 bytes (tool output, as it mostly is).
 func BenchmarkDecodeLarge(b *testing.B) {
-	big := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("mcptape-fixture-big-0123456789abcdefghij ", 1<<20/40) + `"}]}}`)
-	b.SetBytes(int64(len(big)))
-	for b.Loop() {
-		m := Decode(big)
-		if m.Kind != KindResult {
-			b.Fatal(m.Problem)
-		}
-		if _, ok := ParseResult(m.Result); !ok {
-			b.Fatal("result")
-		}
+	for _, c := range []struct{ name, unit string }{
+		{"plain", "mcptape-fixture-big-0123456789abcdefghij "},
+		{"newlines", `a line of tool output, forty bytes long\n`},
+	} {
+		big := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat(c.unit, 1<<20/len(c.unit)) + `"}]}}`)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(big)))
+			for b.Loop() {
+				m := Decode(big)
+				if m.Kind != KindResult {
+					b.Fatal(m.Problem)
+				}
+				if _, ok := ParseResult(m.Result); !ok {
+					b.Fatal("result")
+				}
+			}
+		})
 	}
 }
 

@@ -124,62 +124,73 @@ const (
 	highs = 0x8080808080808080
 )
 
-// special reports whether any byte of the 8 in x is a quote, a backslash or
-// a control character: the bytes a string scan must stop at.
-func special(x uint64) bool { return specialBits(x) != 0 }
-
-// specialBits is special's test as a mask: non-zero when a byte is special.
-func specialBits(x uint64) uint64 {
-	quote := x ^ (ones * '"')
-	back := x ^ (ones * '\\')
-	return ((quote-ones)&^quote | (back-ones)&^back | (x-ones*0x20)&^x) & highs
-}
-
-// str returns the index after the string at b[i] == '"'.
+// str returns the index after the string at b[i] == '"'. It finds the
+// string's quote and each backslash with bytes.IndexByte (vector code on
+// common CPUs) and checks the bytes between for control characters 8 at a
+// time: several times faster on a long string than a byte-wise scan for
+// all three.
 func (v *validator) str(i int) (int, bool) {
 	b := v.b
 	i++
+	q := -1 // the first quote at or after i, once known (q >= i)
 	for {
-		// 32 bytes a step while none is special, then 8.
-		for i+32 <= len(b) {
-			w := b[i : i+32 : i+32]
-			if specialBits(binary.LittleEndian.Uint64(w))|specialBits(binary.LittleEndian.Uint64(w[8:]))|
-				specialBits(binary.LittleEndian.Uint64(w[16:]))|specialBits(binary.LittleEndian.Uint64(w[24:])) != 0 {
-				break
+		if q < i {
+			k := bytes.IndexByte(b[i:], '"')
+			if k < 0 {
+				return len(b), false
 			}
-			i += 32
+			q = i + k
 		}
-		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
+		seg := b[i:q]
+		e := bytes.IndexByte(seg, '\\')
+		if e >= 0 {
+			seg = seg[:e]
 		}
-		if i >= len(b) {
-			return i, false
+		if c := firstControl(seg); c >= 0 {
+			return i + c, false
 		}
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1, true
-		case c == '\\':
-			if i+1 >= len(b) {
+		if e < 0 {
+			return q + 1, true
+		}
+		i += e // b[i] is a backslash before q, so b[i+1] exists
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if i+6 > len(b) || !hex4(b[i+2:i+6]) {
 				return i, false
 			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
-					return i, false
-				}
-				i += 6
-			default:
-				return i, false
-			}
-		case c < 0x20:
-			return i, false
+			i += 6
 		default:
-			i++
+			return i, false
 		}
 	}
 }
+
+// firstControl is the index of the first control character (below 0x20)
+// in s, or -1.
+func firstControl(s []byte) int {
+	i := 0
+	for ; i+32 <= len(s); i += 32 {
+		w := s[i : i+32 : i+32]
+		if controlBits(binary.LittleEndian.Uint64(w))|controlBits(binary.LittleEndian.Uint64(w[8:]))|
+			controlBits(binary.LittleEndian.Uint64(w[16:]))|controlBits(binary.LittleEndian.Uint64(w[24:])) != 0 {
+			break
+		}
+	}
+	for ; i+8 <= len(s) && controlBits(binary.LittleEndian.Uint64(s[i:])) == 0; i += 8 {
+	}
+	for ; i < len(s); i++ {
+		if s[i] < 0x20 {
+			return i
+		}
+	}
+	return -1
+}
+
+// controlBits is non-zero when a byte of the 8 in x is below 0x20: a
+// borrow only starts at such a byte, and a byte of 0x80 or more is masked.
+func controlBits(x uint64) uint64 { return (x - ones*0x20) &^ x & highs }
 
 func hex4(b []byte) bool {
 	for _, c := range b {
