@@ -14,6 +14,18 @@ const (
 	packSupported = true
 )
 
+// directFlag opens a file for direct I/O.
+const directFlag = unix.O_DIRECT
+
+// clearDirect turns direct I/O on f off.
+func clearDirect(f *os.File) error {
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, fl&^unix.O_DIRECT)
+	}
+	return err
+}
+
 // dropCached writes n bytes of f from off (n == 0: to its end) back, waits
 // for them, and drops their pages from the page cache (pages dirty again
 // stay: the kernel never drops those).
