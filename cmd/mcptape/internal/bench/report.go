@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -172,7 +173,7 @@ func (r *Report) judgeProxies() []Verdict {
 		}
 		limit := factor * ov
 		if atLeast {
-			add(group, name, mv >= limit, fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
+			add(group, name, mv >= limit, fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))+roundSpread(m, o, other, unit))
 		} else {
 			add(group, name, mv <= limit, fmt.Sprintf("mcptape %s ≤ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
 		}
@@ -528,4 +529,22 @@ func (r *Report) writeJSON(path string) error {
 		return fmt.Errorf("--json: %w", err)
 	}
 	return nil
+}
+
+// roundSpread says how mcptape's calls/s compared with other's round by
+// round (the batches of a round run back to back), so that a reader sees
+// how much of a verdict near its factor is the machine's noise.
+func roundSpread(m, o *Figures, other, unit string) string {
+	if unit != "/s" || len(m.RoundRates) < 2 || len(m.RoundRates) != len(o.RoundRates) || *o.CallsPerSec <= 0 {
+		return ""
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, mr := range m.RoundRates {
+		if o.RoundRates[i] <= 0 {
+			return ""
+		}
+		q := mr / o.RoundRates[i]
+		lo, hi = min(lo, q), max(hi, q)
+	}
+	return fmt.Sprintf(" (mcptape ÷ %s: %.2f; round by round %.2f–%.2f)", other, *m.CallsPerSec / *o.CallsPerSec, lo, hi)
 }

@@ -126,3 +126,17 @@ func TestBenchReportShowsFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchReportShowsRoundSpread: a calls/s verdict says how the two
+// targets compared round by round, so a verdict near its factor shows the
+// noise behind it.
+func TestBenchReportShowsRoundSpread(t *testing.T) {
+	r := fakeReport(func(r *Report) {
+		r.Fig(scBig, tgMcptape).RoundRates = []float64{90, 80, 99}
+		r.Fig(scBig, tgNginx).RoundRates = []float64{100, 100, 90}
+	})
+	v := verdictByName(t, r, groupNginx, "big results: calls/s")
+	if !strings.Contains(v.Detail, "round by round 0.80–1.10") {
+		t.Errorf("the verdict says %q, want the rounds' ratios 0.80–1.10 in it", v.Detail)
+	}
+}
