@@ -47,9 +47,11 @@
 // the chunk count 0xFFFFFFFF and no bytes, and the bytes are the file
 // blobs/<seq as 16 hex digits> in the store's directory. Large tool results
 // would otherwise be rewritten by every compaction, or sit in the process's
-// memory through Badger's memory-mapped value log. On Linux a blob's pages
-// leave the page cache once they are written back (see blobCache), so that
-// recording large results does not take new memory for every one.
+// memory through Badger's memory-mapped value log. On Linux, blobs written
+// from memory are appended to pack files instead, with direct I/O where
+// the file system takes it (see packs), and a blob file's pages leave the
+// page cache once they are written back (see blobCache), so that recording
+// large results does not take new memory for every one.
 //
 // Raw bytes live beside the index, under their own keys, so that listings
 // with [capture.MessageQuery.NoRaw] never read them. They are cut into
