@@ -512,7 +512,7 @@ func (rs *recording) close() (capture.Stats, error) {
 // defaultMemoryLimit keeps a recorder's RSS under 100 MB even while four
 // 10 MiB results stream through it: without a limit the Go heap may grow to
 // twice its live size before collecting.
-const defaultMemoryLimit = "72MiB"
+const defaultMemoryLimit = "64MiB"
 
 // applyMemoryLimit sets the Go heap's soft limit, unless the user set
 // GOMEMLIMIT and not the flag.
