@@ -35,15 +35,6 @@ func dropCached(f *os.File, off, n int64) {
 	_ = unix.Fadvise(fd, off, n, unix.FADV_DONTNEED)
 }
 
-// reserve allocates the disk blocks of n bytes of f from off before they
-// are written: on ext4, writing into blocks so allocated costs about half
-// the CPU of writing past a file's end (where each page is allocated as it
-// is dirtied). It is best effort: a write after a failed reserve still
-// reports its own error.
-func reserve(f *os.File, off, n int64) {
-	_ = unix.Fallocate(int(f.Fd()), 0, off, n)
-}
-
 // punch gives back the disk space of n bytes of f from off, which read as
 // zeros after, and reports whether f holds any data still.
 func punch(f *os.File, off, n int64) (left bool, err error) {

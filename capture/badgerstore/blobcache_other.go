@@ -16,8 +16,6 @@ func dropCached(*os.File, int64, int64) {}
 
 func punch(*os.File, int64, int64) (bool, error) { return true, errors.ErrUnsupported }
 
-func reserve(*os.File, int64, int64) {}
-
 const directFlag = 0
 
 func clearDirect(*os.File) error { return errors.ErrUnsupported }

@@ -116,52 +116,65 @@ func (p *packs) add(seq uint64, b []byte) (packRef, error) {
 		p.retire()
 	}
 	if p.cur == nil {
-		// A pack of this name is one a killed recorder started with this
-		// seq and never recorded: it is appended to, and what it holds
-		// already stays (read by no one) until the pack is removed.
-		f, err := os.OpenFile(packPath(p.dir, seq), os.O_RDWR|os.O_CREATE|p.directFlag(), 0o600)
-		if err != nil && p.direct {
-			p.direct = false // this file system opens no file for direct I/O
-			f, err = os.OpenFile(packPath(p.dir, seq), os.O_RDWR|os.O_CREATE, 0o600)
-		}
-		if err != nil {
+		if err := p.open(seq); err != nil {
 			return packRef{}, err
 		}
-		fi, err := f.Stat()
-		if err != nil {
-			_ = f.Close()
-			return packRef{}, err
-		}
-		p.cur, p.id, p.size = f, seq, fi.Size()
 	}
 	r := packRef{id: p.id, off: alignUp(p.size), n: int64(len(b))}
-	if p.direct {
-		err := p.writeDirect(r.off, b)
-		if err == nil {
-			p.size = r.off + r.n
-			return r, nil
-		}
-		if !errors.Is(err, syscall.EINVAL) || clearDirect(p.cur) != nil {
-			p.retire() // where a write failed, the pack's end is unknown
-			return packRef{}, err
-		}
-		p.direct = false // the file system refuses direct writes after all
-	}
-	reserve(p.cur, r.off, r.n)
-	if _, err := p.cur.WriteAt(b, r.off); err != nil {
-		p.retire()
+	if err := p.write(r.off, b); err != nil {
+		p.retire() // where a write failed, the pack's end is unknown
 		return packRef{}, err
 	}
 	p.size = r.off + r.n
-	p.cache.writtenAt(p.cur, r.off, r.n)
 	return r, nil
 }
 
-func (p *packs) directFlag() int {
+// open makes the pack named after seq the current one, for direct I/O
+// while the file system takes it. A pack of this name is one a killed
+// recorder started with this seq and never recorded: it is appended to,
+// and what it holds already stays (read by no one) until the pack is
+// removed.
+func (p *packs) open(seq uint64) error {
+	path, flag := packPath(p.dir, seq), os.O_RDWR|os.O_CREATE
+	var f *os.File
+	var err error
 	if p.direct {
-		return directFlag
+		f, err = os.OpenFile(path, flag|directFlag, 0o600)
+		p.direct = err == nil // this file system opens no file for direct I/O
 	}
-	return 0
+	if !p.direct {
+		f, err = os.OpenFile(path, flag, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	p.cur, p.id, p.size = f, seq, fi.Size()
+	return nil
+}
+
+// write writes b at off of the current pack: directly, or through the page
+// cache once a direct write was refused (EINVAL).
+func (p *packs) write(off int64, b []byte) error {
+	if p.direct {
+		err := p.writeDirect(off, b)
+		if !errors.Is(err, syscall.EINVAL) {
+			return err
+		}
+		if clearDirect(p.cur) != nil {
+			return err
+		}
+		p.direct = false
+	}
+	if _, err := p.cur.WriteAt(b, off); err != nil {
+		return err
+	}
+	p.cache.writtenAt(p.cur, off, int64(len(b)))
+	return nil
 }
 
 // writeDirect writes b at off of the current pack, which is open for
