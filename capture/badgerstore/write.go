@@ -152,7 +152,7 @@ func (s *Store) writeBatch(b *capture.Batch) error {
 	size := 64 * b.Len()
 	for _, m := range b.Messages {
 		size += 96 + len(m.SessionID)*2 + len(m.Method) + len(m.ID)
-		if s.blobs != "" && len(m.Raw) >= blobThreshold {
+		if isBlob(s.blobs, m.Raw) {
 			size += 64 // a blob's head, not its bytes
 		} else {
 			size += min(len(m.Raw), s.rawLimit)
@@ -366,8 +366,7 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 	var first []byte
 	var rest [][]byte
 	var chunks uint32
-	blob := w.blobs != "" && len(m.Raw) >= blobThreshold
-	if !blob {
+	if !isBlob(w.blobs, m.Raw) {
 		first, rest = chunkRaw(m.Raw, m.SessionID, w.rawLimit)
 		chunks = uint32(len(rest))
 	} else {
@@ -528,17 +527,13 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 			if s.blobs != "" {
 				_ = os.Remove(blobPath(s.blobs, tail8(key)))
 			}
-			for raw.Seek(rk); raw.ValidForPrefix(rk); raw.Next() {
-				if bytes.Equal(raw.Item().Key(), rk) {
-					_ = raw.Item().Value(func(v []byte) error {
-						if _, chunks, first, err := splitRawHead(v); err == nil {
-							if r, ok := packRefOf(chunks, first); ok {
-								packed = append(packed, r)
-							}
-						}
-						return nil
-					})
+			raw.Seek(rk)
+			if raw.ValidForPrefix(rk) && bytes.Equal(raw.Item().Key(), rk) {
+				if r, ok := itemPackRef(raw.Item()); ok {
+					packed = append(packed, r)
 				}
+			}
+			for ; raw.ValidForPrefix(rk); raw.Next() {
 				if err := del(raw.Item().KeyCopy(nil)); err != nil {
 					return err
 				}
@@ -598,6 +593,22 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return fmt.Errorf("badgerstore: delete session %q: %w", id, err)
 	}
 	return nil
+}
+
+// isBlob says whether raw goes to a blob (a file or a pack) in a store
+// with a blob directory, rather than into Badger.
+func isBlob(blobs string, raw []byte) bool { return blobs != "" && len(raw) >= blobThreshold }
+
+// itemPackRef is where the blob of the raw head item is, when it is in a
+// pack.
+func itemPackRef(item *badger.Item) (r packRef, ok bool) {
+	_ = item.Value(func(v []byte) error {
+		if _, chunks, first, err := splitRawHead(v); err == nil {
+			r, ok = packRefOf(chunks, first)
+		}
+		return nil
+	})
+	return r, ok
 }
 
 // moveBlob moves m.File, which holds Raw already (a result that arrived
