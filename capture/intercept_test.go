@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/capture/storetest"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -240,7 +241,7 @@ func TestRecordIntercepted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	msgs := storedMessages(t, store)
+	msgs := storetest.Messages(t, store)
 	if len(msgs) != 5 {
 		t.Fatalf("%d messages, want 5 (call, its answer, ping, what went on instead of it, its answer)", len(msgs))
 	}

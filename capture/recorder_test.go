@@ -68,26 +68,6 @@ func (d *driver) exchange(e ex) {
 	tap.End("", false)
 }
 
-// storedMessages reads every message in store, session by session (newest
-// first), each in order.
-func storedMessages(t *testing.T, store capture.Reader) []*capture.Message {
-	t.Helper()
-	ctx := context.Background()
-	var out []*capture.Message
-	for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 func (d *driver) messages(session string) []*capture.Message {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

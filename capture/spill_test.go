@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/capture/storetest"
 )
 
 // TestLargeEventsSpill: four 6 MiB SSE results arriving at once, in 32 KiB
@@ -77,7 +78,7 @@ func TestLargeEventsSpill(t *testing.T) {
 			t.Errorf("bad dir %v: spill files left on disk: %v", bad, left)
 		}
 		got := 0
-		for _, m := range storedMessages(t, store) {
+		for _, m := range storetest.Messages(t, store) {
 			if len(m.Raw) > size {
 				var id int
 				fmt.Sscanf(string(m.ID), "%d", &id)

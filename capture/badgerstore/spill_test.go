@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/storetest"
 )
 
 // TestSpilledResultsBecomeBlobs: a large SSE result the recorder kept in a
@@ -120,21 +121,12 @@ func TestSpilledResultsBecomeBlobs(t *testing.T) {
 // by its JSON-RPC id (a number).
 func largeResults(t *testing.T, store capture.Store, size int) map[int]*capture.Message {
 	t.Helper()
-	ctx := context.Background()
 	out := map[int]*capture.Message{}
-	for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m, err := range store.Messages(ctx, s.ID, capture.MessageQuery{}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(m.Raw) >= size {
-				var id int
-				fmt.Sscanf(string(m.ID), "%d", &id)
-				out[id] = m
-			}
+	for _, m := range storetest.Messages(t, store) {
+		if len(m.Raw) >= size {
+			var id int
+			fmt.Sscanf(string(m.ID), "%d", &id)
+			out[id] = m
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -321,4 +322,24 @@ func checkSession(t *testing.T, s capture.Store, want *capture.Session) {
 	if d := diff(want, mustSession(t, s, want.ID)); d != "" {
 		t.Errorf("Session(%q) mismatch (-want +got):\n%s", want.ID, d)
 	}
+}
+
+// Messages reads every message in r, session by session (newest first),
+// each in order, failing t on a read error.
+func Messages(t testing.TB, r capture.Reader) []*capture.Message {
+	t.Helper()
+	ctx := context.Background()
+	var out []*capture.Message
+	for s, err := range r.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, err := range r.Messages(ctx, s.ID, capture.MessageQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
 }
