@@ -173,7 +173,11 @@ func (r *Report) judgeProxies() []Verdict {
 		}
 		limit := factor * ov
 		if atLeast {
-			add(group, name, mv >= limit, fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))+roundSpread(m, o, other, unit))
+			detail := fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))
+			if unit == "/s" && ov > 0 {
+				detail += roundSpread(mv/ov, m.RoundRates, o.RoundRates, other)
+			}
+			add(group, name, mv >= limit, detail)
 		} else {
 			add(group, name, mv <= limit, fmt.Sprintf("mcptape %s ≤ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
 		}
@@ -531,20 +535,20 @@ func (r *Report) writeJSON(path string) error {
 	return nil
 }
 
-// roundSpread says how mcptape's calls/s compared with other's round by
-// round (the batches of a round run back to back), so that a reader sees
-// how much of a verdict near its factor is the machine's noise.
-func roundSpread(m, o *Figures, other, unit string) string {
-	if unit != "/s" || len(m.RoundRates) < 2 || len(m.RoundRates) != len(o.RoundRates) || *o.CallsPerSec <= 0 {
+// roundSpread says how mcptape's calls/s (ratio times other's) compared
+// with other's round by round (the batches of a round run back to back),
+// so that a reader sees how much of a verdict near its factor is the
+// machine's noise.
+func roundSpread(ratio float64, m, o []float64, other string) string {
+	if len(m) < 2 || len(m) != len(o) {
 		return ""
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, mr := range m.RoundRates {
-		if o.RoundRates[i] <= 0 {
+	for i := range m {
+		if o[i] <= 0 {
 			return ""
 		}
-		q := mr / o.RoundRates[i]
-		lo, hi = min(lo, q), max(hi, q)
+		lo, hi = min(lo, m[i]/o[i]), max(hi, m[i]/o[i])
 	}
-	return fmt.Sprintf(" (mcptape ÷ %s: %.2f; round by round %.2f–%.2f)", other, *m.CallsPerSec / *o.CallsPerSec, lo, hi)
+	return fmt.Sprintf(" (mcptape ÷ %s: %.2f; round by round %.2f–%.2f)", other, ratio, lo, hi)
 }
