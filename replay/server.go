@@ -330,6 +330,15 @@ func (rs *recSession) trigger(seq uint64) uint64 {
 	return rs.calls[i-1].req.Seq
 }
 
+// callAt is the recorded call whose request is seq, or nil.
+func (rs *recSession) callAt(seq uint64) *call {
+	i, ok := slices.BinarySearchFunc(rs.calls, seq, func(c *call, seq uint64) int { return cmp.Compare(c.req.Seq, seq) })
+	if !ok {
+		return nil
+	}
+	return rs.calls[i]
+}
+
 func prepare(ix *sessionIndex, s *capture.Session, ld loader) *recSession {
 	rs := &recSession{s: s, ld: ld, msgs: ix.ms, byMethod: map[string][]*call{}, answers: map[uint64]*msgRef{}}
 	xs := make(map[uint64]*xRef, len(ix.xs))

@@ -1,11 +1,13 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -33,6 +35,10 @@ type live struct {
 	gets    []chan struct{}             // one per standalone GET stream, closed when its recorded messages are out
 	streams map[chan string]*openStream // open GET and listen streams
 	pending []string                    // list_changed kinds no open stream took yet
+	// underway counts, per recorded call being answered on a stdio
+	// connection (by its request's seq), the messages of its stream out so
+	// far: what the server sent on its own after them waits for them.
+	underway map[uint64]int
 }
 
 // openStream is a live stream that list_changed faults can use.
@@ -70,7 +76,7 @@ func listenStream(m *protocol.Message) *openStream {
 
 func newLive(rs *recSession) *live {
 	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]time.Time{}, changed: make(chan struct{}),
-		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}}
+		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}, underway: map[uint64]int{}}
 }
 
 // markSeen notes that the recorded request seq was matched live, now.
@@ -79,8 +85,7 @@ func (l *live) markSeen(seq uint64) {
 	defer l.mu.Unlock()
 	if _, ok := l.seen[seq]; !ok {
 		l.seen[seq] = time.Now()
-		close(l.changed)
-		l.changed = make(chan struct{})
+		l.wake()
 	}
 }
 
@@ -151,6 +156,75 @@ func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Durat
 		case <-l.done:
 			return
 		case <-drain:
+			return
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// wake tells the waiters of changed that something changed; l.mu held.
+func (l *live) wake() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// begin notes that recorded call c's stream is being replayed on a stdio
+// connection, where everything goes out on one pipe in its recorded order.
+func (l *live) begin(c *call) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.underway[c.req.Seq] = 0
+}
+
+// sent notes that n messages of call c's stream are out, if c was begun.
+func (l *live) sent(c *call, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.underway[c.req.Seq]; ok {
+		l.underway[c.req.Seq] = n
+		l.wake()
+	}
+}
+
+// finished notes that call c's stream is over, whatever its end.
+func (l *live) finished(c *call) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.underway[c.req.Seq]; ok {
+		delete(l.underway, c.req.Seq)
+		l.wake()
+	}
+}
+
+// waitStream waits, at most limit, until the messages of call c's stream
+// recorded before seq are out, when c's stream is under way; so that on
+// one pipe a notification the server sent on its own after a call's
+// response follows that response on replay too, however the two timers
+// fall.
+func (l *live) waitStream(ctx context.Context, c *call, seq uint64, limit time.Duration) {
+	if c == nil {
+		return
+	}
+	want, _ := slices.BinarySearchFunc(c.stream, seq, func(m *msgRef, seq uint64) int { return cmp.Compare(m.Seq, seq) })
+	if want == 0 {
+		return
+	}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		n, ok := l.underway[c.req.Seq]
+		ch := l.changed
+		l.mu.Unlock()
+		if !ok || n >= want {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-l.done:
 			return
 		case <-deadline.C:
 			return

@@ -225,7 +225,11 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		return
 	}
 	arrived := time.Now()
-	c.answers.Go(func() { c.answer(l, rc, &m, &p, arrived) })
+	l.begin(rc)
+	c.answers.Go(func() {
+		defer l.finished(rc)
+		c.answer(l, rc, &m, &p, arrived)
+	})
 }
 
 // finish lets the answers under way go out when the client's input ends
@@ -293,14 +297,18 @@ func (c *stdioConn) liveFor(m *protocol.Message, p *protocol.Params, key string)
 
 // standalone replays what the recorded server sent on its own (the GET
 // stream of an HTTP recording), each message after the request that set
-// it off, paced from the session's start: at, recorded; start, live.
+// it off, paced from the session's start: at, recorded; start, live. On
+// one pipe a message also follows what that request's own stream sent
+// before it in the recording.
 func (c *stdioConn) standalone(l *live, at, start time.Time) {
 	s := c.s
 	pc := &pacer{prevRec: at, prevLive: start}
 	for _, sm := range l.rs.get {
-		if !s.pace(c.ctx, l, pc, sm, l.rs.trigger(sm.Seq), nil) {
+		trigger := l.rs.trigger(sm.Seq)
+		if !s.pace(c.ctx, l, pc, sm, trigger, nil) {
 			return
 		}
+		l.waitStream(c.ctx, l.rs.callAt(trigger), sm.Seq, s.opts.MaxGap+s.opts.AnswerTimeout)
 		if !s.emit(c.ctx, stdioOut{c}, l, &call{}, sm, &protocol.Message{}, &protocol.Params{}) {
 			return
 		}

@@ -57,6 +57,7 @@ func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *p
 			return streamGone
 		}
 		events++
+		l.sent(c, events)
 		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
 			s.afterResponse(l, fp.listChanged...)
 			return streamAnswered
