@@ -316,3 +316,24 @@ func TestRecordingNoise(t *testing.T) {
 		t.Errorf("the session minted again holds %d messages (key %q), want 4", len(third), d.session("s03").Key)
 	}
 }
+
+// A server that answers a call after the client's notifications/cancelled
+// (go-sdk's server does when the notification wins the race with the
+// closed stream): the call stays cancelled in the tree, since the client
+// ignores a late answer, and the answer is shown with a note saying so.
+func TestAnswerAfterCancellation(t *testing.T) {
+	d := newDriver(t, nil)
+	d.exchange(initialize(protocol.V20251125))
+	h := map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-2025-11-25"}
+	call := d.stream(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}}`, h)
+	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: h, status: 202,
+		body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"gave up"}}`})
+	call.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"context canceled"}],"isError":true}}`)))
+	call.End("", false)
+	d.messages("s01")
+	_, text := d.tree("s01")
+	want := "tools/call slow [cancelled]\n    result: \"context canceled\"\n    note: answered (isError) after the client cancelled it"
+	if !strings.Contains(text, want) {
+		t.Errorf("tree lacks %q:\n%s", want, text)
+	}
+}

@@ -337,6 +337,7 @@ func (b *treeBuilder) response(m *Message) {
 	n.Duration = max(m.Time.Sub(n.Start), 0)
 	n.Findings = append(n.Findings, m.Findings...)
 	res := resultOf(m.Raw)
+	cancelled := n.Status == "cancelled"
 	switch {
 	case m.Kind == protocol.KindError:
 		n.Status = "error"
@@ -350,6 +351,13 @@ func (b *treeBuilder) response(m *Message) {
 	default:
 		n.Status = "success"
 		n.Summary = resultSummary(n.Method, res)
+	}
+	if cancelled {
+		// The client cancelled the request before this answer came: the
+		// answer is shown, but the call stays cancelled, as the client
+		// ignores a late answer.
+		n.Note = "answered (" + n.Status + ") after the client cancelled it"
+		n.Status = "cancelled"
 	}
 	if n.Kind == NodeRound {
 		if root := b.rootOf[n.Request]; root != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,14 @@ func TestTreeGoldenCancellation(t *testing.T) {
 			r.waitEnded(t)
 			s := r.sessionAt(t, era.path)
 			got := callText(t, r.store, s.ID, tool(fixtures.ToolSlow))
-			golden(t, era.name+"-cancelled", era.comment, got)
+			name := era.name + "-cancelled"
+			if era.name == "legacy" && strings.Contains(got, "after the client cancelled it") && !*update {
+				// The notification can reach go-sdk's server before the
+				// closed stream does; then the server answers anyway, and
+				// the proxy records the answer it relayed.
+				name += "-late"
+			}
+			golden(t, name, era.comment, got)
 			if era.name == "modern" {
 				// Closing the stream is the cancellation on 2026-07-28: the
 				// call's exchange is recorded aborted, which alone marks it
