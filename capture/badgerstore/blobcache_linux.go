@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"errors"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,34 @@ func clearDirect(f *os.File) error {
 		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, fl&^unix.O_DIRECT)
 	}
 	return err
+}
+
+// pwritev writes the buffers of iov to f at off, in one system call.
+func pwritev(f *os.File, iov [][]byte, off int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	want := 0
+	for _, b := range iov {
+		want += len(b)
+	}
+	var n int
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			n, werr = unix.Pwritev(int(fd), iov, off)
+			if werr != unix.EINTR {
+				return true
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if werr == nil && n < want {
+		werr = io.ErrShortWrite
+	}
+	return werr
 }
 
 // dropCached writes n bytes of f from off (n == 0: to its end) back, waits

@@ -19,3 +19,5 @@ func punch(*os.File, int64, int64) (bool, error) { return true, errors.ErrUnsupp
 const directFlag = 0
 
 func clearDirect(*os.File) error { return errors.ErrUnsupported }
+
+func pwritev(*os.File, [][]byte, int64) error { return errors.ErrUnsupported }

@@ -138,7 +138,7 @@ func TestPacksWithoutDirectIO(t *testing.T) {
 	if s.packs == nil || !s.packs.direct {
 		t.Skip("packs are not written with direct I/O here")
 	}
-	s.packs.stage = alignedBuffer(stageSize + 1)[1:]
+	s.packs.stage = alignedBuffer(2*packAlign + 1)[1:]
 	blob := func(seq uint64) []byte { return bytes.Repeat([]byte{byte('a' + seq)}, 1<<20+int(seq)) }
 	b := &capture.Batch{Sessions: []*capture.Session{{ID: "a", Start: time.Unix(1, 0)}}}
 	for seq := uint64(1); seq <= 3; seq++ {
@@ -154,5 +154,80 @@ func TestPacksWithoutDirectIO(t *testing.T) {
 		if m, err := s.Message(ctx, seq); err != nil || !bytes.Equal(m.Raw, blob(seq)) {
 			t.Fatalf("message %d: %v, %d bytes", seq, err, len(m.Raw))
 		}
+	}
+}
+
+// TestPacksTakeBlobsAtAnyAlignment: a blob goes into its pack by direct
+// I/O from wherever it lies in memory (its first and last blocks through
+// the stage, the rest straight from it), and still reads back whole;
+// deleting blobs placed off the pack's block boundaries gives their disk
+// space back without touching their neighbours'.
+func TestPacksTakeBlobsAtAnyAlignment(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	direct := s.packs != nil && s.packs.direct
+	mem := alignedBuffer(4 << 20)
+	for i := range mem {
+		mem[i] = byte('a' + i%23)
+	}
+	starts := []int{0, 1, 7, 511, 512, 4095, 4096 + 100}
+	blobs := map[uint64][]byte{}
+	b := &capture.Batch{Sessions: []*capture.Session{{ID: "a", Start: time.Unix(1, 0)}, {ID: "b", Start: time.Unix(2, 0)}}}
+	for i, k := range starts {
+		seq := uint64(i + 1)
+		raw := mem[k : k+1<<20+i*1000]
+		blobs[seq] = raw
+		b.Messages = append(b.Messages, &capture.Message{Seq: seq, SessionID: string(rune('a' + i%2)), Raw: raw, Size: len(raw), Batch: -1})
+	}
+	if err := s.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if direct && !s.packs.direct {
+		t.Fatal("a blob off a block boundary in memory made the packs give up direct I/O")
+	}
+	check := func(when string, seqs ...uint64) {
+		t.Helper()
+		for _, seq := range seqs {
+			m, err := s.Message(ctx, seq)
+			if err != nil || !bytes.Equal(m.Raw, blobs[seq]) {
+				t.Fatalf("%s: message %d: %v, %d bytes", when, seq, err, len(m.Raw))
+			}
+		}
+	}
+	check("written", 1, 2, 3, 4, 5, 6, 7)
+	used := func() (n int64) {
+		paths, _ := filepath.Glob(filepath.Join(dir, blobDir, "*"))
+		for _, p := range paths {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += diskUsage(fi)
+		}
+		return n
+	}
+	before := used()
+	if err := s.DeleteSession(ctx, "a"); err != nil { // seqs 1, 3, 5, 7
+		t.Fatal(err)
+	}
+	check("the other session deleted", 2, 4, 6)
+	// Each blob's extent: from the block it starts in to the end of the
+	// block it ends in, one more block than its length needs where it
+	// starts off a boundary.
+	var want int64
+	for _, seq := range []uint64{1, 3, 5, 7} {
+		n := int64(len(blobs[seq]))
+		if l := lead(blobs[seq]); direct && l > 0 {
+			n += l
+		}
+		want += alignUp(n)
+	}
+	if freed := before - used(); freed < want {
+		t.Errorf("deleting four 1 MiB blobs gave back %d bytes of disk, want %d", freed, want)
 	}
 }
