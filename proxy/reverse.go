@@ -371,6 +371,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// sends any.
 	out.Trailer = nil
 	defer func() {
+		x.w.settle()
 		x.mx.end()
 		v := recover()
 		if v == nil {

@@ -5,6 +5,22 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
+)
+
+// A chunked response's flush after a large write is put off, briefly.
+// net/http writes a chunk's header and data to the connection at once
+// when the data is this large, and keeps only the chunk's closing CRLF
+// in its buffer: flushing that alone after every 128 KiB of a large
+// result was a third of the proxy's writes, each a TCP segment the client
+// then handles. The CRLF goes out with the next chunk instead, or at
+// the latest lazyFlushDelay later, when the upstream pauses (a client that
+// reads a chunk whole before handing it on waits no longer than that; the
+// data itself is never held).
+const (
+	lazyFlushMin   = 16 << 10
+	lazyFlushDelay = time.Millisecond
 )
 
 // teeWriter is the ResponseWriter the ReverseProxy writes to: it reports
@@ -24,6 +40,14 @@ type teeWriter struct {
 	// bodyTapped: the response body reports itself to the Tap (a body the
 	// hold points took over, intercept.go), so Write does not.
 	bodyTapped bool
+
+	// mu orders the writes and flushes to ResponseWriter once a put-off
+	// flush (lazyFlushDelay) may run on its timer's goroutine.
+	mu        sync.Mutex
+	lastWrite int         // the length of the last Write
+	late      *time.Timer // the put-off flush, once there was one
+	lateDue   bool        // a put-off flush is due
+	settled   bool        // the handler is done: no flush any more
 }
 
 func (t *teeWriter) WriteHeader(code int) {
@@ -76,6 +100,10 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	if o := t.x.orig; !t.bodyTapped && ((o == nil || o.body == nil) && !t.x.recordsUpstream || t.synthesized) {
 		t.x.tap.ResponseBody(p)
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lateDue = false // this write's own flush decides
+	t.lastWrite = len(p)
 	n, err := t.ResponseWriter.Write(p)
 	t.written += int64(n)
 	t.x.mx.wrote(n)
@@ -91,7 +119,8 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 // is skipped: those last bytes then leave when the handler returns, that is
 // after the exchange was reported ended, so a client that has read a whole
 // response finds it recorded. (ReverseProxy flushes every write of an SSE
-// response, whatever its length.)
+// response, whatever its length.) After a large write to a response of
+// unknown length (chunked), the flush is put off (lazyFlushDelay).
 func (t *teeWriter) FlushError() error {
 	if !t.wroteHeader {
 		t.WriteHeader(http.StatusOK)
@@ -99,7 +128,40 @@ func (t *teeWriter) FlushError() error {
 	if t.declared >= 0 && t.written >= t.declared {
 		return nil
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.declared < 0 && t.lastWrite >= lazyFlushMin && !t.settled {
+		t.lateDue = true
+		if t.late == nil {
+			t.late = time.AfterFunc(lazyFlushDelay, t.lateFlush)
+		} else {
+			t.late.Reset(lazyFlushDelay)
+		}
+		return nil
+	}
+	t.lateDue = false
 	return http.NewResponseController(t.ResponseWriter).Flush()
+}
+
+// lateFlush is the put-off flush, on its timer's goroutine.
+func (t *teeWriter) lateFlush() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lateDue && !t.settled {
+		t.lateDue = false
+		_ = http.NewResponseController(t.ResponseWriter).Flush()
+	}
+}
+
+// settle ends put-off flushes, before the handler returns (net/http then
+// flushes what is left itself).
+func (t *teeWriter) settle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.settled = true
+	if t.late != nil {
+		t.late.Stop()
+	}
 }
 
 // Unwrap exposes the underlying writer to http.ResponseController.
