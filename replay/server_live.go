@@ -139,14 +139,23 @@ func (l *live) waitTrigger(ctx context.Context, trigger uint64, limit time.Durat
 	if trigger == 0 {
 		return
 	}
+	l.waitUntil(ctx, limit, drain, func() bool {
+		_, ok := l.seen[trigger]
+		return ok
+	})
+}
+
+// waitUntil waits, at most limit, until ok (called with l.mu held) holds,
+// rechecking it whenever changed is closed; a nil drain never ends the
+// wait.
+func (l *live) waitUntil(ctx context.Context, limit time.Duration, drain <-chan struct{}, ok func() bool) {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for {
 		l.mu.Lock()
-		_, ok := l.seen[trigger]
-		ch := l.changed
+		done, ch := ok(), l.changed
 		l.mu.Unlock()
-		if ok {
+		if done {
 			return
 		}
 		select {
@@ -210,26 +219,10 @@ func (l *live) waitStream(ctx context.Context, c *call, seq uint64, limit time.D
 	if want == 0 {
 		return
 	}
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	for {
-		l.mu.Lock()
+	l.waitUntil(ctx, limit, nil, func() bool {
 		n, ok := l.underway[c.req.Seq]
-		ch := l.changed
-		l.mu.Unlock()
-		if !ok || n >= want {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		case <-l.done:
-			return
-		case <-deadline.C:
-			return
-		}
-	}
+		return !ok || n >= want
+	})
 }
 
 // inputEnded notes that the client can send nothing more: no answer to a
