@@ -54,18 +54,7 @@ func TestPacks(t *testing.T) {
 		}
 	}
 	check("written", 1, 2, 3, 4, 5, 6, 7, 8)
-	files := func() (names []string, used int64) {
-		paths, _ := filepath.Glob(filepath.Join(dir, blobDir, "*"))
-		for _, p := range paths {
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, filepath.Base(p))
-			used += diskUsage(fi)
-		}
-		return names, used
-	}
+	files := func() ([]string, int64) { return blobFiles(t, dir) }
 	names, before := files()
 	if len(names) != 3 || !strings.HasPrefix(names[0], "pack-") {
 		t.Fatalf("blob files %v, want 3 packs of 3 MiB for 8 blobs of 1 MiB", names)
@@ -200,17 +189,7 @@ func TestPacksTakeBlobsAtAnyAlignment(t *testing.T) {
 		}
 	}
 	check("written", 1, 2, 3, 4, 5, 6, 7)
-	used := func() (n int64) {
-		paths, _ := filepath.Glob(filepath.Join(dir, blobDir, "*"))
-		for _, p := range paths {
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += diskUsage(fi)
-		}
-		return n
-	}
+	used := func() int64 { _, n := blobFiles(t, dir); return n }
 	before := used()
 	if err := s.DeleteSession(ctx, "a"); err != nil { // seqs 1, 3, 5, 7
 		t.Fatal(err)
@@ -230,4 +209,20 @@ func TestPacksTakeBlobsAtAnyAlignment(t *testing.T) {
 	if freed := before - used(); freed < want {
 		t.Errorf("deleting four 1 MiB blobs gave back %d bytes of disk, want %d", freed, want)
 	}
+}
+
+// blobFiles lists the files under the store's blobs directory in dir, and
+// the disk space they take.
+func blobFiles(t *testing.T, dir string) (names []string, used int64) {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(dir, blobDir, "*"))
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, filepath.Base(p))
+		used += diskUsage(fi)
+	}
+	return names, used
 }
