@@ -574,7 +574,7 @@ func TestBrowserHostile(t *testing.T) {
 	for _, seq := range []uint64{call, result, textarea, big, deep, deepObj, frame, notUTF8, sampling, elicitURL, elicitForm} {
 		start := time.Now()
 		b.open(msgURL(seq))
-		b.waitFor(fmt.Sprintf("message %d", seq), `document.querySelector('section.panel h2') !== null && document.querySelector('details.raw-json') !== null`, 15*time.Second)
+		b.waitFor(fmt.Sprintf("message %d", seq), `document.querySelector('section.panel h2') !== null && document.querySelector('details.raw-json') !== null`, 30*time.Second)
 		// Open everything there is: the raw tree (and its first levels),
 		// the raw text, the editor, the versions.
 		eval[bool](b, `(() => { for (const d of document.querySelectorAll('details')) { d.open = true; d.dispatchEvent(new Event('toggle')); } return true })()`)
@@ -586,7 +586,10 @@ func TestBrowserHostile(t *testing.T) {
 		took := time.Since(start)
 		safe(fmt.Sprintf("message %d", seq))
 		b.screenshot(fmt.Sprintf("message-%d", seq))
-		if took > 10*time.Second {
+		// A hang check, not a speed target: under the race detector, with
+		// the other packages' tests on the same two cores, the 5 MB
+		// message took 11 s once.
+		if took > 30*time.Second {
 			t.Errorf("message %d took %v to open", seq, took)
 		}
 		// Still usable: the editor takes a value, navigation works.
