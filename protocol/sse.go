@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"unsafe"
 )
 
 // DefaultMaxEventSize bounds one SSE event's raw size in [SSEParser]; it
@@ -457,7 +459,7 @@ const maxSpillHead = 64 << 10
 // block (done); on failure the block in progress is lost (spErr).
 func (p *SSEParser) readSpill(tail []byte, n int) []byte {
 	h := len(p.spHead)
-	buf := make([]byte, h+p.spLen, n)
+	buf := makeNoZero(n)[:h+p.spLen]
 	copy(buf, p.spHead)
 	_, err := p.sp.ReadAt(buf[h:], 0)
 	buf = append(buf, tail...)
@@ -470,6 +472,19 @@ func (p *SSEParser) readSpill(tail []byte, n int) []byte {
 		return nil
 	}
 	return buf
+}
+
+// makeNoZero returns an empty slice of capacity n whose memory is not
+// cleared first: every byte of it is written before it is read (readSpill
+// fills it from the file). make would clear 10 MiB only for the read to
+// overwrite them, a pass over memory that cost as much as the read itself.
+// strings.Builder.Grow is the standard library's way to such memory;
+// nothing else refers to it once the builder is dropped.
+func makeNoZero(n int) []byte {
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteByte(0) // a string of length 0 need not point at the buffer
+	return unsafe.Slice(unsafe.StringData(sb.String()), sb.Cap())[:0]
 }
 
 // unspill moves the line back from its spill file into memory, after a
