@@ -339,7 +339,7 @@ func TestForwardSharesThePolicy(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != c.status || !strings.Contains(string(b), c.want) || !strings.Contains(string(b), `"code":-32000`) {
-			t.Errorf("%s: %d %s; want %d with a JSON-RPC error holding %s", c.name, res.StatusCode, b, c.status, c.want)
+			t.Errorf("%s: %d %s (header %v); want %d with a JSON-RPC error holding %s", c.name, res.StatusCode, b, res.Header, c.status, c.want)
 		}
 	}
 }

@@ -112,8 +112,30 @@ func TestInteropEverythingLegacySSE(t *testing.T) {
 		}
 	}
 	for tool, method := range map[string]string{"trigger-sampling-request": protocol.MethodSampling, "trigger-elicitation-request": protocol.MethodElicitation} {
-		if vs := byTool[tool]; len(vs) != 1 || len(vs[0].kids) != 1 || vs[0].kids[0].Method != method {
+		// server-everything also asks for the client's roots (roots/list)
+		// when it likes, after the session opens: on the one legacy stream
+		// nothing tells it from the call's own requests, and a slow
+		// machine puts it inside a call. Only it may join the kid.
+		want, other := 0, 0
+		if vs := byTool[tool]; len(vs) == 1 {
+			for _, k := range vs[0].kids {
+				switch k.Method {
+				case method:
+					want++
+				case protocol.MethodRootsList:
+				default:
+					other++
+				}
+			}
+		}
+		if want != 1 || other != 0 {
 			t.Errorf("%s: want one %s under it", tool, method)
+			// What was recorded instead, for the next look at this.
+			for _, m := range ms {
+				if m.Kind == protocol.KindRequest || m.Kind.IsResponse() {
+					t.Logf("  seq %d x%d %s %s %s %s id %s parent %d request %d", m.Seq, m.ExchangeID, m.Direction, m.Kind, m.Method, m.Name, m.ID, m.Links.Parent, m.Links.Request)
+				}
+			}
 		}
 	}
 }
