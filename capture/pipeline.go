@@ -919,6 +919,11 @@ func (p *pipeline) addOne(xs *xState, m *Message, pm *protocol.Message) {
 	p.msgs = append(p.msgs, m)
 	p.batchBytes += len(m.Raw)
 	p.dirtyS[st.s.ID] = st
+	// The exchange goes with its message, as it stands now: a reader never
+	// finds a message whose exchange the store does not hold yet (an
+	// export while recording would write a tape that names a missing
+	// exchange), nor the exchange older than its messages.
+	p.dirtyX[xs.x.ID] = xs
 	p.r.messages.Add(1)
 }
 
@@ -933,8 +938,9 @@ func (p *pipeline) touch(st *sessState, at time.Time) {
 }
 
 // writeInFlight writes the exchanges that have been open for a second or
-// more (long SSE streams), so readers see them before they end; the others
-// are written once, when they end.
+// more (long SSE streams), so readers see them before they end even when
+// no message has come in them; the others are written with their messages
+// and when they end.
 func (p *pipeline) writeInFlight(now time.Time) {
 	for id, xs := range p.xs {
 		if xs.reqDone && now.Sub(xs.x.Start) >= time.Second {

@@ -258,3 +258,49 @@ func TestEqualIDsBothDirections(t *testing.T) {
 		t.Errorf("orphan response: links %+v findings %+v", ms[6].Links, ms[6].Findings)
 	}
 }
+
+// A message is never stored without its exchange: a reader that comes
+// while a call's stream is open (a dashboard, an export while recording)
+// finds the exchange of every message it finds, as the proxy knew it
+// then — its status and response headers too — not only once the stream
+// ends.
+func TestInFlightExchangeStoredWithItsMessages(t *testing.T) {
+	d := newDriver(t, nil)
+	d.exchange(initialize(protocol.V20250618))
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow"}}`
+	req := httptest.NewRequest("POST", "http://127.0.0.1:7411/mcp", strings.NewReader(body))
+	req.RemoteAddr = "127.0.0.1:50000"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Mcp-Session-Id", "sess-"+protocol.V20250618)
+	tap := d.rec.Begin(capture.RequestFrom(req, []byte(body), true))
+	defer tap.End("", false)
+
+	check := func(when string, wantStatus int, wantMessages int) {
+		t.Helper()
+		ms := d.messages("s01")
+		if len(ms) != wantMessages {
+			t.Fatalf("%s: %d messages stored, want %d", when, len(ms), wantMessages)
+		}
+		xs := map[uint64]*capture.Exchange{}
+		for x, err := range d.store.Exchanges(context.Background(), "s01") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			xs[x.ID] = x
+		}
+		for _, m := range ms {
+			if xs[m.ExchangeID] == nil {
+				t.Fatalf("%s: message %d (%s %s) names exchange %d, which the store does not hold yet (it holds %d)",
+					when, m.Seq, m.Kind, m.Method, m.ExchangeID, len(xs))
+			}
+		}
+		x := xs[tap.ID()]
+		if x.Status != wantStatus || (wantStatus != 0 && x.ResponseHeader.Get("Content-Type") != "text/event-stream") {
+			t.Errorf("%s: the open exchange is stored with status %d and headers %v, want status %d", when, x.Status, x.ResponseHeader, wantStatus)
+		}
+	}
+	check("the request sent", 0, 3)
+	tap.Response(200, http.Header{"Content-Type": {"text/event-stream"}}, false)
+	tap.ResponseBody([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n"))
+	check("the first event forwarded", 200, 4)
+}

@@ -280,10 +280,27 @@ func Export(ctx context.Context, store capture.Reader, ids []string, w io.Writer
 			}
 			xs = append(xs, x)
 		}
+		// A store being recorded into gains records while it is read: a
+		// message whose exchange came after the exchanges were read (the
+		// recorder writes an exchange with its messages, never after) is
+		// left for the next export, with the messages that link to what
+		// was left, so that the tape is whole as of that read.
+		have := make(map[uint64]bool, len(xs))
+		for _, x := range xs {
+			have[x.ID] = true
+		}
+		var later map[uint64]bool
 		err = tw.session(s, xs, func(yield func(*capture.Message) error) error {
 			for m, err := range store.Messages(ctx, id, capture.MessageQuery{}) {
 				if err != nil {
 					return err
+				}
+				if m.ExchangeID != 0 && !have[m.ExchangeID] || linksTo(m.Links, later) {
+					if later == nil {
+						later = map[uint64]bool{}
+					}
+					later[m.Seq] = true
+					continue
 				}
 				if err := yield(m); err != nil {
 					return err
@@ -296,6 +313,11 @@ func Export(ctx context.Context, store capture.Reader, ids []string, w io.Writer
 		}
 	}
 	return tw.close()
+}
+
+// linksTo reports whether l names a message in seqs.
+func linksTo(l capture.Links, seqs map[uint64]bool) bool {
+	return len(seqs) > 0 && (seqs[l.Request] || seqs[l.Parent] || seqs[l.Previous] || seqs[l.Task])
 }
 
 // ImportOptions configures Import. The zero value refuses sessions whose id

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -302,5 +304,65 @@ func TestReplayOfAChangedTapeFile(t *testing.T) {
 	r := s.Report()
 	if r.OK() || !strings.Contains(strings.Join(r.Failures, "\n"), "reading the tape") {
 		t.Errorf("report: %q", r.Failures)
+	}
+}
+
+// liveStore is a store the recorder writes to while an export reads it:
+// the batch lands between the export's read of a session's exchanges and
+// its read of the messages.
+type liveStore struct {
+	*memstore.Store
+	late *capture.Batch
+}
+
+func (s *liveStore) Messages(ctx context.Context, id string, q capture.MessageQuery) iter.Seq2[*capture.Message, error] {
+	if s.late != nil {
+		if err := s.Store.Write(ctx, s.late); err != nil {
+			panic(err)
+		}
+		s.late = nil
+	}
+	return s.Store.Messages(ctx, id, q)
+}
+
+// An export while recording writes a tape that reads back: a message
+// recorded after the export read the session's exchanges, in an exchange
+// that began after that, is left for the next export, with what links to
+// it; one recorded meanwhile in an exchange the tape holds is kept.
+func TestExportWhileRecording(t *testing.T) {
+	ctx := context.Background()
+	ts := handTape().Sessions[0]
+	st := &liveStore{Store: memstore.New()}
+	if err := st.Write(ctx, &capture.Batch{Sessions: []*capture.Session{ts.Session}, Exchanges: ts.Exchanges, Messages: ts.Messages}); err != nil {
+		t.Fatal(err)
+	}
+	at := ts.Messages[len(ts.Messages)-1].Time
+	sid := ts.Session.ID
+	st.late = &capture.Batch{
+		Exchanges: []*capture.Exchange{{ID: 8, SessionID: sid, Method: "POST", URL: "/mcp", Start: at}},
+		Messages: []*capture.Message{
+			{Seq: 14, SessionID: sid, ExchangeID: 8, Direction: protocol.ClientToServer, Time: at, Kind: protocol.KindRequest,
+				Method: "tools/list", ID: []byte("2"), Batch: -1, Raw: []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)},
+			{Seq: 15, SessionID: sid, ExchangeID: 7, Direction: protocol.ServerToClient, Time: at, Kind: protocol.KindNotification,
+				Method: "notifications/progress", Batch: -1, Raw: []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`)},
+			{Seq: 16, SessionID: sid, ExchangeID: 7, Direction: protocol.ServerToClient, Time: at, Kind: protocol.KindNotification,
+				Method: "notifications/message", Batch: -1, Raw: []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`),
+				Links: capture.Links{Parent: 14}},
+		},
+	}
+	var buf bytes.Buffer
+	if err := replay.Export(ctx, st, nil, &buf, "test"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := replay.ReadTape(&buf)
+	if err != nil {
+		t.Fatalf("the tape written while recording does not read back: %v", err)
+	}
+	var seqs []uint64
+	for _, m := range got.Sessions[0].Messages {
+		seqs = append(seqs, m.Seq)
+	}
+	if want := []uint64{10, 11, 12, 13, 15}; !slices.Equal(seqs, want) {
+		t.Errorf("the tape holds messages %v, want %v", seqs, want)
 	}
 }
