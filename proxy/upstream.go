@@ -84,6 +84,15 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 	x.mx.forwarded = time.Now()
 	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
 	a.disarm()
+	if err == nil && a.timedOut.Load() {
+		// The wait was over and the request cancelled before this response
+		// came back: net/http's transport returns what an upstream sends
+		// between the cancel and the connection's close (a TLS upstream
+		// reads the close_notify, leaves its handler and answers an empty
+		// 200). That is its answer to the cancellation, not to the client.
+		res.Body.Close()
+		return nil, false, &headTimeoutError{u.timeout}
+	}
 	if err == nil && a.interim.Load() > maxInterim {
 		// The final response can be in hand before the cancel takes
 		// effect (the interim ones arrived in one read): refuse it anyway.
