@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,15 +84,6 @@ type countingStore struct {
 func (c *countingStore) Write(ctx context.Context, b *capture.Batch) error {
 	c.writes.Add(1)
 	return c.Store.Write(ctx, b)
-}
-
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRecorderLargeResults is the recording side of the bench's large
