@@ -253,30 +253,46 @@ func (tw *tapeWriter) close() error {
 // Export writes the sessions of store named by ids as a tape; no ids means
 // every session, oldest first.
 func Export(ctx context.Context, store capture.Reader, ids []string, w io.Writer, generator string) error {
+	_, err := ExportCounted(ctx, store, ids, w, generator)
+	return err
+}
+
+// ExportCounts is what an export wrote, and what it left for the next one.
+type ExportCounts struct {
+	Sessions, Messages int
+	// Later counts the messages recorded while the export ran, in calls
+	// that began after it read their session's exchanges: left out, so
+	// that the tape reads back whole.
+	Later int
+}
+
+// ExportCounted is Export, saying what it wrote.
+func ExportCounted(ctx context.Context, store capture.Reader, ids []string, w io.Writer, generator string) (ExportCounts, error) {
+	var c ExportCounts
 	if len(ids) == 0 {
 		for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 			if err != nil {
-				return err
+				return c, err
 			}
 			ids = append([]string{s.ID}, ids...)
 		}
 		if len(ids) == 0 {
-			return errors.New("the store holds no sessions to export")
+			return c, errors.New("the store holds no sessions to export")
 		}
 	}
 	tw, err := newTapeWriter(w, time.Now(), generator, nil)
 	if err != nil {
-		return err
+		return c, err
 	}
 	for _, id := range ids {
 		s, err := store.Session(ctx, id)
 		if err != nil {
-			return fmt.Errorf("session %q: %w", id, err)
+			return c, fmt.Errorf("session %q: %w", id, err)
 		}
 		var xs []*capture.Exchange
 		for x, err := range store.Exchanges(ctx, id) {
 			if err != nil {
-				return err
+				return c, err
 			}
 			xs = append(xs, x)
 		}
@@ -300,19 +316,22 @@ func Export(ctx context.Context, store capture.Reader, ids []string, w io.Writer
 						later = map[uint64]bool{}
 					}
 					later[m.Seq] = true
+					c.Later++
 					continue
 				}
 				if err := yield(m); err != nil {
 					return err
 				}
+				c.Messages++
 			}
 			return nil
 		})
 		if err != nil {
-			return err
+			return c, err
 		}
+		c.Sessions++
 	}
-	return tw.close()
+	return c, tw.close()
 }
 
 // linksTo reports whether l names a message in seqs.

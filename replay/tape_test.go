@@ -351,8 +351,12 @@ func TestExportWhileRecording(t *testing.T) {
 		},
 	}
 	var buf bytes.Buffer
-	if err := replay.Export(ctx, st, nil, &buf, "test"); err != nil {
+	counts, err := replay.ExportCounted(ctx, st, nil, &buf, "test")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := (replay.ExportCounts{Sessions: 1, Messages: 5, Later: 2}); counts != want {
+		t.Errorf("the export says it wrote %+v, want %+v", counts, want)
 	}
 	got, err := replay.ReadTape(&buf)
 	if err != nil {

@@ -78,7 +78,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !*quiet {
 		stop = progress(stderr, "export", cw, messages)
 	}
-	err = replay.Export(ctx, store, ids, bw, "mcptape "+version)
+	counts, err := replay.ExportCounted(ctx, store, ids, bw, "mcptape "+version)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -99,30 +99,19 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		tmp = nil
 	}
 	if !*quiet {
-		n := len(ids)
-		if n == 0 {
-			n = countSessions(ctx, store)
-		}
 		dest := *out
 		if dest == "-" {
 			dest = "stdout"
 		}
-		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", n, store.read, byteSize(cw.n.Load()), dest)
-	}
-	if err := store.err(); err != nil {
-		return fmt.Errorf("%w; the tape holds the %d message(s) that could be read", err, store.read)
-	}
-	return nil
-}
-
-func countSessions(ctx context.Context, store capture.Reader) int {
-	n := 0
-	for _, err := range store.Sessions(ctx, capture.SessionQuery{}) {
-		if err == nil {
-			n++
+		fmt.Fprintf(stderr, "mcptape export: %d session(s), %d message(s), %s to %s\n", counts.Sessions, counts.Messages, byteSize(cw.n.Load()), dest)
+		if counts.Later > 0 {
+			fmt.Fprintf(stderr, "mcptape export: %d message(s) of calls that began while the export ran are left for the next export\n", counts.Later)
 		}
 	}
-	return n
+	if err := store.err(); err != nil {
+		return fmt.Errorf("%w; the tape holds the %d message(s) that could be read", err, counts.Messages)
+	}
+	return nil
 }
 
 // runImport is `mcptape import`: a tape's sessions into a store.

@@ -90,7 +90,6 @@ type tolerantStore struct {
 
 	mu     sync.Mutex
 	damage []string
-	read   int // messages yielded by full listings
 }
 
 func (t *tolerantStore) note(s string) {
@@ -133,9 +132,6 @@ func (t *tolerantStore) Messages(ctx context.Context, id string, q capture.Messa
 	var count func(int)
 	if q.After == 0 && q.Limit == 0 {
 		count = func(n int) {
-			t.mu.Lock()
-			t.read += n
-			t.mu.Unlock()
 			// A finished session's record counts every message decoded,
 			// Lost those that were never stored.
 			s, err := t.openedStore.Session(ctx, id)
