@@ -21,6 +21,7 @@ const (
 	prefixXIndex   = "xi/"
 	prefixMessage  = "m/"
 	prefixRaw      = "r/"
+	prefixPackEnd  = "p/"
 	keyVersion     = "meta/version"
 	keyLast        = "meta/last"
 
@@ -75,6 +76,9 @@ func splitSID(b []byte) (sid string, rest []byte, err error) {
 }
 
 func be8(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+// packEndKey is the key of a pack's recorded end (see trimPacks).
+func packEndKey(id uint64) []byte { return be8([]byte(prefixPackEnd), id) }
 
 func sessionKey(sid string) []byte { return append([]byte(prefixSession), sid...) }
 

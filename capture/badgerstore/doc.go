@@ -32,6 +32,8 @@
 //	                      count n (uvarint), first chunk of the new Raw
 //	e/<seq><v BE4><i BE4> chunk i of edit v, for i in 1..n
 //	l/<session ID>        labels set with SetLabels: count, then each label
+//	p/<pack ID>           where the recorded blobs of pack file <pack ID> end
+//	                      (8 bytes BE), written with their heads (see packs)
 //	meta/version          schema version, ASCII decimal ("1")
 //	meta/last             high-water marks: last seq, last exchange ID
 //

@@ -4,11 +4,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // Packs. A blob written from memory (a result of blobThreshold or more that
@@ -153,10 +158,9 @@ func (p *packs) add(seq uint64, b []byte) (packRef, error) {
 }
 
 // open makes the pack named after seq the current one, for direct I/O
-// while the file system takes it. A pack of this name is one a killed
-// recorder started with this seq and never recorded: it is appended to,
-// and what it holds already stays (read by no one) until the pack is
-// removed.
+// while the file system takes it. A pack of this name that exists already
+// (a message rewritten under its seq, in a store written before packs
+// recorded their ends) is appended to.
 func (p *packs) open(seq uint64) error {
 	path, flag := packPath(p.dir, seq), os.O_RDWR|os.O_CREATE
 	var f *os.File
@@ -243,6 +247,86 @@ func alignedBuffer(n int) []byte {
 func (p *packs) retire() {
 	p.cache.retired(p.cur)
 	p.cur = nil
+}
+
+// trimPacks gives back what recorders killed while writing left in the
+// packs, before the store takes blobs again: a pack is appended to before
+// the transaction that records its blob commits, so a recorder killed in
+// between leaves bytes no record points at, which kept the pack (and
+// their disk space) for good. Each pack's end is recorded with its blobs
+// (p/<pack ID>): a pack longer than that is cut back to it; a pack with
+// no record and named after a seq above every stored one holds nothing
+// recorded and is removed. (A pack of a store written before the ends
+// were recorded is left as it is.) Records of packs removed since go.
+// It is best effort: what it cannot do is logged and left.
+func (s *Store) trimPacks(log *slog.Logger) {
+	names, err := filepath.Glob(filepath.Join(s.blobs, "pack-*"))
+	if err != nil {
+		return
+	}
+	ends := map[uint64]int64{}
+	err = s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixPackEnd)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()[len(prefixPackEnd):]
+			if len(k) != 8 {
+				continue
+			}
+			err := it.Item().Value(func(v []byte) error {
+				if len(v) == 8 {
+					ends[binary.BigEndian.Uint64(k)] = int64(binary.BigEndian.Uint64(v))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		log.Warn("badger store: reading where the packs end", logKeyError, err)
+		return
+	}
+	last := s.lastSeq.Load()
+	for _, name := range names {
+		id, err := strconv.ParseUint(strings.TrimPrefix(filepath.Base(name), "pack-"), 16, 64)
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(name)
+		if err != nil {
+			continue
+		}
+		end, recorded := ends[id]
+		delete(ends, id)
+		switch {
+		case recorded && fi.Size() > end:
+			if err := os.Truncate(name, end); err != nil {
+				log.Warn("badger store: cutting what a killed recorder left at the end of a pack", logKeyError, err)
+				continue
+			}
+			log.Info("badger store: cut what a killed recorder left at the end of a pack", logKeyPack, filepath.Base(name), logKeyBytes, fi.Size()-end)
+		case !recorded && id > last:
+			if err := os.Remove(name); err != nil {
+				log.Warn("badger store: removing a pack a killed recorder left", logKeyError, err)
+				continue
+			}
+			log.Info("badger store: removed a pack a killed recorder left, which held nothing recorded", logKeyPack, filepath.Base(name), logKeyBytes, fi.Size())
+		}
+	}
+	if len(ends) == 0 {
+		return
+	}
+	_ = s.db.Update(func(txn *badger.Txn) error {
+		for id := range ends {
+			if err := txn.Delete(packEndKey(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // remove punches the blobs at refs out of their packs, and removes a pack

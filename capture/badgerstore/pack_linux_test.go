@@ -15,27 +15,35 @@ import (
 )
 
 // TestPacks: large raw bytes written from memory go into packs, a new pack
-// once one is full; they read back whole after a reopen, also after a pack
-// a killed recorder left with a tail nothing points at; deleting a session
-// gives its blobs' disk space back at once without touching the other
-// session's blobs beside them, and a pack left empty is removed; a damaged
-// blob reads as damaged.
+// once one is full; they read back whole after a reopen; what a killed
+// recorder left in the packs and never recorded (a pack of its own, a
+// pack's tail) is gone at the next open; deleting a session gives its
+// blobs' disk space back at once without touching the other session's
+// blobs beside them, and a pack left empty is removed; a damaged blob
+// reads as damaged.
 func TestPacks(t *testing.T) {
 	defer func(n int64) { packMax = n }(packMax)
 	packMax = 3<<20 + 64<<10
 	ctx := context.Background()
 	dir := t.TempDir()
+	// A pack left by a recorder killed before it recorded anything in it,
+	// under the name the next pack takes.
+	if err := os.MkdirAll(filepath.Join(dir, blobDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(packPath(filepath.Join(dir, blobDir), 1), []byte("bytes no record points at"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { s.Close() }()
+	if _, err := os.Stat(packPath(filepath.Join(dir, blobDir), 1)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the killed recorder's pack is still there after an open (%v)", err)
+	}
 	blob := func(seq uint64) []byte {
 		return append([]byte(fmt.Sprintf("<%d>", seq)), bytes.Repeat([]byte{byte('a' + seq)}, 1<<20+100*int(seq))...)
-	}
-	// A pack left by a killed recorder under the name the next pack takes.
-	if err := os.WriteFile(packPath(filepath.Join(dir, blobDir), 1), []byte("a tail no index points at"), 0o600); err != nil {
-		t.Fatal(err)
 	}
 	b := &capture.Batch{Sessions: []*capture.Session{{ID: "a", Start: time.Unix(1, 0)}, {ID: "b", Start: time.Unix(2, 0)}}}
 	for seq := uint64(1); seq <= 8; seq++ {
@@ -62,8 +70,25 @@ func TestPacks(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A recorder killed after it appended a blob to the last pack, before
+	// it recorded it.
+	lastPack := filepath.Join(dir, blobDir, names[len(names)-1])
+	fi, err := os.Stat(lastPack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(lastPack, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(bytes.Repeat([]byte("never recorded "), 70_000))
+	f.Close()
 	if s, err = Open(dir, nil); err != nil {
 		t.Fatal(err)
+	}
+	// Its recorded blobs end in its last block (direct I/O wrote that whole).
+	if now, err := os.Stat(lastPack); err != nil || now.Size() > fi.Size() || now.Size() <= fi.Size()-packAlign {
+		t.Errorf("the last pack after the reopen: %v, %d bytes; want its recorded blobs' end, in the last of its %d bytes' blocks", err, now.Size(), fi.Size())
 	}
 	check("reopened", 1, 2, 3, 4, 5, 6, 7, 8)
 
@@ -85,15 +110,14 @@ func TestPacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("two sessions deleted", 9)
-	// The killed recorder's pack stays for its tail.
-	if names, _ := files(); len(names) != 2 || names[0] != "pack-0000000000000001" {
-		t.Errorf("blob files %v after deleting every blob but one, want the killed recorder's pack and the last blob's", names)
+	if names, _ := files(); len(names) != 1 {
+		t.Errorf("blob files %v after deleting every blob but one, want the last blob's pack alone", names)
 	}
 	if err := s.DeleteSession(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if names, _ := files(); len(names) != 1 {
-		t.Errorf("blob files %v after deleting every blob, want the killed recorder's pack alone", names)
+	if names, _ := files(); len(names) != 0 {
+		t.Errorf("blob files %v after deleting every blob, want none: nothing a killed recorder left stays", names)
 	}
 
 	// A damaged blob.
@@ -101,7 +125,7 @@ func TestPacks(t *testing.T) {
 	if err := s.Write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(packPath(filepath.Join(dir, blobDir), 10), os.O_WRONLY, 0)
+	f, err = os.OpenFile(packPath(filepath.Join(dir, blobDir), 10), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,6 +273,9 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 	if s.blobs != "" && !opts.ReadOnly {
 		s.blobCache = newBlobCache()
 		s.packs = newPacks(s.blobs, s.blobCache)
+		if s.packs != nil {
+			s.trimPacks(log)
+		}
 	}
 	s.space.start()
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
@@ -502,6 +505,8 @@ const (
 	logKeyLastExchange = "lastExchange"
 	logKeyComponent    = "component"
 	logKeySession      = "session"
+	logKeyError        = "error"
+	logKeyPack         = "pack"
 )
 
 // badgerLogger sends Badger's log lines to slog. Badger logs routine events

@@ -382,7 +382,12 @@ func (w *writer) message(m *capture.Message, existing bool) error {
 		case w.moveBlob(m):
 		case w.packs != nil:
 			var r packRef
-			r, err = w.packs.add(m.Seq, m.Raw)
+			if r, err = w.packs.add(m.Seq, m.Raw); err == nil {
+				// Before the head, in its transaction or an earlier one (a
+				// split commits what came before): a recorded end is never
+				// short of a recorded blob.
+				err = w.set(packEndKey(r.id), be8(nil, uint64(r.off+r.n)))
+			}
 			first, chunks = appendPackHead(nil, sum, r), packMarker
 		default:
 			err = writeBlob(blobPath(w.blobs, m.Seq), m.Raw, w.cache)
