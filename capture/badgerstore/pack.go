@@ -254,7 +254,7 @@ func (p *packs) retire() {
 // the transaction that records its blob commits, so a recorder killed in
 // between leaves bytes no record points at, which kept the pack (and
 // their disk space) for good. Each pack's end is recorded with its blobs
-// (p/<pack ID>): a pack longer than that is cut back to it; a pack with
+// (p/<pack ID>): a pack longer than that end's block is cut back to it; a pack with
 // no record and named after a seq above every stored one holds nothing
 // recorded and is removed. (A pack of a store written before the ends
 // were recorded is left as it is.) Records of packs removed since go.
@@ -301,6 +301,9 @@ func (s *Store) trimPacks(log *slog.Logger) {
 		}
 		end, recorded := ends[id]
 		delete(ends, id)
+		// A blob's blocks are its own (packAlign), and direct I/O writes
+		// its last one whole: the pack ends at its last recorded block.
+		end = alignUp(end)
 		switch {
 		case recorded && fi.Size() > end:
 			if err := os.Truncate(name, end); err != nil {
