@@ -353,6 +353,9 @@ type Links struct {
 // IsZero reports whether no link is set.
 func (l Links) IsZero() bool { return l == Links{} }
 
+// Seqs is the four links, 0 where one is not set.
+func (l Links) Seqs() [4]uint64 { return [4]uint64{l.Request, l.Parent, l.Previous, l.Task} }
+
 // Finding is a protocol warning attached to a message or an exchange. It
 // never blocks traffic.
 type Finding struct {

@@ -47,13 +47,18 @@ type ex struct {
 	resp               []string // chunks written to the client
 }
 
-func (d *driver) exchange(e ex) {
+// begin sends e's request, and leaves the exchange open.
+func (d *driver) begin(e ex) *capture.Tap {
 	req := httptest.NewRequest(e.method, "http://127.0.0.1:7411"+e.path, strings.NewReader(e.body))
 	req.RemoteAddr = "127.0.0.1:50000"
 	for k, v := range e.reqHeader {
 		req.Header.Set(k, v)
 	}
-	tap := d.rec.Begin(capture.RequestFrom(req, []byte(e.body), true))
+	return d.rec.Begin(capture.RequestFrom(req, []byte(e.body), true))
+}
+
+func (d *driver) exchange(e ex) {
+	tap := d.begin(e)
 	h := http.Header{}
 	for k, v := range e.respHeader {
 		h.Set(k, v)
@@ -267,12 +272,8 @@ func TestEqualIDsBothDirections(t *testing.T) {
 func TestInFlightExchangeStoredWithItsMessages(t *testing.T) {
 	d := newDriver(t, nil)
 	d.exchange(initialize(protocol.V20250618))
-	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow"}}`
-	req := httptest.NewRequest("POST", "http://127.0.0.1:7411/mcp", strings.NewReader(body))
-	req.RemoteAddr = "127.0.0.1:50000"
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Mcp-Session-Id", "sess-"+protocol.V20250618)
-	tap := d.rec.Begin(capture.RequestFrom(req, []byte(body), true))
+	tap := d.begin(ex{method: "POST", path: "/mcp", body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow"}}`,
+		reqHeader: map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-" + protocol.V20250618}})
 	defer tap.End("", false)
 
 	check := func(when string, wantStatus int, wantMessages int) {

@@ -305,16 +305,13 @@ func ExportCounted(ctx context.Context, store capture.Reader, ids []string, w io
 		for _, x := range xs {
 			have[x.ID] = true
 		}
-		var later map[uint64]bool
+		later := map[uint64]bool{}
 		err = tw.session(s, xs, func(yield func(*capture.Message) error) error {
 			for m, err := range store.Messages(ctx, id, capture.MessageQuery{}) {
 				if err != nil {
 					return err
 				}
 				if m.ExchangeID != 0 && !have[m.ExchangeID] || linksTo(m.Links, later) {
-					if later == nil {
-						later = map[uint64]bool{}
-					}
 					later[m.Seq] = true
 					c.Later++
 					continue
@@ -336,7 +333,12 @@ func ExportCounted(ctx context.Context, store capture.Reader, ids []string, w io
 
 // linksTo reports whether l names a message in seqs.
 func linksTo(l capture.Links, seqs map[uint64]bool) bool {
-	return len(seqs) > 0 && (seqs[l.Request] || seqs[l.Parent] || seqs[l.Previous] || seqs[l.Task])
+	for _, seq := range l.Seqs() {
+		if seq != 0 && seqs[seq] {
+			return true
+		}
+	}
+	return false
 }
 
 // ImportOptions configures Import. The zero value refuses sessions whose id

@@ -502,7 +502,7 @@ func (sc *scanner) session(i int) error {
 		if _, ok := slices.BinarySearch(xids, xid); xid != 0 && !ok {
 			return fmt.Errorf("%w: session %s: message %d names exchange %d, which the session does not hold", ErrTapeInvalid, id, seq, xid)
 		}
-		for _, l := range []uint64{links.Request, links.Parent, links.Previous, links.Task} {
+		for _, l := range links.Seqs() {
 			if l != 0 {
 				sc.links = append(sc.links, l)
 				sc.linkOf = append(sc.linkOf, linkRef{id, seq})

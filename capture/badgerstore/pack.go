@@ -254,11 +254,12 @@ func (p *packs) retire() {
 // the transaction that records its blob commits, so a recorder killed in
 // between leaves bytes no record points at, which kept the pack (and
 // their disk space) for good. Each pack's end is recorded with its blobs
-// (p/<pack ID>): a pack longer than that end's block is cut back to it; a pack with
-// no record and named after a seq above every stored one holds nothing
-// recorded and is removed. (A pack of a store written before the ends
-// were recorded is left as it is.) Records of packs removed since go.
-// It is best effort: what it cannot do is logged and left.
+// (p/<pack ID>): a pack longer than that end's block is cut back to it;
+// a pack with no record and named after a seq above every stored one
+// holds nothing recorded and is removed. (A pack of a store written
+// before the ends were recorded is left as it is.) Records of packs
+// removed since go. It is best effort: what it cannot do is logged and
+// left.
 func (s *Store) trimPacks(log *slog.Logger) {
 	names, err := filepath.Glob(filepath.Join(s.blobs, "pack-*"))
 	if err != nil {
