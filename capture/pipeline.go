@@ -31,7 +31,8 @@ type pipeline struct {
 	seq uint64
 
 	msgs       []*Message
-	batchBytes int // raw bytes in msgs
+	batchBytes int      // raw bytes in msgs
+	bufs       [][]byte // buffers msgs' Raw lie in, reused once written (bigBuffers)
 	syncs      []chan struct{}
 	dirtyS     map[string]*sessState
 	dirtyX     map[uint64]*xState
@@ -227,6 +228,9 @@ func (p *pipeline) run() {
 			p.flush(true)
 			p.purge(now)
 			p.countActive(now)
+			if p.r.bufs != nil {
+				p.r.bufs.trim(time.Now())
+			}
 		}
 	}
 }
@@ -301,7 +305,7 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 	}
 	force = force || len(p.syncs) > 0
 	now := time.Now()
-	b := &Batch{Messages: p.msgs, syncs: p.syncs, lingered: lingered, edits: p.edits}
+	b := &Batch{Messages: p.msgs, syncs: p.syncs, lingered: lingered, edits: p.edits, bufs: p.bufs}
 	for id, st := range p.dirtyS {
 		if !force && !st.urgent && now.Sub(st.written) < sessionWriteInterval {
 			continue
@@ -322,7 +326,7 @@ func (p *pipeline) flushBatch(force, lingered bool) {
 	if b.Len() == 0 && len(b.syncs) == 0 && len(b.edits) == 0 {
 		return
 	}
-	p.msgs, p.syncs, p.batchBytes, p.edits = nil, nil, 0, nil
+	p.msgs, p.syncs, p.batchBytes, p.edits, p.bufs = nil, nil, 0, nil, nil
 	clear(p.dirtyX)
 	if b.held = min(int64(b.rawBytes()), writeBudget); b.held > 0 && !p.r.wbytes.TryAcquire(b.held) {
 		p.r.hurryUp() // the writer should not linger over what it holds
@@ -623,6 +627,9 @@ func (p *pipeline) response(xs *xState, ev event) {
 		xs.sse = &protocol.SSEParser{MaxEventSize: p.o.MaxMessageSize, Release: releaseKept}
 		if p.o.SpillDir != "" {
 			xs.sse.Spill = p.spill
+			if p.r.bufs != nil {
+				xs.sse.Buffer = p.r.bufs.get
+			}
 		}
 	}
 	if xs.x.FirstByte.IsZero() {
@@ -822,9 +829,13 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 	// A large message keeps the parser's bytes instead of a copy of them.
 	owned := contiguous && len(e.Data) >= 64<<10
 	var file protocol.SpillFile
+	var back []byte
 	if owned {
 		e.Detach()
 		file = e.TakeSpill()
+		if p.r.bufs != nil {
+			back = e.Buffer()
+		}
 	}
 	for k := range msgs {
 		inf := info
@@ -847,6 +858,12 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 			inf.Whole = append([]byte(nil), e.Raw...)
 		}
 		m := p.message(xs, protocol.ServerToClient, &msgs[k], at, &inf, owned)
+		if back != nil && len(m.Raw) > 0 && &m.Raw[0] == &e.Data[0] && (m.Kind == protocol.KindResult || m.Kind == protocol.KindError) {
+			// Raw is the only view of back: the buffer serves again once
+			// m is written. (A response: what the pipeline keeps of one
+			// is copied out of it.)
+			p.bufs = append(p.bufs, back)
+		}
 		if file != nil {
 			// The spill file holds e.Data: it stands for Raw when Raw is
 			// e.Data itself (not redacted, nor trimmed).

@@ -121,6 +121,7 @@ type Recorder struct {
 	lossBySession          map[string]lossNote
 	pipe                   *pipeline
 	met                    *recorderMetrics // nil without a Registerer
+	bufs                   *bigBuffers      // nil unless the store is a RawCopier
 }
 
 type lossNote struct {
@@ -132,6 +133,9 @@ type lossNote struct {
 // sequence numbers.
 func NewRecorder(ctx context.Context, store Writer, opts *RecorderOptions) (*Recorder, error) {
 	r := &Recorder{store: store, lossBySession: map[string]lossNote{}}
+	if _, ok := store.(RawCopier); ok {
+		r.bufs = &bigBuffers{}
+	}
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -391,6 +395,7 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 		b.Messages = append(b.Messages, nb.Messages...)
 		b.syncs = append(b.syncs, nb.syncs...)
 		b.edits = append(b.edits, nb.edits...)
+		b.bufs = append(b.bufs, nb.bufs...)
 		if len(nb.foreign) > 0 {
 			if b.foreign == nil {
 				b.foreign = map[*Message]struct{}{}
@@ -436,6 +441,9 @@ func (r *Recorder) writeLoop() {
 		}
 		if r.opts.OnBatch != nil {
 			r.opts.OnBatch(b)
+		}
+		for _, buf := range b.bufs {
+			r.bufs.put(buf) // written: no one reads its messages now
 		}
 		for _, c := range b.syncs {
 			close(c)

@@ -23,14 +23,23 @@ type driver struct {
 }
 
 func newDriver(t *testing.T, opts *capture.RecorderOptions) *driver {
+	return newDriverWith(t, opts, nil)
+}
+
+// newDriverWith is newDriver recording into wrap(d.store) when wrap is set.
+func newDriverWith(t *testing.T, opts *capture.RecorderOptions, wrap func(*memstore.Store) capture.Writer) *driver {
 	d := &driver{t: t, store: memstore.New(), clock: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
+	var w capture.Writer = d.store
+	if wrap != nil {
+		w = wrap(d.store)
+	}
 	if opts == nil {
 		opts = &capture.RecorderOptions{}
 	}
 	n := 0
 	opts.Now = func() time.Time { d.clock = d.clock.Add(time.Millisecond); return d.clock }
 	opts.NewSessionID = func(time.Time) string { n++; return fmt.Sprintf("s%02d", n) }
-	rec, err := capture.NewRecorder(context.Background(), d.store, opts)
+	rec, err := capture.NewRecorder(context.Background(), w, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,14 @@ type Writer interface {
 	LastIDs(ctx context.Context) (seq, exchange uint64, err error)
 }
 
+// RawCopier is a Writer whose Write keeps no reference to a message's Raw
+// once it returns: it has written or copied the bytes. A recorder writing
+// to one reuses the memory of a large response's Raw for later ones.
+type RawCopier interface {
+	Writer
+	CopiesRaw()
+}
+
 // Store keeps sessions, exchanges and messages: a [Reader] and a [Writer]
 // that owns its data. Every backend passes the storetest suite.
 type Store interface {
@@ -107,6 +115,9 @@ type Batch struct {
 	// held is the raw bytes the batch holds against the recorder's
 	// budget of bytes between the pipeline and the writer (wbytes)
 	held int64
+	// bufs are buffers its messages' Raw lie in, to reuse once it is
+	// written (see bigBuffers)
+	bufs [][]byte
 }
 
 // rawBytes is the raw bytes the batch's messages hold.

@@ -51,6 +51,7 @@ type Event struct {
 
 	parser *SSEParser
 	spill  SpillFile // holds exactly Data (see TakeSpill)
+	back   []byte    // the read-back buffer Raw begins (see Buffer)
 }
 
 // TakeSpill, called during emit, hands over the spill file that holds
@@ -71,6 +72,19 @@ func (e *Event) Detach() {
 	if e.parser != nil && !e.Oversize {
 		e.parser.detached = true
 	}
+}
+
+// Buffer, called during emit after Detach, returns the whole buffer the
+// block was read back into from its spill file (one SSEParser.Buffer gave,
+// or the parser's own), and nil for a block that was not. Raw and Data are
+// views into it and nothing the parser keeps refers to it: once done with
+// them, the caller may hand it out again (to SSEParser.Buffer, for a later
+// block).
+func (e *Event) Buffer() []byte {
+	if e.parser == nil || !e.parser.detached {
+		return nil
+	}
+	return e.back
 }
 
 // IsPriming reports whether e is a priming event: an id with empty data
@@ -140,6 +154,13 @@ type SSEParser struct {
 	// SpillAt is the line length from which Spill is used; zero means
 	// DefaultSpillAt.
 	SpillAt int
+	// Buffer, when set, gives the buffer a spilled line is read back into:
+	// empty, with at least n bytes' capacity, its contents arbitrary; nil
+	// lets the parser allocate one. A pool can so hand the same memory out
+	// again (see Event.Buffer): fresh memory for each large event costs
+	// the page faults of its every page, as much as reading it back.
+	Buffer func(n int) []byte
+	back   []byte // the read-back buffer buf is, until its first block is dispatched
 	// Release, when set, receives the slices FeedOwned kept, once the
 	// parser is done with them.
 	Release func([]byte)
@@ -455,11 +476,19 @@ func (p *SSEParser) dataValueStart() int {
 const maxSpillHead = 64 << 10
 
 // readSpill reads the spill file back, followed by tail, into a buffer of
-// n bytes' capacity and closes it, unless it is kept to be offered with its
-// block (done); on failure the block in progress is lost (spErr).
-func (p *SSEParser) readSpill(tail []byte, n int) []byte {
+// n bytes' capacity (from Buffer, with pooled) and closes it, unless it is
+// kept to be offered with its block (done); on failure the block in
+// progress is lost (spErr).
+func (p *SSEParser) readSpill(tail []byte, n int, pooled bool) []byte {
 	h := len(p.spHead)
-	buf := makeNoZero(n)[:h+p.spLen]
+	var buf []byte
+	if pooled && p.Buffer != nil {
+		buf = p.Buffer(n)
+	}
+	if cap(buf) < n {
+		buf = makeNoZero(n)
+	}
+	buf = buf[:h+p.spLen]
 	copy(buf, p.spHead)
 	_, err := p.sp.ReadAt(buf[h:], 0)
 	buf = append(buf, tail...)
@@ -491,7 +520,7 @@ func makeNoZero(n int) []byte {
 // write to the file failed.
 func (p *SSEParser) unspill() {
 	n := len(p.spHead) + p.spLen
-	buf := p.readSpill(nil, n+max(n/8, maxRopeChunk))
+	buf := p.readSpill(nil, n+max(n/8, maxRopeChunk), false)
 	p.spLen = 0
 	if buf == nil {
 		p.loseBlock()
@@ -512,7 +541,7 @@ func (p *SSEParser) loseBlock() {
 	p.lineSeen = true // the lost line had bytes
 	p.pendCR = false
 	p.over = nil
-	p.buf, p.ev, p.line, p.scan = nil, 0, 0, 0
+	p.buf, p.back, p.ev, p.line, p.scan = nil, nil, 0, 0, 0
 }
 
 // unrope joins the rope and b into one buffer with a little room for the
@@ -535,13 +564,13 @@ func (p *SSEParser) unrope(b []byte, end int) {
 				b = b[end:]
 			}
 		}
-		buf := p.readSpill(b, n+room)
+		buf := p.readSpill(b, n+room, true)
 		p.spLen, p.ropeLen = 0, 0
 		if buf == nil {
 			p.loseBlock()
 			return
 		}
-		p.buf = buf
+		p.buf, p.back = buf, buf
 		return
 	}
 	p.rope = append(p.rope, b, make([]byte, room))
@@ -577,7 +606,7 @@ func (p *SSEParser) overflow(emit func(*Event)) {
 	if len(rest) == 1 && rest[0] == '\r' {
 		// The held-back CR is a blank line: the block is complete.
 		p.cur.Oversize = true
-		p.buf, p.ev, p.line, p.scan = nil, 0, 0, 0
+		p.buf, p.back, p.ev, p.line, p.scan = nil, nil, 0, 0, 0
 		p.dispatchOver(emit)
 		p.swallowLF = true
 		return
@@ -587,7 +616,7 @@ func (p *SSEParser) overflow(emit func(*Event)) {
 	p.lineSeen = len(rest) > 0 && !p.pendCR
 	p.cur.Oversize = true
 	p.discard = true
-	p.buf, p.ev, p.line, p.scan = nil, 0, 0, 0
+	p.buf, p.back, p.ev, p.line, p.scan = nil, nil, 0, 0, 0
 }
 
 // skip drops the rest of an oversize block, dispatching it at its blank
@@ -654,7 +683,7 @@ func (p *SSEParser) Reset() {
 	}
 	p.closeDone()
 	*p = SSEParser{MaxEventSize: p.MaxEventSize, buf: buf, spans: p.spans[:0], rope: p.rope[:0], ropeOwn: p.ropeOwn[:0],
-		ropeAt: p.ropeAt, Spill: p.Spill, SpillAt: p.SpillAt, Release: p.Release}
+		ropeAt: p.ropeAt, Spill: p.Spill, SpillAt: p.SpillAt, Buffer: p.Buffer, Release: p.Release}
 }
 
 // Close ends the stream: a block in progress is emitted with Unterminated
@@ -786,6 +815,13 @@ func (p *SSEParser) dispatch(end int, emit func(*Event)) {
 		p.cur.DataStart = p.spans[0].start
 	}
 	p.cur.parser = p
+	if p.back != nil {
+		// The read-back buffer goes with its first block only.
+		if p.ev == 0 && len(p.buf) > 0 && &p.back[:1][0] == &p.buf[0] {
+			p.cur.back = p.back
+		}
+		p.back = nil
+	}
 	if p.done != nil && !p.cur.Oversize && !p.cur.Unterminated && len(p.spans) == 1 && p.spans[0] == p.doneAt {
 		p.cur.spill, p.done = p.done, nil
 	}

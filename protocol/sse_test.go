@@ -571,3 +571,75 @@ func TestSSEParserBOMSplit(t *testing.T) {
 		}
 	}
 }
+
+// A block read back from its spill file goes into a buffer from
+// SSEParser.Buffer, and Event.Buffer hands that buffer over with the block
+// once the caller detaches it: only then, only for that block, and with
+// the block's bytes in it. A buffer given back is used again.
+func TestSSESpillBuffer(t *testing.T) {
+	long := strings.Repeat("x", 3<<20)
+	stream := []byte("id: 1\ndata: " + long + "\n\ndata: next\n\n" + "data: " + long + "\n\n")
+	var given [][]byte
+	fs := &spills{}
+	p := SSEParser{Spill: fs.spill, MaxEventSize: 16 << 20}
+	var free []byte
+	p.Buffer = func(n int) []byte {
+		b := free
+		if cap(b) < n {
+			b = make([]byte, 0, n)
+		}
+		free = nil
+		given = append(given, b)
+		return b[:0]
+	}
+	type seen struct {
+		data   string
+		handed bool
+	}
+	var got []seen
+	detach := true
+	emit := func(e *Event) {
+		if e.Buffer() != nil {
+			t.Errorf("event %d: a buffer before Detach", len(got))
+		}
+		if detach {
+			e.Detach()
+		}
+		b := e.Buffer()
+		s := seen{data: string(e.Data), handed: b != nil}
+		if b != nil {
+			if &b[:1][0] != &given[len(given)-1][:1][0] {
+				t.Errorf("event %d: Buffer is not the buffer Buffer gave", len(got))
+			}
+			if &e.Raw[0] != &b[:1][0] || cap(b) < len(e.Raw) {
+				t.Errorf("event %d: Raw does not begin the buffer", len(got))
+			}
+			free = b // given back: the next spilled block reads into it
+		}
+		got = append(got, s)
+	}
+	feed := func() {
+		for in := stream; len(in) > 0; {
+			n := min(64<<10, len(in))
+			p.Feed(in[:n], emit)
+			in = in[n:]
+		}
+		p.Close(emit)
+	}
+	feed()
+	want := []seen{{long, true}, {"next", false}, {long, true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events (data, handed over): %.40v, want %.40v", got, want)
+	}
+	if len(given) != 2 || &given[0][:1][0] != &given[1][:1][0] {
+		t.Errorf("%d buffers given; want 2, the second the first given back", len(given))
+	}
+	// Not detached: the parser keeps the buffer, and hands it to no one.
+	p.Reset()
+	detach, got, given = false, nil, nil
+	feed()
+	if len(got) != 3 || len(given) != 2 || got[0].handed || got[2].handed {
+		t.Errorf("not detached: %d events from %d read-back buffers, handed over %v and %v; want 3 from 2, neither",
+			len(got), len(given), got[0].handed, got[2].handed)
+	}
+}

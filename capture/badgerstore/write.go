@@ -17,6 +17,11 @@ import (
 	"github.com/mcptape/mcptape/capture"
 )
 
+var _ capture.RawCopier = (*Store)(nil)
+
+// CopiesRaw implements capture.RawCopier: Write keeps no message's Raw.
+func (s *Store) CopiesRaw() {}
+
 // Write implements [capture.Store]. A batch is one Badger transaction, so it
 // is atomic, unless it exceeds Badger's transaction size (about 15% of
 // MemTableSize, 1.2 MiB by default, so a batch of some two thousand typical

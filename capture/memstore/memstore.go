@@ -55,6 +55,11 @@ func New() *Store {
 	}
 }
 
+var _ capture.RawCopier = (*Store)(nil)
+
+// CopiesRaw implements [capture.RawCopier]: Write keeps copies.
+func (s *Store) CopiesRaw() {}
+
 // Write implements [capture.Store]. A batch is applied atomically: readers
 // see all of it or none of it.
 func (s *Store) Write(ctx context.Context, b *capture.Batch) error {
