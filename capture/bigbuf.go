@@ -27,15 +27,16 @@ const (
 	bigIdle      = 10 * time.Second
 )
 
-// get returns an empty free buffer of at least n bytes' capacity (the
-// smallest), or nil.
+// get returns the smallest empty free buffer of at least n bytes'
+// capacity, or nil; not one of more than 4n (a small event would hold it
+// from a large one).
 func (bb *bigBuffers) get(n int) []byte {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
 	bb.last = time.Now()
 	best := -1
 	for i, b := range bb.free {
-		if cap(b) >= n && (best < 0 || cap(b) < cap(bb.free[best])) {
+		if cap(b) >= n && cap(b) <= 4*n && (best < 0 || cap(b) < cap(bb.free[best])) {
 			best = i
 		}
 	}

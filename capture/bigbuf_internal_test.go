@@ -35,6 +35,9 @@ func TestBigBuffersBounded(t *testing.T) {
 	if b := bb.get(12 << 20); b != nil {
 		t.Errorf("get(12 MiB) gave a buffer of %d bytes; none is large enough", cap(b))
 	}
+	if b := bb.get(2 << 20); b != nil {
+		t.Errorf("get(2 MiB) gave a buffer of %d bytes; want none over four times as large", cap(b))
+	}
 	bb.trim(time.Now().Add(bigIdle / 2))
 	if n, _ := bb.kept(); n != 1 {
 		t.Errorf("%d buffers kept after a short idle, want 1", n)

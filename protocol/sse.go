@@ -51,7 +51,7 @@ type Event struct {
 
 	parser *SSEParser
 	spill  SpillFile // holds exactly Data (see TakeSpill)
-	back   []byte    // the read-back buffer Raw begins (see Buffer)
+	back   []byte    // the joined or read-back buffer Raw begins (see Buffer)
 }
 
 // TakeSpill, called during emit, hands over the spill file that holds
@@ -75,8 +75,9 @@ func (e *Event) Detach() {
 }
 
 // Buffer, called during emit after Detach, returns the whole buffer the
-// block was read back into from its spill file (one SSEParser.Buffer gave,
-// or the parser's own), and nil for a block that was not. Raw and Data are
+// block's long line was joined into, or read back into from its spill file
+// (one SSEParser.Buffer gave, or the parser's own), and nil for a block
+// that was neither (one that fit the parser's buffer as it came). Raw and Data are
 // views into it and nothing the parser keeps refers to it: once done with
 // them, the caller may hand it out again (to SSEParser.Buffer, for a later
 // block).
@@ -154,13 +155,13 @@ type SSEParser struct {
 	// SpillAt is the line length from which Spill is used; zero means
 	// DefaultSpillAt.
 	SpillAt int
-	// Buffer, when set, gives the buffer a spilled line is read back into:
-	// empty, with at least n bytes' capacity, its contents arbitrary; nil
-	// lets the parser allocate one. A pool can so hand the same memory out
+	// Buffer, when set, gives the buffer a long line is joined into, or
+	// read back into from its spill file: empty, with at least n bytes'
+	// capacity, its contents arbitrary; nil lets the parser allocate one. A pool can so hand the same memory out
 	// again (see Event.Buffer): fresh memory for each large event costs
 	// the page faults of its every page, as much as reading it back.
 	Buffer func(n int) []byte
-	back   []byte // the read-back buffer buf is, until its first block is dispatched
+	back   []byte // the joined or read-back buffer buf is, until its first block is dispatched
 	// Release, when set, receives the slices FeedOwned kept, once the
 	// parser is done with them.
 	Release func([]byte)
@@ -482,10 +483,9 @@ const maxSpillHead = 64 << 10
 func (p *SSEParser) readSpill(tail []byte, n int, pooled bool) []byte {
 	h := len(p.spHead)
 	var buf []byte
-	if pooled && p.Buffer != nil {
-		buf = p.Buffer(n)
-	}
-	if cap(buf) < n {
+	if pooled {
+		buf = p.buffer(n)
+	} else {
 		buf = makeNoZero(n)
 	}
 	buf = buf[:h+p.spLen]
@@ -573,11 +573,25 @@ func (p *SSEParser) unrope(b []byte, end int) {
 		p.buf, p.back = buf, buf
 		return
 	}
-	p.rope = append(p.rope, b, make([]byte, room))
-	p.buf = bytes.Join(p.rope, nil)[:n]
-	p.rope = p.rope[:len(p.rope)-2] // b and the room are not the rope's
+	buf := p.buffer(n + room)
+	for _, c := range p.rope {
+		buf = append(buf, c...)
+	}
+	p.buf, p.back = append(buf, b...), buf
 	p.dropRope()
 	p.ropeLen = 0
+}
+
+// buffer returns an empty buffer of at least n bytes' capacity for a long
+// line: Buffer's, or one whose memory is not cleared first (every byte is
+// written before it is read).
+func (p *SSEParser) buffer(n int) []byte {
+	if p.Buffer != nil {
+		if b := p.Buffer(n); cap(b) >= n {
+			return b[:0]
+		}
+	}
+	return makeNoZero(n)
 }
 
 // appendGrow is append that doubles a full buffer, up to ceiling: append

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -572,13 +573,14 @@ func TestSSEParserBOMSplit(t *testing.T) {
 	}
 }
 
-// A block read back from its spill file goes into a buffer from
-// SSEParser.Buffer, and Event.Buffer hands that buffer over with the block
-// once the caller detaches it: only then, only for that block, and with
-// the block's bytes in it. A buffer given back is used again.
+// A long line joined from its pieces, or read back from its spill file,
+// goes into a buffer from SSEParser.Buffer, and Event.Buffer hands that
+// buffer over with the block once the caller detaches it: only then, only
+// for that block, and with the block's bytes in it. A buffer given back is
+// used again.
 func TestSSESpillBuffer(t *testing.T) {
-	long := strings.Repeat("x", 3<<20)
-	stream := []byte("id: 1\ndata: " + long + "\n\ndata: next\n\n" + "data: " + long + "\n\n")
+	long, mid := strings.Repeat("x", 3<<20), strings.Repeat("y", 1<<20)
+	stream := []byte("id: 1\ndata: " + long + "\n\ndata: next\n\n" + "data: " + long + "\n\n" + "data: " + mid + "\n\n")
 	var given [][]byte
 	fs := &spills{}
 	p := SSEParser{Spill: fs.spill, MaxEventSize: 16 << 20}
@@ -627,19 +629,25 @@ func TestSSESpillBuffer(t *testing.T) {
 		p.Close(emit)
 	}
 	feed()
-	want := []seen{{long, true}, {"next", false}, {long, true}}
+	want := []seen{{long, true}, {"next", false}, {long, true}, {mid, true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("events (data, handed over): %.40v, want %.40v", got, want)
 	}
-	if len(given) != 2 || &given[0][:1][0] != &given[1][:1][0] {
-		t.Errorf("%d buffers given; want 2, the second the first given back", len(given))
+	if len(given) != 3 || &given[0][:1][0] != &given[1][:1][0] || &given[0][:1][0] != &given[2][:1][0] {
+		t.Errorf("%d buffers given; want 3, the later ones the first given back", len(given))
+	}
+	if fs.made != 2 {
+		t.Errorf("%d spill files made, want 2 (the 1 MiB line is joined in memory)", fs.made)
 	}
 	// Not detached: the parser keeps the buffer, and hands it to no one.
 	p.Reset()
 	detach, got, given = false, nil, nil
 	feed()
-	if len(got) != 3 || len(given) != 2 || got[0].handed || got[2].handed {
-		t.Errorf("not detached: %d events from %d read-back buffers, handed over %v and %v; want 3 from 2, neither",
-			len(got), len(given), got[0].handed, got[2].handed)
+	var handed []bool
+	for _, s := range got {
+		handed = append(handed, s.handed)
+	}
+	if len(got) != 4 || len(given) != 3 || slices.Contains(handed, true) {
+		t.Errorf("not detached: %d events from %d buffers, handed over %v; want 4 from 3, none", len(got), len(given), handed)
 	}
 }
