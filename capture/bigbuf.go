@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// bigBuffers keeps the buffers large SSE events were read back into from
-// their spill files (protocol.SSEParser.Buffer) for the next ones. A fresh
+// bigBuffers keeps the buffers large SSE events were joined or read back
+// into (protocol.SSEParser.Buffer) for the next ones. A fresh
 // 10 MiB buffer per result cost a page fault for each of its pages, under
 // the memory limit where the runtime gives freed memory back at once: as
 // much CPU as the rest of recording the result. A buffer comes back once
-// the message whose Raw lies in it is written (Message.buf), and only
-// from a store that keeps no reference to Raw (RawCopier). At most
+// the response whose Raw lies in it is written (Batch.bufs), and only
+// to a store that keeps no reference to Raw (RawCopier). At most
 // bigKept buffers and bigKeptBytes are kept, none once no large event
 // has come for bigIdle.
 type bigBuffers struct {
