@@ -75,12 +75,12 @@ func (e *Event) Detach() {
 }
 
 // Buffer, called during emit after Detach, returns the whole buffer the
-// block's long line was joined into, or read back into from its spill file
-// (one SSEParser.Buffer gave, or the parser's own), and nil for a block
-// that was neither (one that fit the parser's buffer as it came). Raw and Data are
-// views into it and nothing the parser keeps refers to it: once done with
-// them, the caller may hand it out again (to SSEParser.Buffer, for a later
-// block).
+// block's long line was joined into, or read back into from its spill
+// file (one SSEParser.Buffer gave, or the parser's own), and nil for a
+// block that was neither (one that fit the parser's buffer as it came).
+// Raw and Data are views into it and nothing the parser keeps refers to
+// it: once done with them, the caller may hand it out again (to
+// SSEParser.Buffer, for a later block).
 func (e *Event) Buffer() []byte {
 	if e.parser == nil || !e.parser.detached {
 		return nil
@@ -157,9 +157,10 @@ type SSEParser struct {
 	SpillAt int
 	// Buffer, when set, gives the buffer a long line is joined into, or
 	// read back into from its spill file: empty, with at least n bytes'
-	// capacity, its contents arbitrary; nil lets the parser allocate one. A pool can so hand the same memory out
-	// again (see Event.Buffer): fresh memory for each large event costs
-	// the page faults of its every page, as much as reading it back.
+	// capacity, its contents arbitrary; nil lets the parser allocate one.
+	// A pool can so hand the same memory out again (see Event.Buffer):
+	// fresh memory for each large event costs a page fault for each of its
+	// pages, as much as reading it back.
 	Buffer func(n int) []byte
 	back   []byte // the joined or read-back buffer buf is, until its first block is dispatched
 	// Release, when set, receives the slices FeedOwned kept, once the
@@ -546,9 +547,8 @@ func (p *SSEParser) loseBlock() {
 
 // unrope joins the rope and b into one buffer with a little room for the
 // end of the block; the line in progress ends at b[end] (-1: it does not).
-// bytes.Join allocates without zeroing what it copies over: a fresh 10 MiB
-// buffer would otherwise be cleared first, a pass over memory as costly as
-// the copy.
+// The buffer (see buffer) is not cleared before the copy: a fresh 10 MiB
+// buffer would otherwise be, a pass over memory as costly as the copy.
 func (p *SSEParser) unrope(b []byte, end int) {
 	n := p.ropeLen + len(b)
 	room := max(n/64, 4<<10)
@@ -830,7 +830,7 @@ func (p *SSEParser) dispatch(end int, emit func(*Event)) {
 	}
 	p.cur.parser = p
 	if p.back != nil {
-		// The read-back buffer goes with its first block only.
+		// The joined or read-back buffer goes with its first block only.
 		if p.ev == 0 && len(p.buf) > 0 && &p.back[:1][0] == &p.buf[0] {
 			p.cur.back = p.back
 		}
