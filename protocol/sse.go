@@ -78,8 +78,9 @@ func (e *Event) Detach() {
 // block's long line was joined into, or read back into from its spill
 // file (one SSEParser.Buffer gave, or the parser's own), and nil for a
 // block that was neither (one that fit the parser's buffer as it came).
-// Raw and Data are views into it and nothing the parser keeps refers to
-// it: once done with them, the caller may hand it out again (to
+// Raw and Data are views into it, and once emit has returned nothing the
+// parser keeps refers to it (what followed the block in it is copied
+// out): once done with them, the caller may hand it out again (to
 // SSEParser.Buffer, for a later block).
 func (e *Event) Buffer() []byte {
 	if e.parser == nil || !e.parser.detached {

@@ -651,3 +651,67 @@ func TestSSESpillBuffer(t *testing.T) {
 		t.Errorf("not detached: %d events from %d buffers, handed over %v; want 4 from 3, none", len(got), len(given), handed)
 	}
 }
+
+// Once emit has returned, nothing the parser keeps refers to a buffer it
+// handed over: a caller that detaches every event, and after each Feed
+// overwrites each buffer Event.Buffer handed it and gives it back through
+// SSEParser.Buffer, gets every later event as a parser that never hands
+// one over does, whatever the chunking: blocks after a long line in the
+// same chunk, lines joined in memory and lines read back from a spill
+// file, several data lines, CRLF, a cut stream.
+func TestSSEHandedBufferNotKept(t *testing.T) {
+	long, mid := strings.Repeat("x", 3<<20), strings.Repeat("y", 100<<10)
+	stream := []byte("data: " + long + "\n\ndata: next\n\n" + "data: " + long + "\r\n\r\ndata: after\n\n" +
+		"event: x\ndata: " + mid + "\ndata: two\n\n" + "data: " + mid + "\n\n: comment\n\n" +
+		"id: 7\ndata: " + long + "\ndata: " + mid + "\n\ndata: " + mid + "\n\ndata: tail")
+	want := parseAll(stream, 0, 16<<20)
+	for _, chunk := range []int{4093, 32 << 10, 1<<20 + 3} {
+		fs := &spills{}
+		var free [][]byte
+		handed := 0
+		p := SSEParser{MaxEventSize: 16 << 20, Spill: fs.spill}
+		p.Buffer = func(n int) []byte {
+			for i, b := range free {
+				if cap(b) >= n {
+					free = append(free[:i], free[i+1:]...)
+					return b[:0]
+				}
+			}
+			return nil
+		}
+		var taken [][]byte
+		feed := func(b []byte, emit func(*Event)) {
+			p.Feed(b, emit)
+			for _, b := range taken {
+				b = b[:cap(b)]
+				for i := range b {
+					b[i] = 0xFF
+				}
+				free = append(free, b)
+			}
+			taken = taken[:0]
+		}
+		got := parseWith(&p, stream, chunk, feed, func(e *Event, _ *sseRecord) {
+			e.Detach()
+			if b := e.Buffer(); b != nil {
+				handed++
+				taken = append(taken, b)
+			}
+		})
+		if !reflect.DeepEqual(got, want) {
+			for i := range min(len(got), len(want)) {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("chunks of %d: event %d differs: data %.30q… (%d bytes), want %.30q… (%d bytes)",
+						chunk, i, got[i].Data, len(got[i].Data), want[i].Data, len(want[i].Data))
+					break
+				}
+			}
+			t.Fatalf("chunks of %d: %d events, want %d, with every buffer overwritten once handed over", chunk, len(got), len(want))
+		}
+		if handed < 2 {
+			// (A block whose buffer grew past a long line's, for a line
+			// after it, hands over none.)
+			t.Errorf("chunks of %d: %d buffers handed over, want one for each of the first two 3 MiB lines at least", chunk, handed)
+		}
+	}
+}
