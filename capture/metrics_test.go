@@ -165,7 +165,7 @@ func TestRecorderMetrics(t *testing.T) {
 
 	// Two minutes later a modern client arrives: the legacy session is past
 	// the idle gap, so one session is active.
-	d.clock = d.clock.Add(2 * time.Minute)
+	d.advance(2 * time.Minute)
 	d.exchange(ex{method: "POST", path: "/mcp", reqHeader: map[string]string{"Content-Type": "application/json"},
 		body:       `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 		respHeader: map[string]string{"Content-Type": "application/json"},

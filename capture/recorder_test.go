@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,15 @@ type driver struct {
 	t     *testing.T
 	rec   *capture.Recorder
 	store *memstore.Store
+	mu    sync.Mutex // the recorder's goroutines read the clock too
 	clock time.Time
+}
+
+// advance moves the driver's clock on by dur.
+func (d *driver) advance(dur time.Duration) {
+	d.mu.Lock()
+	d.clock = d.clock.Add(dur)
+	d.mu.Unlock()
 }
 
 func newDriver(t *testing.T, opts *capture.RecorderOptions) *driver {
@@ -37,7 +46,12 @@ func newDriverWith(t *testing.T, opts *capture.RecorderOptions, wrap func(*memst
 		opts = &capture.RecorderOptions{}
 	}
 	n := 0
-	opts.Now = func() time.Time { d.clock = d.clock.Add(time.Millisecond); return d.clock }
+	opts.Now = func() time.Time {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.clock = d.clock.Add(time.Millisecond)
+		return d.clock
+	}
 	opts.NewSessionID = func(time.Time) string { n++; return fmt.Sprintf("s%02d", n) }
 	rec, err := capture.NewRecorder(context.Background(), w, opts)
 	if err != nil {
@@ -179,7 +193,7 @@ func TestModernGrouping(t *testing.T) {
 	d.exchange(call("a", 1))
 	d.exchange(call("b", 1)) // same id, another client: its own session
 	d.exchange(call("a", 2))
-	d.clock = d.clock.Add(2 * time.Second)
+	d.advance(2 * time.Second)
 	d.exchange(call("a", 3))
 	a1, b, a2 := d.messages("s01"), d.messages("s02"), d.messages("s03")
 	if len(a1) != 4 || len(b) != 2 || len(a2) != 2 {

@@ -142,8 +142,7 @@ func TestLargeResultBuffersReused(t *testing.T) {
 	}
 	run := func(wrap func(*memstore.Store) capture.Writer) (allocated uint64) {
 		d := newDriverWith(t, &capture.RecorderOptions{SpillDir: filepath.Join(t.TempDir(), "spill")}, wrap)
-		init := initialize("2025-06-18")
-		d.exchange(init)
+		d.exchange(initialize("2025-06-18"))
 		session := map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "sess-2025-06-18", "Mcp-Protocol-Version": "2025-06-18"}
 		bodies := make([][][]byte, len(calls)) // in 32 KiB pieces, made before measuring
 		for i, c := range calls {
