@@ -82,13 +82,3 @@ func (bb *bigBuffers) trim(now time.Time) {
 		bb.free = nil
 	}
 }
-
-// kept is how many buffers and bytes bb keeps.
-func (bb *bigBuffers) kept() (n, bytes int) {
-	bb.mu.Lock()
-	defer bb.mu.Unlock()
-	for _, f := range bb.free {
-		bytes += cap(f)
-	}
-	return len(bb.free), bytes
-}

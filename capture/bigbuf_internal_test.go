@@ -47,3 +47,13 @@ func TestBigBuffersBounded(t *testing.T) {
 		t.Errorf("%d buffers kept after %v idle, want none", n, bigIdle)
 	}
 }
+
+// kept is how many buffers and bytes bb keeps.
+func (bb *bigBuffers) kept() (n, bytes int) {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	for _, f := range bb.free {
+		bytes += cap(f)
+	}
+	return len(bb.free), bytes
+}

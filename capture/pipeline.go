@@ -858,16 +858,19 @@ func (p *pipeline) sseEvent(xs *xState, e *protocol.Event, at time.Time) {
 			inf.Whole = append([]byte(nil), e.Raw...)
 		}
 		m := p.message(xs, protocol.ServerToClient, &msgs[k], at, &inf, owned)
-		if back != nil && len(m.Raw) > 0 && &m.Raw[0] == &e.Data[0] && (m.Kind == protocol.KindResult || m.Kind == protocol.KindError) {
-			// Raw is the only view of back: the buffer serves again once
-			// m is written. (A response: what the pipeline keeps of one
-			// is copied out of it.)
+		if !owned {
+			continue
+		}
+		// Raw is e.Data itself (not redacted, nor trimmed): the spill file
+		// holds exactly it, and it is the only view of the buffer.
+		asData := len(m.Raw) == len(e.Data) && &m.Raw[0] == &e.Data[0]
+		if back != nil && asData && (m.Kind == protocol.KindResult || m.Kind == protocol.KindError) {
+			// The buffer serves again once m is written. (A response: what
+			// the pipeline keeps of one is copied out of it.)
 			p.bufs = append(p.bufs, back)
 		}
 		if file != nil {
-			// The spill file holds e.Data: it stands for Raw when Raw is
-			// e.Data itself (not redacted, nor trimmed).
-			if rf, ok := file.(RawFile); ok && len(m.Raw) == len(e.Data) && &m.Raw[0] == &e.Data[0] {
+			if rf, ok := file.(RawFile); ok && asData {
 				m.File = rf
 			} else {
 				_ = file.Close()

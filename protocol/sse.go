@@ -478,18 +478,12 @@ func (p *SSEParser) dataValueStart() int {
 // data line's value.
 const maxSpillHead = 64 << 10
 
-// readSpill reads the spill file back, followed by tail, into a buffer of
-// n bytes' capacity (from Buffer, with pooled) and closes it, unless it is
-// kept to be offered with its block (done); on failure the block in
-// progress is lost (spErr).
-func (p *SSEParser) readSpill(tail []byte, n int, pooled bool) []byte {
+// readSpill reads the spill file back into buf (empty, with room for it
+// and tail), followed by tail, and closes it, unless it is kept to be
+// offered with its block (done); on failure the block in progress is lost
+// (spErr).
+func (p *SSEParser) readSpill(buf, tail []byte) []byte {
 	h := len(p.spHead)
-	var buf []byte
-	if pooled {
-		buf = p.buffer(n)
-	} else {
-		buf = makeNoZero(n)
-	}
 	buf = buf[:h+p.spLen]
 	copy(buf, p.spHead)
 	_, err := p.sp.ReadAt(buf[h:], 0)
@@ -507,8 +501,9 @@ func (p *SSEParser) readSpill(tail []byte, n int, pooled bool) []byte {
 
 // makeNoZero returns an empty slice of capacity n whose memory is not
 // cleared first: every byte of it is written before it is read (readSpill
-// fills it from the file). make would clear 10 MiB only for the read to
-// overwrite them, a pass over memory that cost as much as the read itself.
+// fills it from the file, unrope from the rope). make would clear 10 MiB
+// only for the read to overwrite them, a pass over memory that cost as
+// much as the read itself.
 // strings.Builder.Grow is the standard library's way to such memory;
 // nothing else refers to it once the builder is dropped.
 func makeNoZero(n int) []byte {
@@ -522,7 +517,7 @@ func makeNoZero(n int) []byte {
 // write to the file failed.
 func (p *SSEParser) unspill() {
 	n := len(p.spHead) + p.spLen
-	buf := p.readSpill(nil, n+max(n/8, maxRopeChunk), false)
+	buf := p.readSpill(makeNoZero(n+max(n/8, maxRopeChunk)), nil)
 	p.spLen = 0
 	if buf == nil {
 		p.loseBlock()
@@ -565,7 +560,7 @@ func (p *SSEParser) unrope(b []byte, end int) {
 				b = b[end:]
 			}
 		}
-		buf := p.readSpill(b, n+room, true)
+		buf := p.readSpill(p.buffer(n+room), b)
 		p.spLen, p.ropeLen = 0, 0
 		if buf == nil {
 			p.loseBlock()
