@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/mcptape/mcptape/capture"
 )
 
@@ -153,11 +155,8 @@ func (s *Store) prunePlan(ctx context.Context, o capture.PruneOptions, size int6
 // by itself, which may take long, or never for tables it leaves alone).
 func (s *Store) reclaim(ctx context.Context, compact bool) {
 	if compact {
-		if err := s.gate.enter(); err == nil {
-			if err := s.db.Flatten(1); err != nil {
-				s.log.Warn("badger store: compacting after deleting sessions failed", logKeyErr, err)
-			}
-			s.gate.leave()
+		if err := s.compact(); err != nil {
+			s.log.Warn("badger store: compacting after deleting sessions failed", logKeyErr, err)
 		}
 	}
 	g := s.space
@@ -167,4 +166,30 @@ func (s *Store) reclaim(ctx context.Context, compact bool) {
 	// A value-log rewrite needs room: not while space is short.
 	for !short && ctx.Err() == nil && s.runValueLogGC() {
 	}
+}
+
+// keyFlush is a key written only to be dropped: dropping a prefix is the
+// one way Badger offers to flush its memtables on demand.
+const keyFlush = "meta/flush"
+
+// compact flushes the memtables, which hold the deletes' tombstones, to
+// tables, then compacts every level into one: what the tombstones delete
+// leaves the disk.
+func (s *Store) compact() error {
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
+	// Badger refuses writes while it drops a prefix: the recorder's wait
+	// for wmu instead.
+	s.wmu.Lock()
+	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(keyFlush), nil) })
+	if err == nil {
+		err = s.db.DropPrefix([]byte(keyFlush))
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.db.Flatten(1)
 }

@@ -46,7 +46,7 @@ func tenDays(t *testing.T, s *badgerstore.Store, now time.Time) []string {
 // TestPruneOlderThan: a store with 1,000 sessions over ten days, pruned
 // to the newest three with the store stopped (closed, opened again, as
 // `mcptape prune` finds it), keeps exactly the sessions whose traffic is
-// younger than three days, whole, and takes less than half the disk space
+// younger than three days, whole, and takes less than 40% of the disk space
 // it took. A dry run before lists the same sessions and deletes nothing.
 // A session still open, and one with traffic a minute ago, are kept
 // whatever their age.
@@ -126,8 +126,8 @@ func TestPruneOlderThan(t *testing.T) {
 	if !left["open-old"] || !left["active-old"] {
 		t.Errorf("the open or the active session was pruned")
 	}
-	if rep.SizeAfter >= rep.SizeBefore/2 {
-		t.Errorf("the store took %d bytes before pruning 70%% of its sessions and %d after: less than half was given back", rep.SizeBefore, rep.SizeAfter)
+	if rep.SizeAfter >= rep.SizeBefore*4/10 {
+		t.Errorf("the store took %d bytes before pruning 70%% of its sessions and %d after: not 60%% of it given back", rep.SizeBefore, rep.SizeAfter)
 	}
 	t.Logf("pruned %d of 1002 sessions: %.1f MiB -> %.1f MiB on disk", len(rep.Deleted), float64(rep.SizeBefore)/(1<<20), float64(rep.SizeAfter)/(1<<20))
 }
@@ -167,15 +167,17 @@ func TestPruneMaxSize(t *testing.T) {
 func TestMaxAge(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := open(t, dir, &badgerstore.Options{MaxAge: 48 * time.Hour})
+	s, err := badgerstore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	for i, age := range []time.Duration{72 * time.Hour, 50 * time.Hour, 47 * time.Hour, time.Hour} {
 		if err := s.Write(ctx, sessionBatch(fmt.Sprintf("age%d", i), now.Add(-age), uint64(i*10), 2, 100)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Writes wake retention only near a size bound; its round every 30
-	// seconds is too slow for a test: reopen, which runs one at start.
+	// Retention runs a round as the store opens, then every 30 seconds.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

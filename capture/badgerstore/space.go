@@ -63,8 +63,8 @@ func (e *spaceError) Is(target error) bool { return target == capture.ErrStoreFu
 // space is a store's guard against a full disk and its size bound.
 type space struct {
 	s       *Store
-	floor   int64 // free space kept; 0 when the floor is off
-	resume  int64 // free space at which a store paused at the floor writes again
+	floor   int64         // free space kept; 0 when the floor is off
+	resume  int64         // free space at which a store paused at the floor writes again
 	maxSize int64         // 0: no bound
 	maxAge  time.Duration // 0: sessions are kept whatever their age
 

@@ -41,6 +41,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on (loopback unless told otherwise)")
 	token := fs.String("token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var maxAge age
+	fs.Var(&maxAge, "max-age", "delete sessions whose latest traffic is older than this while the dashboard runs, e.g. 30d (d is a day, w a week); open sessions are kept")
+	maxStoreSize := fs.String("max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -51,7 +54,11 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger})
+	maxSize, err := parseSize(*maxStoreSize)
+	if err != nil {
+		return usagef("--max-store-size: %v", err)
+	}
+	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger, MaxSize: maxSize, MaxAge: time.Duration(maxAge)})
 	if err != nil {
 		return err
 	}
@@ -59,7 +66,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, nil, logger, nil)
+	status := func() dashboard.RecordingStatus { return storeStatus(store) }
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, status, nil, logger, nil)
 	if err != nil {
 		return err
 	}
