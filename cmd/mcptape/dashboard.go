@@ -73,6 +73,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// What `mcptape wrap` records reaches the store through this process
 	// while it holds the store (the live page polls the store).
+	// (Each wrap compares its server's tools/list with the baselines
+	// itself: what is ingested comes with its drift findings.)
 	rec, err := capture.NewRecorder(ctx, store, &capture.RecorderOptions{Logger: logger})
 	if err != nil {
 		return errors.Join(err, d.close())

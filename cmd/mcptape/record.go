@@ -289,6 +289,9 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		Logger: logger, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
 		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
 		Registerer: registerer(reg),
+		// Drift: every tools/list is compared with its upstream's
+		// baseline, read again whenever `baseline accept` changes it.
+		Baselines: capture.OpenBaselines(c.data),
 	}
 	if up != nil {
 		ro.Upstream = up.Scheme + "://" + up.Host

@@ -111,6 +111,9 @@ func openWrapRecording(ctx context.Context, data, name string, noRedact bool, st
 		// A wrap never holds its server up for the record: with the
 		// queue full it gives the record up (counted) at once.
 		Backpressure: time.Millisecond, QueueBytes: 64 << 20,
+		// The wrap records its server's tools/list itself: it reads the
+		// baselines from the data directory, without the store.
+		Baselines: capture.OpenBaselines(data),
 	}
 	if !noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {
