@@ -419,6 +419,7 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 
 func (r *Recorder) writeLoop() {
 	ctx := context.Background()
+	defer r.markFinalLoss(ctx) // loss.go
 	more := true
 	for more {
 		b, ok := <-r.batches
