@@ -166,7 +166,7 @@ func interleave(args []string) []string {
 
 func takesValue(flag string) bool {
 	switch strings.TrimLeft(flag, "-") {
-	case "data", "o", "config", "tape", "fail-on", "junit", "sarif", "ignore", "format":
+	case "data", "o", "config", "tape", "fail-on", "junit", "sarif", "ignore", "ignore-in", "format":
 		return true
 	}
 	return false

@@ -48,6 +48,7 @@ func commands() []command {
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"verify", "[--data DIR]", "read the whole store and name any damage (checksums, unreadable records)", runVerify},
 		{"check", checkUsage, "check that recordings are healthy (no errors, unanswered calls, lost messages or failing findings), for CI: JUnit and SARIF reports", runCheck},
+		{"diff", diffUsage, "compare two recordings (tapes or sessions): tools, prompts and resources, answers, calls, latency", runDiff},
 		{"baseline", baselineUsage, "trust the tools each upstream lists now: a tools/list that differs later is marked as drift (and fails check)", runBaseline},
 		{"prune", pruneUsage, "delete old sessions (quiet for longer than a duration, or the oldest past a size) and give their disk space back", runPrune},
 		{"replay", "server --tape FILE [--stdio] | client --tape FILE --target URL", "stand in for a recorded server (over HTTP or stdio), or replay a recorded client", runReplay},
