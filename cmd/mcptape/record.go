@@ -65,7 +65,7 @@ type recordConfig struct {
 	answers          []string
 }
 
-// Defaults of the store's bounds (documented in the README).
+// Defaults of the store's bounds (documented in docs/recording.md).
 const (
 	defaultMinFree        = "256MiB"
 	defaultMaxRecordBytes = "16MiB"
@@ -226,7 +226,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		if len(c.mitm) > 0 {
 			auth, err := ca.Load(caDir(c.data))
 			if errors.Is(err, ca.ErrNoCA) {
-				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see the README)", c.data, c.data)
+				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see \"mcptape's own CA\" in docs/recording.md)", c.data, c.data)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("--mitm: loading mcptape's CA: %w", err)
