@@ -44,7 +44,7 @@ func commands() []command {
 		{"show", "[--data DIR] [--json] [--tree] SESSION", "print a session's messages in order, or its causal tree", runShow},
 		{"demo", "[--keep-running]", "record the built-in fixture client and server on both protocol eras", runDemo},
 		{"fixture", "server|oauth|client ...", "run the reference MCP server (also behind OAuth) or scripted client", runFixture},
-		{"export", "[--data DIR] [-o FILE] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file", runExport},
+		{"export", "[--data DIR] [-o FILE] [--format tape|har|jsonl] [SESSION...]", "write sessions (all, or those named by id or prefix) as a tape file, a HAR log or JSON Lines", runExport},
 		{"import", "[--data DIR] [--rename] FILE", "read a tape file's sessions into a store", runImport},
 		{"verify", "[--data DIR]", "read the whole store and name any damage (checksums, unreadable records)", runVerify},
 		{"check", checkUsage, "check that recordings are healthy (no errors, unanswered calls, lost messages or failing findings), for CI: JUnit and SARIF reports", runCheck},
