@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 )
 
 // CatalogChange is one difference between two lists of a server's tools,
@@ -85,8 +83,8 @@ func DiffCatalog(k CatalogKind, old, new json.RawMessage) []CatalogChange {
 		case !inB:
 			out = append(out, CatalogChange{Kind: k.Kind, Name: n, Change: "removed"})
 		default:
-			for _, d := range jsonChanges(av, bv, maxChangesPerItem) {
-				out = append(out, CatalogChange{Kind: k.Kind, Name: n, Change: "changed", Path: d.path, Old: d.old, New: d.new})
+			for _, d := range DiffJSON(av, bv, nil, maxChangesPerItem, maxValueText) {
+				out = append(out, CatalogChange{Kind: k.Kind, Name: n, Change: "changed", Path: d.Path, Old: d.Old, New: d.New})
 			}
 		}
 	}
@@ -114,109 +112,4 @@ func catalogItems(raw json.RawMessage, key string) map[string]any {
 		out[name] = it
 	}
 	return out
-}
-
-// jsonChange is one leaf where two JSON values differ.
-type jsonChange struct{ path, old, new string }
-
-// jsonChanges lists where b differs from a, at most limit places (then
-// one more that says how many were left out), each with its path from
-// the root ("inputSchema.required[1]").
-func jsonChanges(a, b any, limit int) []jsonChange {
-	var out []jsonChange
-	more := 0
-	note := func(path string, av, bv any, hasA, hasB bool) {
-		if len(out) >= limit {
-			more++
-			return
-		}
-		out = append(out, jsonChange{path, valueText(av, hasA), valueText(bv, hasB)})
-	}
-	var walk func(path string, av, bv any, hasA, hasB bool)
-	walk = func(path string, av, bv any, hasA, hasB bool) {
-		switch x := av.(type) {
-		case map[string]any:
-			if y, ok := bv.(map[string]any); ok && hasA && hasB {
-				keys := slices.Sorted(maps.Keys(x))
-				for k := range y {
-					if _, dup := x[k]; !dup {
-						keys = append(keys, k)
-					}
-				}
-				slices.Sort(keys)
-				for _, k := range keys {
-					xv, hx := x[k]
-					yv, hy := y[k]
-					walk(joinPath(path, k), xv, yv, hx, hy)
-				}
-				return
-			}
-		case []any:
-			if y, ok := bv.([]any); ok && hasA && hasB {
-				for i := range max(len(x), len(y)) {
-					var xv, yv any
-					if i < len(x) {
-						xv = x[i]
-					}
-					if i < len(y) {
-						yv = y[i]
-					}
-					walk(path+"["+strconv.Itoa(i)+"]", xv, yv, i < len(x), i < len(y))
-				}
-				return
-			}
-		}
-		if hasA != hasB || !sameLeaf(av, bv) {
-			note(path, av, bv, hasA, hasB)
-		}
-	}
-	walk("", a, b, true, true)
-	if more > 0 {
-		out = append(out, jsonChange{"…", fmt.Sprintf("%d more change(s) not listed", more), ""})
-	}
-	return out
-}
-
-func joinPath(path, member string) string {
-	if path == "" {
-		return member
-	}
-	return path + "." + member
-}
-
-// sameLeaf compares two JSON values of which at least one is not an
-// object or array: numbers by value, the rest exactly.
-func sameLeaf(a, b any) bool {
-	an, aok := a.(json.Number)
-	bn, bok := b.(json.Number)
-	if aok && bok {
-		af, err1 := an.Float64()
-		bf, err2 := bn.Float64()
-		return an == bn || (err1 == nil && err2 == nil && af == bf)
-	}
-	switch a.(type) {
-	case map[string]any, []any:
-		return false
-	}
-	switch b.(type) {
-	case map[string]any, []any:
-		return false
-	}
-	return a == b
-}
-
-// valueText is a value as compact JSON, cut, or "(absent)".
-func valueText(v any, present bool) string {
-	if !present {
-		return "(absent)"
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	s := string(b)
-	if len(s) > maxValueText {
-		s = strings.ToValidUTF8(s[:maxValueText], "") + "…"
-	}
-	return s
 }
