@@ -118,15 +118,9 @@ func sarifRules(sarif map[string]any) []string {
 // on the store, its JUnit file has a passing test case per call, and its
 // SARIF file validates.
 func TestCheckHealthyEverything(t *testing.T) {
-	requirePeers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ev, err := interop.StartEverything(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ev.Close()
-	rec := startRecord(t, "--upstream", ev.URL())
+	rec := recordEverything(t, ctx)
 	rep, err := interop.RunClient(ctx, rec.base+"/mcp", nil)
 	if err != nil || !rep.OK {
 		t.Fatalf("the TypeScript client against server-everything: %v %+v", err, rep)
@@ -158,6 +152,20 @@ func TestCheckHealthyEverything(t *testing.T) {
 	if code, out, errOut := mcptape(t, "check", "--data", rec.data); code != 0 {
 		t.Errorf("check of the store: exit %d:\n%s%s", code, out, errOut)
 	}
+}
+
+// recordEverything starts server-everything and `mcptape record` in front
+// of it (the test skips without the npm peers); both stop when the test
+// ends.
+func recordEverything(t *testing.T, ctx context.Context) *recordRun {
+	t.Helper()
+	requirePeers(t)
+	ev, err := interop.StartEverything(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ev.Close() })
+	return startRecord(t, "--upstream", ev.URL())
 }
 
 // mcpClient connects a go-sdk client named name to url.

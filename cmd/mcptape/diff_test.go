@@ -25,15 +25,9 @@ import (
 // toggle-subscriber-updates' answer quotes the server's session id, which
 // differs from run to run (without that, diff reports exactly that path).
 func TestDiffSameClientAgrees(t *testing.T) {
-	requirePeers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ev, err := interop.StartEverything(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ev.Close()
-	rec := startRecord(t, "--upstream", ev.URL())
+	rec := recordEverything(t, ctx)
 	for range 2 {
 		if rep, err := interop.RunClient(ctx, rec.base+"/mcp", nil); err != nil || !rep.OK {
 			t.Fatalf("the TypeScript client: %v %+v", err, rep)
