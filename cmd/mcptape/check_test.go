@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -360,5 +361,67 @@ func TestDriftBaseline(t *testing.T) {
 	}
 	if code, _, errOut := mcptape(t, "baseline", "accept", "--data", rec.data, "http://nowhere.invalid/mcp"); code != 1 || !strings.Contains(errOut, up.URL) {
 		t.Errorf("baseline accept of an unknown upstream: exit %d: %s", code, errOut)
+	}
+}
+
+// wrapListTools runs server (a stdio server's command line) through
+// `mcptape wrap --data data --name name` and lists its tools.
+func wrapListTools(t *testing.T, data, name string, server []string) {
+	t.Helper()
+	cmd := mcptapeCmd(t, append([]string{"wrap", "--data", data, "--name", name, "--"}, server...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &lineClient{in: in, out: bufio.NewReader(out)}
+	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"lister","version":"1"}}`)
+	c.notify(t, "notifications/initialized")
+	c.call(t, 2, "tools/list", `{}`)
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("wrap of %s: %v; stderr:\n%s", name, err, stderr.String())
+	}
+}
+
+// TestDriftStdio: the baseline of a wrapped stdio server is accepted from
+// the spool its wrap wrote (no process owns the store), and the next wrap
+// of a server under that name that lists other tools records the drift
+// itself, reading the baseline from the data directory.
+func TestDriftStdio(t *testing.T) {
+	needPeers(t)
+	everything, err := interop.EverythingCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	wrapListTools(t, data, "tools", mcptapeArgv(t, "fixture", "server", "--stdio"))
+	code, out, errOut := mcptape(t, "baseline", "accept", "--data", data, "stdio", "tools")
+	if code != 0 || !strings.Contains(out, "stdio:tools") {
+		t.Fatalf("baseline accept stdio tools: exit %d: %s%s", code, out, errOut)
+	}
+	wrapListTools(t, data, "tools", everything)
+	var drifted string
+	for _, s := range lsJSON(t, data) {
+		if s.Server.Name != "mcptape-fixture" {
+			drifted = s.ID
+		}
+	}
+	_, tree, _ := mcptape(t, "show", "--data", data, drifted, "--tree")
+	for _, want := range []string{`tool "echo" changed since the baseline`, `tool "add" of the baseline accepted`, `is gone`, `tool "get-sum" is new since the baseline`} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("the wrapped session's tree lacks %q:\n%s", want, tree)
+		}
+	}
+	if code, out, _ := mcptape(t, "check", "--data", data, drifted, "--fail-on", "finding:drift"); code != 1 || !strings.Contains(out, "drift on tools/list result") {
+		t.Errorf("check of the drifted stdio session: exit %d:\n%s", code, out)
 	}
 }
