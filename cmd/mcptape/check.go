@@ -33,7 +33,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usagef("--fail-on: %v", err)
 	}
-	recs, closeStore, err := recordingsOf(ctx, *data, fs.Args(), tapes, flagSet(fs, "data"))
+	recs, closeStore, err := recordingsOf(ctx, *data, fs.Args(), tapes)
 	if err != nil {
 		return err
 	}
@@ -68,15 +68,15 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// recordingsOf is what check and diff read: each SESSION (an id or a
+// recordingsOf is what check reads: each SESSION (an id or a
 // unique prefix) of the store in data, each tape; with neither, every
 // session of the store. close releases the store, if one was opened.
-func recordingsOf(ctx context.Context, data string, sessions, tapes []string, dataGiven bool) (recs []replay.Recording, close func(), err error) {
+func recordingsOf(ctx context.Context, data string, sessions, tapes []string) (recs []replay.Recording, close func(), err error) {
 	close = func() {}
 	for _, t := range tapes {
 		recs = append(recs, replay.TapeRecording(t))
 	}
-	if len(sessions) == 0 && len(tapes) > 0 && !dataGiven {
+	if len(sessions) == 0 && len(tapes) > 0 {
 		return recs, close, nil
 	}
 	store, err := openRead(ctx, data)
@@ -93,10 +93,7 @@ func recordingsOf(ctx context.Context, data string, sessions, tapes []string, da
 		}
 		ids = append(ids, s.ID)
 	}
-	if len(ids) > 0 || len(tapes) == 0 {
-		recs = append(recs, replay.StoreRecording(store, ids...))
-	}
-	return recs, close, nil
+	return append(recs, replay.StoreRecording(store, ids...)), close, nil
 }
 
 // writeReport writes a report file through write, atomically: a failed
