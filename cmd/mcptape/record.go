@@ -145,10 +145,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return usagef("%v", err)
 	}
+	started := time.Now()
 	rs, err := startRecording(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
+	warnNoRoom(stderr, c.data, rs.store)
 	if c.forward && !loopbackAddr(rs.srv.Addr()) {
 		fmt.Fprintf(stderr, "mcptape: WARNING: --forward on %s, which is not a loopback address, is an open proxy: anyone who reaches it can use it, to this machine's own services too. Listen on 127.0.0.1 unless that is what you want.\n", rs.srv.Addr())
 	}
@@ -174,6 +176,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case err = <-errc:
 	}
 	stats, cerr := rs.close()
+	saveLost(c.data, started, stats, "")
 	fmt.Fprintf(stdout, "mcptape: stopped: %d exchanges, %d messages stored, %d lost\n", stats.Exchanges, stats.Stored, stats.Lost+stats.Dropped)
 	return errors.Join(err, cerr)
 }
