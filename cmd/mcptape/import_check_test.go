@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -127,11 +126,10 @@ func TestImportRefusesHugeSessionID(t *testing.T) {
 	if _, err := os.Stat(dst); err == nil {
 		t.Errorf("the refused tape created the store %s", dst)
 	}
-	ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	peak, ok := peakRSS(c.cmd.ProcessState)
 	if !ok {
 		return
 	}
-	peak := ru.Maxrss << 10 // KiB on Linux
 	t.Logf("peak memory of the import: %d MiB", peak>>20)
 	if peak > 400<<20 {
 		t.Errorf("the import peaked at %d MiB for a 10 MiB id it refuses; want far less", peak>>20)
