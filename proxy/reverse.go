@@ -412,7 +412,7 @@ func (p *Proxy) target(w http.ResponseWriter, r *http.Request) (t target, ok boo
 		}
 		return target{rt: rt, path: r.URL.Path, rawPath: r.URL.RawPath}, true
 	}
-	if p.checkHost && !hostAllowed(r) {
+	if p.checkHost && !protocol.HostAllowed(r) {
 		p.refuseHost(w, r)
 		return t, false
 	}
@@ -583,20 +583,6 @@ func (p *Proxy) InFlight() int {
 	p.liveMu.Lock()
 	defer p.liveMu.Unlock()
 	return len(p.live)
-}
-
-// hostAllowed is go-sdk's DNS-rebinding rule: a request that arrives on a
-// loopback address must name a loopback host.
-func hostAllowed(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return true
-	}
-	ta, ok := la.(*net.TCPAddr)
-	if !ok || !ta.IP.IsLoopback() {
-		return true
-	}
-	return protocol.LoopbackHost(r.Host)
 }
 
 type bufferPool struct{}
