@@ -263,9 +263,6 @@ type exchange struct {
 	inbound            // the request as received, for the hold points (intercept.go)
 	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
 	orig     *original // set when the response was rewritten (oauth.go)
-	// recordsUpstream: the upstream's body reports its bytes to the
-	// recorder itself (legacy.go), not the teeWriter
-	recordsUpstream bool
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -376,6 +373,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v := recover()
 		if v == nil {
 			tap.End(x.w.endText(), x.w.aborted)
+			if x.w.aborted && !x.w.wroteHeader {
+				// Nothing was answered: net/http would send an empty 200
+				// that nobody sent. The connection is closed instead.
+				panic(http.ErrAbortHandler)
+			}
 			return
 		}
 		tap.End(x.abortReason(), true)
@@ -506,19 +508,41 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		return errSwitched
 	}
 	x, _ := res.Request.Context().Value(ctxKey{}).(*exchange)
+	if x == nil {
+		return nil
+	}
 	if err := p.rewriteOAuth(res, x); err != nil {
 		return err
 	}
-	if x != nil && res.Body != nil && res.Body != http.NoBody {
-		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
-		if legacyStream(res, x) {
-			res.Body = &endpointBody{ReadCloser: res.Body, x: x}
-			x.recordsUpstream = true
-		} else if p.examines() {
-			return p.interceptResponse(res, x)
+	by, err := p.takeBody(res, x)
+	x.w.body = by
+	return err
+}
+
+// takeBody wraps the upstream's response body for what the proxy does
+// with it, and decides, once for the response, who reports its bytes to
+// the recorder: the teeWriter, as they are written to the client, unless
+// a wrapper reports them as it reads them (the legacy endpoint rewrite,
+// the hold points) or the OAuth rewrite kept the original body whole.
+func (p *Proxy) takeBody(res *http.Response, x *exchange) (bodyReporter, error) {
+	by := reportByWriter
+	if x.orig != nil && x.orig.body != nil {
+		by = reportWithHead
+	}
+	if res.Body == nil || res.Body == http.NoBody {
+		return by, nil
+	}
+	res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
+	switch {
+	case legacyStream(res, x):
+		res.Body = &endpointBody{ReadCloser: res.Body, x: x}
+		return reportByBody, nil
+	case p.examines():
+		if took, err := p.interceptResponse(res, x); took || err != nil {
+			return reportByBody, err
 		}
 	}
-	return nil
+	return by, nil
 }
 
 // track registers an exchange in flight; false means the proxy is
