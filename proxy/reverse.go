@@ -188,8 +188,15 @@ func New(opts *Options) (*Proxy, error) {
 		}
 	}
 	tr := opts.Transport
+	up := tr
 	if tr == nil {
-		tr = DefaultTransport(opts.TLSConfig)
+		dt := DefaultTransport(opts.TLSConfig)
+		tr, up = dt, dt
+		if h1Supported {
+			// Plain-HTTP upstreams over the proxy's own HTTP/1.1 client
+			// (h1.go), the rest over this transport.
+			up = newH1Transport(dt)
+		}
 	}
 	if opts.Forward != nil {
 		var err error
@@ -205,7 +212,7 @@ func New(opts *Options) (*Proxy, error) {
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
-		Transport: newUpstream(tr, p.upTimeout),
+		Transport: newUpstream(up, tr, p.upTimeout),
 		// SSE and bodies of unknown length are flushed after every write
 		// (ReverseProxy does so for them whatever this says). A body of
 		// known length goes through the server's small write buffer, so
@@ -360,6 +367,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the transport never reads the inbound body again (that extra
 		// read races the server closing it, and cuts streamed responses).
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	default:
 		out.Body = &forwardBody{prefix: body, rest: in, remain: r.ContentLength - int64(len(body)), tap: tap, mx: &x.mx}
 	}

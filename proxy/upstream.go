@@ -36,9 +36,11 @@ type upstream struct {
 	timeout time.Duration     // <= 0: no limit
 }
 
-func newUpstream(rt http.RoundTripper, timeout time.Duration) *upstream {
-	u := &upstream{rt: rt, fresh: rt, timeout: timeout}
-	if t, ok := rt.(*http.Transport); ok {
+// newUpstream wraps rt; base, the transport under it (rt itself unless
+// it is the h1 transport), makes the fresh connection of a retry.
+func newUpstream(rt, base http.RoundTripper, timeout time.Duration) *upstream {
+	u := &upstream{rt: rt, fresh: base, timeout: timeout}
+	if t, ok := base.(*http.Transport); ok {
 		f := t.Clone()
 		f.DisableKeepAlives = true
 		u.fresh = f
