@@ -285,10 +285,10 @@ func (h *h1Transport) sweepIdle() {
 
 // h1Conn is one connection to an upstream.
 type h1Conn struct {
-	h     *h1Transport
-	key   string
-	c     net.Conn
-	lr    headLimit
+	h      *h1Transport
+	key    string
+	c      net.Conn
+	lr     headLimit
 	br     *bufio.Reader // while in use
 	idleAt time.Time     // when it went back to the pool
 }
