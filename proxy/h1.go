@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -102,16 +103,69 @@ func (h *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !h.handles(req) {
 		return h.fallback.RoundTrip(req)
 	}
+	return h.roundTrip(req, nil)
+}
+
+// hooks are the ClientTrace's, and an attempt's own (upstream.go), which
+// it calls directly.
+type hooks struct {
+	trace *httptrace.ClientTrace
+	a     attemptHooks
+}
+
+func (k hooks) gotConn(c net.Conn, reused bool) {
+	if k.a != nil {
+		k.a.gotConn(reused)
+	}
+	if k.trace != nil && k.trace.GotConn != nil {
+		k.trace.GotConn(httptrace.GotConnInfo{Conn: c, Reused: reused, WasIdle: reused})
+	}
+}
+
+func (k hooks) wroteRequest(err error) {
+	if k.a != nil && err == nil {
+		k.a.arm()
+	}
+	if k.trace != nil && k.trace.WroteRequest != nil {
+		k.trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+	}
+}
+
+func (k hooks) gotFirstByte() {
+	if k.a != nil {
+		k.a.gotFirstByte()
+	}
+	if k.trace != nil && k.trace.GotFirstResponseByte != nil {
+		k.trace.GotFirstResponseByte()
+	}
+}
+
+// got1xx reports an interim response; seen is false when nobody saw it
+// (then the transport bounds them itself).
+func (k hooks) got1xx(code int, h http.Header) (seen bool, err error) {
+	if k.a != nil {
+		seen = true
+		if err := k.a.got1xx(); err != nil {
+			return true, err
+		}
+	}
+	if k.trace != nil && k.trace.Got1xxResponse != nil {
+		return true, k.trace.Got1xxResponse(code, textproto.MIMEHeader(h))
+	}
+	return seen, nil
+}
+
+// roundTrip is RoundTrip for a request it handles, calling a's hooks
+// (nil: none) besides the ClientTrace's.
+func (h *h1Transport) roundTrip(req *http.Request, a attemptHooks) (*http.Response, error) {
 	ctx := req.Context()
-	trace := httptrace.ContextClientTrace(ctx)
+	trace := hooks{httptrace.ContextClientTrace(ctx), a}
 	key := hostPort(req.URL.Host)
 	c, reused, err := h.get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	if trace != nil && trace.GotConn != nil {
-		trace.GotConn(httptrace.GotConnInfo{Conn: c.c, Reused: reused, WasIdle: reused})
-	}
+	trace.gotConn(c.c, reused)
 	// A cancelled request (the client left, the upstream timeout) ends
 	// every wait on the connection at once; the connection is then spent.
 	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(aLongTimeAgo) })
@@ -291,6 +345,11 @@ type h1Conn struct {
 	lr     headLimit
 	br     *bufio.Reader // while in use
 	idleAt time.Time     // when it went back to the pool
+
+	// clean's non-blocking peek, made once
+	raw     syscall.RawConn
+	peek    func(fd uintptr) bool
+	peekErr error
 }
 
 // headLimit bounds the bytes read while a response head is read; n < 0
@@ -351,7 +410,7 @@ type h1Write struct {
 }
 
 // write writes req, head and body, and flushes it.
-func (c *h1Conn) write(req *http.Request, trace *httptrace.ClientTrace) error {
+func (c *h1Conn) write(req *http.Request, trace hooks) error {
 	bw := h1Writers.Get().(*bufio.Writer)
 	bw.Reset(c.c)
 	err := req.Write(bw)
@@ -360,22 +419,18 @@ func (c *h1Conn) write(req *http.Request, trace *httptrace.ClientTrace) error {
 	}
 	bw.Reset(nil)
 	h1Writers.Put(bw)
-	if trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
-	}
+	trace.wroteRequest(err)
 	return err
 }
 
 // readHead reads the response head, past any interim responses.
-func (c *h1Conn) readHead(req *http.Request, trace *httptrace.ClientTrace) (*http.Response, error) {
+func (c *h1Conn) readHead(req *http.Request, trace hooks) (*http.Response, error) {
 	c.lr.n = c.h.maxHead
 	defer func() { c.lr.n = -1 }()
 	if _, err := c.br.Peek(1); err != nil {
 		return nil, c.headErr(err)
 	}
-	if trace != nil && trace.GotFirstResponseByte != nil {
-		trace.GotFirstResponseByte()
-	}
+	trace.gotFirstByte()
 	for n1xx := 0; ; {
 		res, err := http.ReadResponse(c.br, req)
 		if err != nil {
@@ -387,10 +442,9 @@ func (c *h1Conn) readHead(req *http.Request, trace *httptrace.ClientTrace) (*htt
 		}
 		// An interim response: the final one follows.
 		c.lr.n = c.h.maxHead
-		if trace != nil && trace.Got1xxResponse != nil {
-			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(res.Header)); err != nil {
-				return nil, err
-			}
+		if seen, err := trace.got1xx(code, res.Header); err != nil {
+			return nil, err
+		} else if seen {
 			continue
 		}
 		if n1xx++; n1xx > max1xx {

@@ -12,21 +12,22 @@ const h1Supported = true
 // to read: an upstream that closed it, or sent bytes nobody asked for,
 // while it sat idle makes it unusable.
 func (c *h1Conn) clean() bool {
-	sc, ok := c.c.(syscall.Conn)
-	if !ok {
-		return false
+	if c.peek == nil {
+		sc, ok := c.c.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		var buf [1]byte
+		c.raw, c.peek = rc, func(fd uintptr) bool {
+			_, _, c.peekErr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			return true
+		}
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var perr error
-	var buf [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
-	})
 	// EAGAIN: nothing to read and not closed. A byte, or none at all (the
 	// upstream's FIN), is no error.
-	return err == nil && perr == syscall.EAGAIN
+	return c.raw.Read(c.peek) == nil && c.peekErr == syscall.EAGAIN
 }
