@@ -112,7 +112,7 @@ func BenchmarkProxyPath(b *testing.B) {
 				b.ReportMetric(float64(own.Nanoseconds())/1e3, "proxy-cpu-µs/call")
 				if t.name == "mcptape" && b.N >= 200 {
 					if pl := perCall["plain"]; pl > 0 && float64(own) > 0.8*float64(pl) {
-						b.Logf("target missed: mcptape's proxy side %v CPU per call > 0.8 × the stock reverse proxy's %v (a loaded machine blurs this: compare interleaved runs)", own, pl)
+						b.Errorf("target missed: mcptape's proxy side %v CPU per call > 0.8 × the stock reverse proxy's %v (a loaded machine blurs this: compare interleaved runs)", own, pl)
 					}
 				}
 			})
