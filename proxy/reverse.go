@@ -41,7 +41,9 @@ type Options struct {
 	// Transport carries requests upstream. Nil means [DefaultTransport]: no
 	// environment proxy, no transparent compression (bytes pass
 	// unchanged), generous idle connections, a bounded response head,
-	// HTTP/2 to https upstreams.
+	// HTTP/2 to https upstreams; plain-HTTP upstreams then get the proxy's
+	// own HTTP/1.1 client, with the same settings and net/http's wire
+	// format, which writes and reads each request on one goroutine.
 	Transport http.RoundTripper
 	// TLSConfig, when Transport is nil, is used for https upstreams (a
 	// custom CA, say). Nil means the system roots.
