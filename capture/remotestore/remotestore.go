@@ -147,10 +147,10 @@ func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Hand
 		}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The dashboard's rule: the API listens on loopback only, so a
-		// request naming another host is a page that rebound its name to
-		// 127.0.0.1 (DNS rebinding).
-		if !protocol.LoopbackHost(r.Host) {
+		// The rule of every mcptape listener (the dashboard's too): on
+		// loopback, a request naming another host is a page that rebound
+		// its name to 127.0.0.1 (DNS rebinding).
+		if !protocol.HostAllowed(r) {
 			writeErr(w, http.StatusForbidden, errors.New("the Host header names no loopback host, on a loopback listener (DNS rebinding?)"))
 			return
 		}
