@@ -25,7 +25,7 @@ func LoopbackHost(host string) bool {
 }
 
 // HostAllowed is the DNS-rebinding rule of every mcptape listener (the
-// proxy, the replay server, the dashboard), as go-sdk's servers apply it:
+// proxy, the replay server, the dashboard, the recorder's local API), as go-sdk's servers apply it:
 // a request that arrived on a loopback address must name a loopback host
 // ([LoopbackHost]). A request that arrived elsewhere, or not from a
 // listener (a handler called directly), passes.

@@ -173,6 +173,9 @@ func (m frontMap) mapEndpoint(s string) (string, bool) {
 		return m.mapURL(u.String())
 	}
 	if m.prefix != "" && strings.HasPrefix(s, "/") {
+		if _, escapes := removeDotSegments(u.Path); escapes {
+			return s, false // "/../" after the prefix would name another route
+		}
 		return m.prefix + s, true
 	}
 	return s, false
