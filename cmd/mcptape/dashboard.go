@@ -64,6 +64,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer store.Close()
+	warnNoRoom(stderr, *data, store) // it records what wraps hand over
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.

@@ -38,6 +38,7 @@ type recordConfig struct {
 	routes       []string // NAME=URL
 	routesOnly   bool     // --routes: a recorder of routes, maybe none yet
 	forward      bool
+	maxTunnels   int
 	mitm         []string
 	listen       string
 	data         string
@@ -86,6 +87,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var((*stringList)(&c.routes), "route", "record a server under /`NAME=URL`'s NAME/ on the proxy, e.g. github=https://api.example.com/mcp is reached at http://127.0.0.1:7411/github/mcp (repeatable; --upstream is the one-route form)")
 	fs.BoolVar(&c.routesOnly, "routes", false, "serve routes, none yet or those --route names: mcptape attach CLIENT NAME adds a client's HTTP server as a route while this runs")
 	fs.BoolVar(&c.forward, "forward", false, "also be an HTTP(S) proxy: set HTTPS_PROXY/HTTP_PROXY to the proxy's URL in a client and it records plain-HTTP requests; CONNECT tunnels pass unrecorded unless --mitm names their host")
+	fs.IntVar(&c.maxTunnels, "max-tunnels-per-client", proxy.DefaultMaxTunnelsPerClient, "with --forward, the most CONNECT tunnels one client (by IP address) may hold open at a time; past it a CONNECT gets 429")
 	fs.Var((*stringList)(&c.mitm), "mitm", "with --forward, intercept and record the HTTPS tunnels to hosts matching this `GLOB` (e.g. '*.example.com'; repeatable), with mcptape's own CA (`mcptape ca init`), which the client must trust")
 	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")
 	fs.StringVar(&c.data, "data", defaultDataDir(), "directory of the capture store")
@@ -148,10 +150,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return usagef("%v", err)
 	}
+	started := time.Now()
 	rs, err := startRecording(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
+	warnNoRoom(stderr, c.data, rs.store)
 	if c.forward && !loopbackAddr(rs.srv.Addr()) {
 		fmt.Fprintf(stderr, "mcptape: WARNING: --forward on %s, which is not a loopback address, is an open proxy: anyone who reaches it can use it, to this machine's own services too. Listen on 127.0.0.1 unless that is what you want.\n", rs.srv.Addr())
 	}
@@ -180,6 +184,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case err = <-errc:
 	}
 	stats, cerr := rs.close()
+	saveLost(c.data, started, stats, "")
 	fmt.Fprintf(stdout, "mcptape: stopped: %d exchanges, %d messages stored, %d lost\n", stats.Exchanges, stats.Stored, stats.Lost+stats.Dropped)
 	return errors.Join(err, cerr)
 }
@@ -232,7 +237,10 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	var fwd *proxy.ForwardOptions
 	if c.forward {
-		fwd = &proxy.ForwardOptions{MITM: c.mitm}
+		fwd = &proxy.ForwardOptions{MITM: c.mitm, MaxTunnelsPerClient: c.maxTunnels}
+		if c.maxTunnels <= 0 {
+			return nil, usagef("--max-tunnels-per-client %d: want 1 or more", c.maxTunnels)
+		}
 		if len(c.mitm) > 0 {
 			auth, err := ca.Load(caDir(c.data))
 			if errors.Is(err, ca.ErrNoCA) {
@@ -398,6 +406,14 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		if rs.metrics, err = serveMetrics(metricsAt, reg, rs.readiness()); err != nil {
 			return nil, err
 		}
+		p.AddOwnAddr(rs.metrics.ln.Addr().String())
+	}
+	// A tunnel into this process's other listeners is refused like one
+	// into the proxy's own.
+	if rs.dash != nil {
+		if u, err := url.Parse(rs.dash.base); err == nil {
+			p.AddOwnAddr(u.Host)
+		}
 	}
 	return rs, nil
 }
@@ -470,6 +486,7 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 		Sync: rs.rec.Sync,
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.api.Serve(ln) }()
+	rs.proxy.AddOwnAddr(ln.Addr().String())
 	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
 	if rs.dash != nil {
 		a.Dashboard = rs.dash.url()
