@@ -111,10 +111,22 @@ type diffSide struct {
 	times map[string][]time.Duration // method (and tool) → answered calls' times
 }
 
+// diffCall is one call of a recording. Its document's parts are kept as
+// the recorded JSON, decoded only to be compared: decoded, a recording's
+// every answer would take several times its size in memory.
 type diffCall struct {
 	ref  CallRef
-	what string // method and name
-	doc  map[string]any
+	what string                     // method and name
+	doc  map[string]json.RawMessage // params, and result, error or answer
+}
+
+// value is the call's document as JSON values.
+func (c *diffCall) value() map[string]any {
+	v := make(map[string]any, len(c.doc))
+	for k, raw := range c.doc {
+		v[k] = decodeAny(raw)
+	}
+	return v
 }
 
 // Diff compares recordings a and b.
@@ -175,7 +187,7 @@ func Diff(ctx context.Context, a, b Recording, opts *DiffOptions) (*DiffReport, 
 		if r := igIn[ca.what]; r != nil {
 			rules = r
 		}
-		if d := diffDocs(ca.doc, cb.doc, rules); len(d) > 0 {
+		if d := diffDocs(ca.value(), cb.value(), rules); len(d) > 0 {
 			rep.Answers = append(rep.Answers, AnswerChange{Call: ca.ref.Call, A: ca.ref, B: cb.ref, Diffs: d})
 		}
 	}
@@ -219,24 +231,24 @@ func readSide(ctx context.Context, r Recording) (*diffSide, error) {
 				what += " " + m.Name
 			}
 			seen[what]++
-			c := &diffCall{ref: CallRef{Call: what + " #" + strconv.Itoa(seen[what]), Session: rs.ID, Seq: m.Seq}, what: what, doc: map[string]any{}}
+			c := &diffCall{ref: CallRef{Call: what + " #" + strconv.Itoa(seen[what]), Session: rs.ID, Seq: m.Seq}, what: what, doc: map[string]json.RawMessage{}}
 			pm := protocol.Decode(m.Raw)
 			if len(pm.Params) > 0 {
-				c.doc["params"] = decodeAny(pm.Params)
+				c.doc["params"] = slices.Clone(pm.Params)
 			}
 			a := answers[m.Seq]
 			switch {
 			case a == nil:
-				c.doc["answer"] = "(none)"
+				c.doc["answer"] = json.RawMessage(`"(none)"`)
 			case a.Kind == protocol.KindError:
-				c.doc["error"] = decodeAny(protocol.Decode(a.Raw).Error)
+				c.doc["error"] = slices.Clone(protocol.Decode(a.Raw).Error)
 			default:
 				res := protocol.Decode(a.Raw).Result
 				// A list's items are compared as the catalog, by name:
 				// not again as an answer, where a tool moved in the list
 				// would differ at every index after it.
 				if !side.list(pages, m.Method, res) {
-					c.doc["result"] = decodeAny(res)
+					c.doc["result"] = slices.Clone(res)
 				}
 			}
 			if a != nil {
