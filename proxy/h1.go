@@ -277,8 +277,8 @@ func (h *h1Transport) get(ctx context.Context, key string) (*h1Conn, bool, error
 	if err != nil {
 		return nil, false, err
 	}
-	c := &h1Conn{h: h, key: key, c: nc}
-	c.lr.r, c.lr.n = nc, -1
+	c := &h1Conn{h: h, key: key, c: fastConn(nc)}
+	c.lr.r, c.lr.n = c.c, -1
 	c.attach()
 	return c, false, nil
 }

@@ -77,6 +77,11 @@ func Listen(addr string, h http.Handler, o *ServerOptions) (*Server, error) {
 	if p, ok := h.(*Proxy); ok && p.forward != nil {
 		// Requests read from intercepted tunnels get the same bounds.
 		p.forward.configure(ln.Addr(), s.srv.ReadHeaderTimeout, s.srv.IdleTimeout, s.srv.MaxHeaderBytes, o.Logger)
+	} else if ok {
+		// A reverse proxy's clients' connections read and write without
+		// the runtime's system-call bookkeeping (sock_linux.go). (The
+		// forward leg's are handed over whole to the tunnels it opens.)
+		s.ln = fastListen(ln)
 	}
 	return s, nil
 }
