@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// engineFronts serves h with net/http's server and with the engine, with
+// the settings Listen gives both.
+func engineFronts(t *testing.T, h http.Handler) (ref, eng string) {
+	t.Helper()
+	settings := func() *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second,
+			MaxHeaderBytes: DefaultMaxHeaderBytes, ErrorLog: log.New(io.Discard, "", 0)}
+	}
+	lnRef, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lnEng, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := settings()
+	go hs.Serve(lnRef)
+	e := newEngine(h, settings())
+	go e.Serve(fastListen(lnEng))
+	t.Cleanup(func() { hs.Close(); e.Close() })
+	return lnRef.Addr().String(), lnEng.Addr().String()
+}
+
+// exchangeRaw writes raw to a new connection and returns what comes back
+// until the connection closes or stays quiet for quiet.
+func exchangeRaw(t *testing.T, addr, raw string, quiet time.Duration) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go io.WriteString(c, raw)
+	var out bytes.Buffer
+	buf := make([]byte, 64<<10)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(quiet))
+		n, err := c.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				return out.String() + "[open]"
+			}
+			return out.String() + "[closed]"
+		}
+	}
+}
+
+var dateLine = regexp.MustCompile(`(?m)^Date: [^\r\n]*\r\n`)
+
+// TestEngineAnswersAsNetHTTP: for every shape of response a handler
+// writes (lengths, streams, HEAD, HTTP/1.0 with and without keep-alive,
+// bodiless statuses, interim responses, trailers, a handler that closes,
+// writes too little or leaves the body unread, Expect), the engine sends
+// the bytes net/http's server sends, and keeps or closes the connection
+// as it does: each request is sent twice on one connection.
+func TestEngineAnswersAsNetHTTP(t *testing.T) {
+	handlers := map[string]http.HandlerFunc{
+		"/length": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "{}")
+		},
+		"/stream": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: 1\n\n")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "data: 2\n\n")
+			w.(http.Flusher).Flush()
+		},
+		"/nothing": func(w http.ResponseWriter, r *http.Request) {},
+		"/204": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "5")
+			w.WriteHeader(http.StatusNoContent)
+			io.WriteString(w, "never")
+		},
+		"/304": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "5")
+			w.Header().Set("Etag", `"x"`)
+			w.WriteHeader(http.StatusNotModified)
+		},
+		"/interim": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Link", "</a>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+		},
+		"/trailers": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Trailer", "X-Sum")
+			io.WriteString(w, "abc")
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-Sum", "3")
+			w.Header().Set(http.TrailerPrefix+"X-Late", "yes")
+		},
+		"/close": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+		},
+		"/identity": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Transfer-Encoding", "identity")
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "until the end")
+			w.(http.Flusher).Flush()
+		},
+		// (A Content-Length that does not parse is dropped by both, but
+		// net/http still sends it where it does not chunk: the engine
+		// does not. The proxy never has one: the upstream's response
+		// would not have parsed.)
+		"/badlength": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "abc")
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "x")
+			w.(http.Flusher).Flush()
+		},
+		"/short": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "10")
+			io.WriteString(w, "short")
+		},
+		"/newline": func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["X-Split"] = []string{"a\r\nInjected: yes"}
+			w.Header()["Bad Name"] = []string{"v"}
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "0")
+		},
+		"/read": func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+		},
+		"/unread": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "no")
+		},
+	}
+	mux := http.NewServeMux()
+	for p, h := range handlers {
+		mux.Handle(p, h)
+	}
+	ref, eng := engineFronts(t, mux)
+	req := func(method, path, proto, extra, body string) string {
+		return method + " " + path + " " + proto + "\r\nHost: localhost\r\n" + extra + "\r\n" + body
+	}
+	big := strings.Repeat("b", 300<<10)
+	cases := map[string]string{}
+	for path := range handlers {
+		cases["GET "+path] = req("GET", path, "HTTP/1.1", "", "")
+		cases["HEAD "+path] = req("HEAD", path, "HTTP/1.1", "", "")
+		cases["GET "+path+" HTTP/1.0"] = req("GET", path, "HTTP/1.0", "", "")
+		cases["GET "+path+" HTTP/1.0 keep-alive"] = req("GET", path, "HTTP/1.0", "Connection: keep-alive\r\n", "")
+		cases["GET "+path+" close"] = req("GET", path, "HTTP/1.1", "Connection: close\r\n", "")
+	}
+	cases["POST /read"] = req("POST", "/read", "HTTP/1.1", "Content-Length: 5\r\n", "hello")
+	cases["POST /unread small"] = req("POST", "/unread", "HTTP/1.1", "Content-Length: 5\r\n", "hello")
+	cases["POST /unread chunked"] = req("POST", "/unread", "HTTP/1.1", "Transfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\n\r\n")
+	cases["POST /unread large"] = req("POST", "/unread", "HTTP/1.1", "Content-Length: 307200\r\n", big[:300<<10])
+	cases["POST /read 100-continue"] = req("POST", "/read", "HTTP/1.1", "Expect: 100-continue\r\nContent-Length: 5\r\n", "hello")
+	cases["POST /unread 100-continue"] = req("POST", "/unread", "HTTP/1.1", "Expect: 100-continue\r\nContent-Length: 5\r\n", "hello")
+	cases["POST /read other Expect"] = req("POST", "/read", "HTTP/1.1", "Expect: something\r\nContent-Length: 5\r\n", "hello")
+	cases["OPTIONS *"] = req("OPTIONS", "*", "HTTP/1.1", "", "")
+	for name, raw := range cases {
+		if strings.Contains(name, "/badlength") && (strings.Contains(name, "HTTP/1.0") || strings.HasPrefix(name, "HEAD")) {
+			continue // see /badlength
+		}
+		quiet := 100 * time.Millisecond
+		want := dateLine.ReplaceAllString(exchangeRaw(t, ref, raw+raw, quiet), "")
+		got := dateLine.ReplaceAllString(exchangeRaw(t, eng, raw+raw, quiet), "")
+		if got != want {
+			t.Errorf("%s:\nengine:   %.600q\nnet/http: %.600q", name, got, want)
+		}
+	}
+}
+
+// TestEngineWatchesLongCalls: a request that stays in the handler is
+// watched: the client's going away ends its context within a few
+// watchDelays; a quick one is never watched, and the connection carries
+// the next request either way.
+func TestEngineWatchesLongCalls(t *testing.T) {
+	ended := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-r.Context().Done()
+			ended <- r.Context().Err()
+			return
+		}
+		w.Header().Set("Content-Length", "2")
+		io.WriteString(w, "ok")
+	})
+	_, eng := engineFronts(t, h)
+	c, err := net.Dial("tcp", eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		io.WriteString(c, "GET /quick HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		buf := make([]byte, 256)
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil || !bytes.HasSuffix(buf[:n], []byte("ok")) {
+			t.Fatalf("quick request: %q, %v", buf[:n], err)
+		}
+	}
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	time.Sleep(3 * watchDelay)
+	start := time.Now()
+	c.Close()
+	select {
+	case err := <-ended:
+		if err != context.Canceled {
+			t.Fatalf("the request's context ended with %v", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("the client's close was noticed after %v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client went away and the request's context did not end")
+	}
+}
