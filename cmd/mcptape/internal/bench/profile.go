@@ -52,7 +52,7 @@ func (p *Profiler) Callers(base string, conc int) *Callers {
 type LoadResult struct {
 	Calls, Failed int
 	Elapsed       time.Duration
-	P50           time.Duration
+	P50, P99      time.Duration
 	Examples      map[string]string // one error message of each kind that failed
 }
 
@@ -83,5 +83,5 @@ func (c *Callers) Run(ctx context.Context, kind string, bigBytes, n int) (*LoadR
 		return nil, fmt.Errorf("bench: no call kind %q (echo, sse, big, sampling)", kind)
 	}
 	res := runBatch(ctx, c.ws, &scenarioSpec{conc: len(c.ws), call: call}, n, 0)
-	return &LoadResult{Calls: res.calls, Failed: res.failed, Elapsed: res.elapsed, P50: percentile(res.lats, 0.5), Examples: res.examples}, nil
+	return &LoadResult{Calls: res.calls, Failed: res.failed, Elapsed: res.elapsed, P50: percentile(res.lats, 0.5), P99: percentile(res.lats, 0.99), Examples: res.examples}, nil
 }
