@@ -108,10 +108,7 @@ func (e *engine) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
-		c := &econn{e: e, rwc: rwc, remote: rwc.RemoteAddr().String()}
-		c.ctx = context.WithValue(e.base, http.LocalAddrContextKey, rwc.LocalAddr())
-		c.lr.c = c
-		c.setState(stateNew)
+		c := e.newConn(rwc)
 		e.mu.Lock()
 		if e.shutting.Load() {
 			e.mu.Unlock()
@@ -122,6 +119,15 @@ func (e *engine) Serve(ln net.Listener) error {
 		e.mu.Unlock()
 		go c.serve()
 	}
+}
+
+// newConn is a connection to serve (with its serve method).
+func (e *engine) newConn(rwc net.Conn) *econn {
+	c := &econn{e: e, rwc: rwc, remote: rwc.RemoteAddr().String()}
+	c.ctx = context.WithValue(e.base, http.LocalAddrContextKey, rwc.LocalAddr())
+	c.lr.c = c
+	c.setState(stateNew)
+	return c
 }
 
 func isTemporary(err error) bool {

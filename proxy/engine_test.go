@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -194,49 +195,121 @@ func TestEngineAnswersAsNetHTTP(t *testing.T) {
 	}
 }
 
-// TestEngineWatchesLongCalls: a request that stays in the handler is
-// watched: the client's going away ends its context within a few
-// watchDelays; a quick one is never watched, and the connection carries
-// the next request either way.
-func TestEngineWatchesLongCalls(t *testing.T) {
-	ended := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			<-r.Context().Done()
-			ended <- r.Context().Err()
+// pipeConn is one end of a net.Pipe with the addresses a TCP connection
+// has (the engine names the client by its address).
+type pipeConn struct{ net.Conn }
+
+func (pipeConn) RemoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000} }
+func (pipeConn) LocalAddr() net.Addr  { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7411} }
+
+// pipeEngine serves h on one in-memory connection (a net.Pipe, which
+// testing/synctest can wait on) and returns the client's end.
+func pipeEngine(h http.Handler, headTimeout, idleTimeout time.Duration) net.Conn {
+	e := newEngine(h, &http.Server{ReadHeaderTimeout: headTimeout, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: DefaultMaxHeaderBytes, ErrorLog: log.New(io.Discard, "", 0)})
+	client, server := net.Pipe()
+	go e.newConn(pipeConn{server}).serve()
+	return client
+}
+
+// readAll reads c until it ends, noting when it did.
+func readAll(c net.Conn, got *bytes.Buffer, ended *time.Time) {
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := c.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			*ended = time.Now()
 			return
 		}
-		w.Header().Set("Content-Length", "2")
-		io.WriteString(w, "ok")
+	}
+}
+
+// TestEngineHeadTimeout: a client that trickles a request head is cut
+// once the head timeout has passed since its first byte, and nothing is
+// answered or forwarded; one that sends it in time is served.
+func TestEngineHeadTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		served := false
+		c := pipeEngine(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served = true }), 30*time.Second, 5*time.Minute)
+		defer c.Close()
+		var got bytes.Buffer
+		var ended time.Time
+		go readAll(c, &got, &ended)
+		start := time.Now()
+		for _, part := range []string{"POST /mcp HTTP/1.1\r\n", "Host: localhost\r\n", "Content-Type: application/json\r\n"} {
+			io.WriteString(c, part)
+			time.Sleep(10 * time.Second) // each part in time, the whole head not
+		}
+		synctest.Wait()
+		if ended.IsZero() || ended.Sub(start) != 30*time.Second || got.Len() != 0 || served {
+			t.Fatalf("the connection ended after %v with %q (served %v); want it cut at the 30s head timeout, unanswered", ended.Sub(start), got.String(), served)
+		}
 	})
-	_, eng := engineFronts(t, h)
-	c, err := net.Dial("tcp", eng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for range 3 {
-		io.WriteString(c, "GET /quick HTTP/1.1\r\nHost: localhost\r\n\r\n")
-		buf := make([]byte, 256)
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil || !bytes.HasSuffix(buf[:n], []byte("ok")) {
-			t.Fatalf("quick request: %q, %v", buf[:n], err)
+}
+
+// TestEngineIdleTimeout: a keep-alive connection left idle is closed
+// after the idle timeout, not before; a request that arrives before is
+// served.
+func TestEngineIdleTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := pipeEngine(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+		}), 30*time.Second, 5*time.Minute)
+		defer c.Close()
+		var got bytes.Buffer
+		var ended time.Time
+		go readAll(c, &got, &ended)
+		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		time.Sleep(4 * time.Minute)
+		io.WriteString(c, "GET /b HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		idle := time.Now()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := strings.Count(got.String(), "HTTP/1.1 200 OK"); n != 2 {
+			t.Fatalf("%d answers, want 2: %q", n, got.String())
 		}
-	}
-	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
-	time.Sleep(3 * watchDelay)
-	start := time.Now()
-	c.Close()
-	select {
-	case err := <-ended:
-		if err != context.Canceled {
-			t.Fatalf("the request's context ended with %v", err)
+		if ended.IsZero() || ended.Sub(idle) != 5*time.Minute {
+			t.Fatalf("the idle connection ended %v after its last answer; want the 5m idle timeout", ended.Sub(idle))
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("the client's close was noticed after %v", d)
+	})
+}
+
+// TestEngineWatchesLongCalls: a request that stays in the handler is
+// watched once it has been there for watchDelay: the client's going away
+// ends its context then; the quick requests before it were answered
+// without a watch, on one connection.
+func TestEngineWatchesLongCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ended time.Time
+		var cause error
+		c := pipeEngine(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-r.Context().Done()
+				ended, cause = time.Now(), r.Context().Err()
+				return
+			}
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+		}), 30*time.Second, 5*time.Minute)
+		var got bytes.Buffer
+		var closed time.Time
+		go readAll(c, &got, &closed)
+		for range 3 {
+			io.WriteString(c, "GET /quick HTTP/1.1\r\nHost: localhost\r\n\r\n")
+			synctest.Wait()
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the client went away and the request's context did not end")
-	}
+		if n := strings.Count(got.String(), "HTTP/1.1 200 OK"); n != 3 {
+			t.Fatalf("%d answers to quick requests, want 3: %q", n, got.String())
+		}
+		io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		sent := time.Now()
+		c.Close() // at once: before the watch begins
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if cause != context.Canceled || ended.Sub(sent) < watchDelay || ended.Sub(sent) > 2*watchDelay {
+			t.Fatalf("the request's context ended %v after the client left (%v); want it ended between one and two watch delays (%v)", ended.Sub(sent), cause, watchDelay)
+		}
+	})
 }
