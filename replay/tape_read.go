@@ -438,7 +438,7 @@ func (sc *scanner) session(i int) error {
 		}
 		switch key {
 		case "session":
-			err = dec.Decode(&ts.Session)
+			ts.Session, err = decodeSession(dec)
 		case "exchanges":
 			err = sc.array(func(start int64) error {
 				var x capture.Exchange
@@ -526,6 +526,38 @@ func (sc *scanner) session(i int) error {
 		sc.t.index = append(sc.t.index, ix)
 	}
 	return nil
+}
+
+// tapeSession is a session record as a tape holds it: its leg is read
+// strictly, as capture.Leg would read a name it does not know as the
+// default (a tape of a newer leg would be replayed as a reverse one).
+type tapeSession struct {
+	*capture.Session
+	Leg *tapeLeg `json:"leg,omitempty"`
+}
+
+// tapeLeg is a leg's name, refused when this build does not know it.
+type tapeLeg capture.Leg
+
+func (l *tapeLeg) UnmarshalText(b []byte) error {
+	var leg capture.Leg
+	_ = leg.UnmarshalText(b)
+	if leg.String() != string(b) {
+		return fmt.Errorf("a session's leg is %q, which this build does not know (it knows reverse, forward, mitm and stdio; a newer mcptape may read the tape)", b)
+	}
+	*l = tapeLeg(leg)
+	return nil
+}
+
+func decodeSession(dec *json.Decoder) (*capture.Session, error) {
+	ts := tapeSession{Session: &capture.Session{}}
+	if err := dec.Decode(&ts); err != nil {
+		return nil, err
+	}
+	if ts.Leg != nil {
+		ts.Session.Leg = capture.Leg(*ts.Leg)
+	}
+	return ts.Session, nil
 }
 
 // array reads a JSON array, calling each with the input offset at which
