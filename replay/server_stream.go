@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +46,7 @@ func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *p
 	pc := &pacer{prevRec: c.req.Time, prevLive: arrived}
 	events := 0
 	for _, sm := range c.stream {
-		if !s.pace(ctx, l, pc, sm, l.rs.triggerAfter(sm, c), nil) {
+		if !s.pace(ctx, l, c.rs, pc, sm, c.rs.triggerAfter(sm, c), nil) {
 			return streamGone
 		}
 		if fp.drop > 0 && events >= fp.drop {
@@ -104,7 +103,7 @@ type pacer struct {
 // along the stream. A close of drain (the GET stream passes the session's
 // DELETE) ends the waits at once. pace reports false when the stream must
 // end: the client went away, or the session ended.
-func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *msgRef, trigger uint64, drain <-chan struct{}) bool {
+func (s *Server) pace(ctx context.Context, l *live, rs *recSession, pc *pacer, sm *msgRef, trigger uint64, drain <-chan struct{}) bool {
 	l.waitTrigger(ctx, trigger, s.opts.MaxGap+s.opts.AnswerTimeout, drain)
 	select {
 	case <-l.done:
@@ -112,7 +111,7 @@ func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *msgRef, trigg
 	default:
 	}
 	ref, refLive := pc.prevRec, pc.prevLive
-	if tm := l.rs.msg(trigger); tm != nil && tm.Time.After(ref) {
+	if tm := rs.msg(trigger); tm != nil && tm.Time.After(ref) {
 		if at, ok := l.seenAt(trigger); ok {
 			ref, refLive = tm.Time, at
 		}
@@ -137,12 +136,13 @@ func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *msgRef, trigg
 	}
 }
 
-// emit writes one recorded stream message to o, rewritten for the live
-// request: the response gets the live id, progress the live token, a
-// subscription notification the live listen id, a server→client request a
-// fresh id (and the server waits for the client's answer).
+// emit writes one recorded stream message of call c to o, rewritten for
+// the live request: the response gets the live id, progress the live
+// token, a subscription notification the live listen id; a server→client
+// request keeps its recorded id, and the server waits for the client's
+// answer.
 func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef, m *protocol.Message, p *protocol.Params) bool {
-	sm := l.rs.message(ref)
+	sm := c.rs.message(ref)
 	if sm == nil {
 		return false
 	}
@@ -161,13 +161,7 @@ func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef,
 	case sm.Kind.IsResponse() && c.req != nil && sm.Links.Request == c.req.Seq:
 		data = responseWithID(data, m.ID)
 	case sm.Kind == protocol.KindRequest:
-		l.mu.Lock()
-		id := l.nextID
-		l.nextID++
-		l.mu.Unlock()
-		idRaw := []byte(strconv.FormatInt(id, 10))
-		data = responseWithID(data, idRaw)
-		ask = string(idRaw)
+		ask = protocol.IDKey(sm.ID)
 	case sm.Method == protocol.MethodProgress && len(p.ProgressToken) > 0:
 		if out, ok := protocol.SetMember(data, p.ProgressToken, "params", "progressToken"); ok {
 			data = out
@@ -183,6 +177,7 @@ func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef,
 		ch = make(chan *protocol.Message, 1)
 		l.mu.Lock()
 		l.waiting[ask] = ch
+		l.asked[ask] = sm.Seq
 		l.mu.Unlock()
 	}
 	if err := o.send(sm, data); err != nil {
@@ -191,15 +186,15 @@ func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef,
 	if ch == nil {
 		return true
 	}
-	return s.awaitAnswer(ctx, l, sm, ask, ch)
+	return s.awaitAnswer(ctx, l, c.rs, sm, ask, ch)
 }
 
-func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, id string, ch chan *protocol.Message) bool {
+func (s *Server) awaitAnswer(ctx context.Context, l *live, rs *recSession, sm *capture.Message, id string, ch chan *protocol.Message) bool {
 	t := time.NewTimer(s.opts.AnswerTimeout)
 	defer t.Stop()
 	select {
 	case ans := <-ch:
-		if rec := l.rs.message(l.rs.answers[sm.Seq]); rec != nil {
+		if rec := rs.message(rs.answers[sm.Seq]); rec != nil {
 			if d := s.matcher.answerDiff(sm.Method, ans.Raw, rec.Raw); len(d) > 0 {
 				s.fail(true, "the client's answer to %s differs from the recording: %s", sm.Method, strings.Join(d, "; "))
 			}

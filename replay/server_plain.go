@@ -1,0 +1,286 @@
+package replay
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// Exchanges that carried no MCP traffic: OAuth protected-resource
+// metadata, CORS preflights, health checks, a GET without a session, a
+// body that was no JSON-RPC. They are answered as recorded, by method and
+// path, the closest facts first (credentials, Origin, the session header
+// named or not); a path the recording never saw gets what the recorded
+// server answered a path it did not know, else 404.
+
+// recX is a recorded exchange and its session.
+type recX struct {
+	rs *recSession
+	x  *xRef
+}
+
+// plainIndex is a route's recorded exchanges that carried no MCP traffic.
+type plainIndex struct {
+	byPath  map[string][]recX // by "METHOD path"
+	invalid []recX            // bodies that were no JSON-RPC message
+	notes   map[string][]recX // notification exchanges of sessions without an id, by method
+}
+
+func newPlainIndex() *plainIndex {
+	return &plainIndex{byPath: map[string][]recX{}, notes: map[string][]recX{}}
+}
+
+func (px *plainIndex) add(rs *recSession, x *xRef, invalid bool) {
+	if invalid {
+		px.invalid = append(px.invalid, recX{rs, x})
+		return
+	}
+	k := x.Method + " " + x.Facts.path
+	px.byPath[k] = append(px.byPath[k], recX{rs, x})
+}
+
+func (px *plainIndex) addNote(rs *recSession, x *xRef, method string) {
+	px.notes[method] = append(px.notes[method], recX{rs, x})
+}
+
+// closestX is the exchange of xs that answers lr: of those that named a
+// session when lr does, the closest in facts, then the one that answered
+// least, then the first; body, when set, prefers a recorded request body
+// equal to it. It counts the answer.
+func (s *Server) closestX(xs []recX, lr *liveReq, body []byte) (recX, bool) {
+	live := &reqFacts{http: lr.facts}
+	var best recX
+	bestDist, bestUses, bestSame := 0, 0, false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range xs {
+		if c.x.Facts.sid != lr.facts.sid {
+			continue
+		}
+		d, u := distance(live, &reqFacts{http: c.x.Facts}), s.xUses[c.x]
+		same := body != nil && bytes.Equal(s.requestBody(c), body)
+		switch {
+		case best.x == nil:
+		case same != bestSame:
+			if !same {
+				continue
+			}
+		case d != bestDist:
+			if d > bestDist {
+				continue
+			}
+		case u >= bestUses:
+			continue
+		}
+		best, bestDist, bestUses, bestSame = c, d, u, same
+	}
+	if best.x == nil {
+		return best, false
+	}
+	s.xUses[best.x]++
+	return best, true
+}
+
+// requestBody is what the client sent in a plain recorded exchange (its
+// body as stored, which keeps the first MaxPlainBody bytes, redacted).
+func (s *Server) requestBody(c recX) []byte {
+	var b []byte
+	for _, ref := range c.rs.bodies[c.x.ID] {
+		if ref.Direction == protocol.ClientToServer {
+			if m := c.rs.message(ref); m != nil {
+				b = append(b, m.Raw...)
+			}
+		}
+	}
+	return b
+}
+
+// servePlain answers lr (body: what a POST carried) as the recording
+// answered the closest exchange of the same method and path that carried
+// no MCP traffic; a path it never saw, as the recorded server answered a
+// path it did not know. It reports whether it answered.
+func (s *Server) servePlain(w http.ResponseWriter, lr *liveReq, body []byte) bool {
+	px := s.plain[lr.route]
+	if px == nil {
+		return false
+	}
+	c, ok := s.closestX(px.byPath[lr.r.Method+" "+lr.path], lr, body)
+	if !ok {
+		if lr.r.Method != http.MethodGet || s.mcpPath(lr.route, lr.path) {
+			return false
+		}
+		if c, ok = s.unknownPath(lr); !ok {
+			return false
+		}
+	}
+	return s.writeExchange(w, lr, c.rs, c.x, c.rs.bodies[c.x.ID], lr.r.Header.Get(protocol.HeaderSessionID))
+}
+
+// servePlainNote answers a notification POST of a client without a
+// session (or naming one the server does not know) as the route's
+// recorded ones were answered.
+func (s *Server) servePlainNote(w http.ResponseWriter, lr *liveReq, method string) bool {
+	px := s.plain[lr.route]
+	if px == nil {
+		return false
+	}
+	c, ok := s.closestX(px.notes[method], lr, nil)
+	if !ok {
+		return false
+	}
+	return s.writeExchange(w, lr, c.rs, c.x, c.rs.bodies[c.x.ID], lr.r.Header.Get(protocol.HeaderSessionID))
+}
+
+// serveInvalid answers a body that is no JSON-RPC message as the recorded
+// server answered one: the same bytes if recorded, else the closest.
+func (s *Server) serveInvalid(w http.ResponseWriter, lr *liveReq, body []byte) bool {
+	px := s.plain[lr.route]
+	if px == nil {
+		return false
+	}
+	c, ok := s.closestX(px.invalid, lr, body)
+	if !ok {
+		return false
+	}
+	return s.writeExchange(w, lr, c.rs, c.x, c.rs.bodies[c.x.ID], lr.r.Header.Get(protocol.HeaderSessionID))
+}
+
+// unknownPath is the recorded answer to a GET of a path the recorded
+// server did not know: a 404 to a path no MCP session used.
+func (s *Server) unknownPath(lr *liveReq) (recX, bool) {
+	px := s.plain[lr.route]
+	var list []recX
+	for k, xs := range px.byPath {
+		if !strings.HasPrefix(k, "GET ") {
+			continue
+		}
+		for _, c := range xs {
+			if c.x.Status == http.StatusNotFound && !s.mcpPath(lr.route, c.x.Facts.path) {
+				list = append(list, c)
+			}
+		}
+	}
+	if len(list) == 0 {
+		return recX{}, false
+	}
+	first := list[0]
+	for _, c := range list[1:] {
+		if c.x.ID < first.x.ID {
+			first = c
+		}
+	}
+	return first, true
+}
+
+// notFound answers a path the recording never saw, and no 404 of the
+// recorded server for one: 404.
+func (s *Server) notFound(w http.ResponseWriter, lr *liveReq) {
+	http.Error(w, "404 page not found: the recording holds no answer for "+lr.r.Method+" "+lr.path, http.StatusNotFound)
+}
+
+// mcpPath reports whether path is the MCP endpoint of a recorded session
+// on route.
+func (s *Server) mcpPath(route, path string) bool {
+	for _, rs := range s.sessions {
+		if rs.route == route && rs.s.Path == path && len(rs.calls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// splitRoute is the route a live path names and the path below it: a
+// tape recorded with routes serves each under /NAME, and a well-known
+// path with the route inside it (a client discovering metadata for
+// /NAME/mcp asks /.well-known/oauth-protected-resource/NAME/mcp) is the
+// route's well-known path.
+func (s *Server) splitRoute(p string) (route, rest string, prefixed bool) {
+	route, rest = s.routeOf(p)
+	if route != "" {
+		return route, rest, true
+	}
+	// A tape of one route, none without: its paths answer without the
+	// prefix too.
+	if len(s.routes) == 1 && !s.unrouted {
+		for name := range s.routes {
+			return name, p, false
+		}
+	}
+	return "", p, false
+}
+
+func (s *Server) routeOf(p string) (route, rest string) {
+	if len(s.routes) == 0 {
+		return "", p
+	}
+	seg, tail, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	if s.routes[seg] {
+		return seg, "/" + tail
+	}
+	if name, ok := strings.CutPrefix(p, "/.well-known/"); ok {
+		kind, in, _ := strings.Cut(name, "/")
+		seg, tail, _ := strings.Cut(in, "/")
+		if s.routes[seg] {
+			if tail == "" {
+				return seg, "/.well-known/" + kind
+			}
+			return seg, "/.well-known/" + kind + "/" + tail
+		}
+	}
+	return "", p
+}
+
+// front is the replay's own address as the client of lr addressed it,
+// and the route's prefix as it did.
+func front(lr *liveReq) (scheme, host, prefix string) {
+	scheme = "http"
+	if lr.r.TLS != nil {
+		scheme = "https"
+	}
+	host = lr.r.Host
+	if lr.prefixed {
+		prefix = "/" + lr.route
+	}
+	return scheme, host, prefix
+}
+
+// mapChallenges maps the resource_metadata URLs of recorded
+// WWW-Authenticate values from the recorded server's origin to the
+// replay's, as the recorder maps them to its own: a client fetches the
+// metadata from the replay.
+func (s *Server) mapChallenges(lr *liveReq, rs *recSession, vs []string) []string {
+	up, err := url.Parse(rs.s.Upstream)
+	if err != nil || up.Host == "" {
+		return vs
+	}
+	scheme, host, prefix := front(lr)
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = protocol.EditAuthParam(v, "resource_metadata", func(u string) (string, bool) {
+			return protocol.MapOrigin(u, up, scheme, host, prefix)
+		})
+	}
+	return out
+}
+
+// mapMetadata maps the resource of recorded protected-resource metadata
+// (RFC 9728) to the replay's address, as the recorder does: a client
+// checks it against the URL it connects to.
+func (s *Server) mapMetadata(lr *liveReq, rs *recSession, x *capture.Exchange, body []byte) []byte {
+	if x.Rewritten == "" || !strings.Contains(x.Rewritten, "protected-resource metadata") {
+		return body
+	}
+	up, err := url.Parse(rs.s.Upstream)
+	if err != nil || up.Host == "" {
+		return body
+	}
+	scheme, host, prefix := front(lr)
+	out, _ := protocol.EditStringMember(body, "resource", func(u string) (string, bool) {
+		return protocol.MapOrigin(u, up, scheme, host, prefix)
+	})
+	return out
+}

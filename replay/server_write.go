@@ -1,0 +1,143 @@
+package replay
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// Writing a recorded HTTP response: its status, its headers as the
+// recorded server sent them (less what belonged to the recorded
+// connection, with the live session's id and the replay's own address
+// where the recording had the server's), its body as recorded.
+
+// liveReq is a live HTTP request as the replay server reads it: the
+// route it came to, its path below the route's prefix, its facts.
+type liveReq struct {
+	r     *http.Request
+	route string // "" for a tape recorded with one upstream
+	path  string // the path below the route's prefix
+	// prefixed says that the path named the route (a tape of one route
+	// answers without it too)
+	prefixed bool
+	facts    *httpFacts
+}
+
+// reqFacts is the facts of a live request carrying params (nil: none).
+func (lr *liveReq) reqFacts(s *Server, method string, params []byte) *reqFacts {
+	f := &reqFacts{meta: s.matcher.metaOf(method, params)}
+	if lr != nil {
+		f.http = lr.facts
+	}
+	return f
+}
+
+// writeHeader writes the status and headers of recorded exchange x
+// (recorded in session rs) as the answer to lr; sid is the live session's
+// id, put where the recording had one ("" leaves it out).
+func (s *Server) writeHeader(w http.ResponseWriter, lr *liveReq, rs *recSession, x *capture.Exchange, sid string) {
+	h := w.Header()
+	if x == nil {
+		return
+	}
+	s.copyHeaders(h, lr, rs, x, sid)
+	status := x.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+}
+
+// copyHeaders copies recorded response headers, leaving out what belongs
+// to the recorded connection and redacted values, with the live session's
+// id in place of the recorded one and the OAuth URLs of the recorded
+// server mapped to the replay's address. A recording without a
+// Content-Type gets none (Go would guess one).
+func (s *Server) copyHeaders(dst http.Header, lr *liveReq, rs *recSession, x *capture.Exchange, sid string) {
+	hadType := false
+	for k, vs := range x.ResponseHeader {
+		switch ck := http.CanonicalHeaderKey(k); ck {
+		case "Content-Length", "Date", "Connection", "Keep-Alive", "Transfer-Encoding", "Set-Cookie", "Content-Encoding", "Trailer":
+			continue
+		case "Mcp-Session-Id":
+			if len(vs) > 0 && sid != "" {
+				dst.Set(protocol.HeaderSessionID, sid)
+			}
+			continue
+		case "Content-Type":
+			hadType = len(vs) > 0
+		case "Www-Authenticate":
+			vs = s.mapChallenges(lr, rs, vs)
+		}
+		for _, v := range vs {
+			if strings.Contains(v, capture.Redacted) {
+				continue
+			}
+			dst.Add(k, v)
+		}
+	}
+	if !hadType {
+		dst["Content-Type"] = nil
+	}
+}
+
+// bodyOf is the body the recorded server sent in an exchange: msgs, the
+// messages recorded in it (a JSON body's message or batch, a plain body's
+// frame), the response to the live request given the live id (ref names
+// the recorded request it answered; 0: none).
+func bodyOf(rs *recSession, msgs []*msgRef, req uint64, id []byte) ([]byte, bool) {
+	var b bytes.Buffer
+	batch := false
+	n := 0
+	for _, ref := range msgs {
+		if ref.Direction != protocol.ServerToClient || ref.Kind == protocol.KindStderr {
+			continue
+		}
+		m := rs.message(ref)
+		if m == nil {
+			return nil, false
+		}
+		raw := m.Raw
+		if m.Kind.IsResponse() && req != 0 && m.Links.Request == req {
+			raw = responseWithID(raw, id)
+		}
+		if m.Batch >= 0 {
+			if !batch {
+				b.WriteByte('[')
+			} else {
+				b.WriteByte(',')
+			}
+			batch = true
+		} else if batch {
+			b.WriteByte(']')
+			batch = false
+		}
+		b.Write(raw)
+		n++
+	}
+	if batch {
+		b.WriteByte(']')
+	}
+	return b.Bytes(), true
+}
+
+// writeExchange answers lr with recorded exchange x of rs as it was: its
+// status, headers and body (msgs). It reports false when the tape could
+// not give the records (the report says why).
+func (s *Server) writeExchange(w http.ResponseWriter, lr *liveReq, rs *recSession, ref *xRef, msgs []*msgRef, sid string) bool {
+	x := rs.exchange(ref)
+	if x == nil {
+		return false
+	}
+	body, ok := bodyOf(rs, msgs, 0, nil)
+	if !ok {
+		return false
+	}
+	body = s.mapMetadata(lr, rs, x, body)
+	s.writeHeader(w, lr, rs, x, sid)
+	_, _ = w.Write(body)
+	return true
+}
