@@ -120,6 +120,7 @@ type Server struct {
 	clients map[string]*live    // clients without a session, by fingerprint (at most maxClients)
 	uses    map[*recSession]int // how many live clients each recorded session was given to
 	xUses   map[*xRef]int       // how often each exchange without MCP traffic answered
+	given   map[*call]int       // how often each call answered clients without a session
 	report  ServerReport
 	closed  chan struct{}
 	once    sync.Once
@@ -149,7 +150,7 @@ func (r *ServerReport) OK() bool { return len(r.Failures) == 0 }
 // open while the server runs.
 func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 	s := &Server{legacy: map[string]*live{}, ended: map[string]*live{}, clients: map[string]*live{}, uses: map[*recSession]int{},
-		xUses: map[*xRef]int{}, closed: make(chan struct{}), routes: map[string]bool{}, free: map[string]*pool{},
+		xUses: map[*xRef]int{}, given: map[*call]int{}, closed: make(chan struct{}), routes: map[string]bool{}, free: map[string]*pool{},
 		stray: map[string]*pool{}, plain: map[string]*plainIndex{}, facts: map[string]*reqFacts{}}
 	if opts != nil {
 		s.opts = *opts

@@ -102,24 +102,13 @@ func (s *Server) take(rs *recSession) {
 	s.log.Info(msg)
 }
 
-// draw notes that live client l is answered from rs: the first time, rs
-// is taken (see take).
+// draw notes that live client l is answered from rs.
 func (s *Server) draw(l *live, rs *recSession) {
 	l.mu.Lock()
 	first := !l.taken[rs]
 	l.taken[rs] = true
 	l.mu.Unlock()
-	if !first {
-		return
-	}
-	// A session its server gave an id is taken by the initialize that
-	// opens it, not by the discover probe before (go-sdk clients send one).
-	if l.rs != rs && !rs.sid {
-		s.mu.Lock()
-		s.take(rs)
-		s.mu.Unlock()
-	}
-	if l.onTake != nil {
+	if first && l.onTake != nil {
 		l.onTake(rs)
 	}
 }
@@ -187,6 +176,22 @@ func (s *Server) served(l *live, c *call, m *protocol.Message, p *protocol.Param
 	}
 	if extra {
 		s.fail(true, "%s %s was called more often than recorded; the last recorded answer was replayed", m.Method, p.Name)
+	} else if l.rs == nil && exact {
+		// A client without a session has no session to take: a recorded
+		// answer it gets after another client (or itself, begun again)
+		// had it is the reuse a strict replay reports.
+		s.mu.Lock()
+		s.given[c]++
+		n := s.given[c]
+		s.mu.Unlock()
+		if n > 1 {
+			what := m.Method
+			if p.Name != "" {
+				what += " " + p.Name
+			}
+			s.fail(true, "recorded %s (seq %d in recorded session %s) is replayed again (%d times): a client without a session, or one that began anew, had it already",
+				what, c.req.Seq, c.rs.s.ID, n)
+		}
 	}
 	s.draw(l, c.rs)
 	l.mu.Lock()

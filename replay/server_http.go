@@ -38,7 +38,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		s.deleteSession(w, lr)
 	default:
-		s.servePlain(w, lr, nil)
+		if s.servePlain(w, lr, nil) {
+			return
+		}
+		if s.mcpPath(lr.route, lr.path) {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		s.notFound(w, lr)
 	}
 }
 
@@ -232,7 +239,8 @@ func (s *Server) answer(w http.ResponseWriter, lr *liveReq, l *live, c *call, m 
 	if m.Method == protocol.MethodInitialize && l.id != "" {
 		h.Set(protocol.HeaderSessionID, l.id)
 	}
-	w.WriteHeader(cmpStatus(x.Status))
+	sizeAs(h, x, body)
+	writeStatus(w, x, cmpStatus(x.Status))
 	_, _ = w.Write(body)
 	flush(w)
 	s.afterResponse(l, fp.listChanged...)

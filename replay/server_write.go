@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/mcptape/mcptape/capture"
@@ -44,11 +45,16 @@ func (s *Server) writeHeader(w http.ResponseWriter, lr *liveReq, rs *recSession,
 		return
 	}
 	s.copyHeaders(h, lr, rs, x, sid)
-	status := x.Status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	writeStatus(w, x, cmpStatus(x.Status))
+}
+
+// writeStatus writes a replayed response's status. A recorded response
+// without a Content-Length gets none (Go would add one to a short body).
+func writeStatus(w http.ResponseWriter, x *capture.Exchange, status int) {
 	w.WriteHeader(status)
+	if x.ResponseHeader.Get("Content-Length") == "" {
+		flush(w)
+	}
 }
 
 // copyHeaders copies recorded response headers, leaving out what belongs
@@ -124,6 +130,14 @@ func bodyOf(rs *recSession, msgs []*msgRef, req uint64, id []byte) ([]byte, bool
 	return b.Bytes(), true
 }
 
+// sizeAs gives a replayed body a Content-Length where the recorded
+// response had one (the body may differ in length: a live id).
+func sizeAs(h http.Header, x *capture.Exchange, body []byte) {
+	if x.ResponseHeader.Get("Content-Length") != "" {
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+}
+
 // writeExchange answers lr with recorded exchange x of rs as it was: its
 // status, headers and body (msgs). It reports false when the tape could
 // not give the records (the report says why).
@@ -137,6 +151,7 @@ func (s *Server) writeExchange(w http.ResponseWriter, lr *liveReq, rs *recSessio
 		return false
 	}
 	body = s.mapMetadata(lr, rs, x, body)
+	sizeAs(w.Header(), x, body)
 	s.writeHeader(w, lr, rs, x, sid)
 	_, _ = w.Write(body)
 	return true
