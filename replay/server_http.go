@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -273,6 +274,10 @@ func (o sseOut) send(sm *capture.Message, data []byte) error {
 	}
 	flush(o.w)
 	return nil
+}
+
+func (o sseOut) settle(ctx context.Context, written time.Time) {
+	sleepUntil(ctx, written.Add(settleGap))
 }
 
 func (o sseOut) frame(sm *capture.Message) error {

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"bytes"
+	"html"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -109,15 +111,32 @@ func (s *Server) servePlain(w http.ResponseWriter, lr *liveReq, body []byte) boo
 		return false
 	}
 	c, ok := s.closestX(px.byPath[lr.r.Method+" "+lr.path], lr, body)
-	if !ok {
-		if lr.r.Method != http.MethodGet || s.mcpPath(lr.route, lr.path) {
-			return false
-		}
-		if c, ok = s.unknownPath(lr); !ok {
-			return false
-		}
+	if ok {
+		return s.writeExchange(w, lr, c.rs, c.x, c.rs.bodies[c.x.ID], lr.r.Header.Get(protocol.HeaderSessionID))
 	}
-	return s.writeExchange(w, lr, c.rs, c.x, c.rs.bodies[c.x.ID], lr.r.Header.Get(protocol.HeaderSessionID))
+	if lr.r.Method != http.MethodGet || s.mcpPath(lr.route, lr.path) {
+		return false
+	}
+	if c, ok = s.unknownPath(lr); !ok {
+		return false
+	}
+	x := c.rs.exchange(c.x)
+	b, ok := bodyOf(c.rs, c.rs.bodies[c.x.ID], 0, nil)
+	if x == nil || !ok {
+		return false
+	}
+	// The server's page for a path it did not know names the path (as
+	// Express's "Cannot GET /favicon.ico" does): it names the live one.
+	rec := []byte(c.x.Facts.path)
+	live := lr.path
+	if mt, _, _ := mime.ParseMediaType(x.ResponseHeader.Get("Content-Type")); mt == "text/html" {
+		rec, live = []byte(html.EscapeString(c.x.Facts.path)), html.EscapeString(lr.path)
+	}
+	b = bytes.ReplaceAll(b, rec, []byte(live))
+	sizeAs(w.Header(), x, b)
+	s.writeHeader(w, lr, c.rs, x, "")
+	_, _ = w.Write(b)
+	return true
 }
 
 // servePlainNote answers a notification POST of a client without a

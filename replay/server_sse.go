@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -58,6 +59,8 @@ func (o *lockedOut) frame(sm *capture.Message) error {
 	}
 	return o.o.frame(sm)
 }
+
+func (o *lockedOut) settle(ctx context.Context, written time.Time) { o.o.settle(ctx, written) }
 
 func (o *lockedOut) close() {
 	o.mu.Lock()
@@ -204,6 +207,7 @@ func (s *Server) sseStream(w http.ResponseWriter, lr *liveReq, l *sseLive) {
 		return
 	}
 	pc := &pacer{prevRec: ep.Time, prevLive: time.Now()}
+	var st settler
 	for _, ref := range rs.get {
 		if ref == ep {
 			continue
@@ -211,6 +215,7 @@ func (s *Server) sseStream(w http.ResponseWriter, lr *liveReq, l *sseLive) {
 		if !s.pace(r.Context(), l.live, rs, pc, ref, rs.trigger(ref.Seq), nil) {
 			return
 		}
+		st.before(r.Context(), l.o, ref)
 		// Each message goes as part of the call it belongs to: a response
 		// with its live request's id, progress with its live token.
 		c, m, p := &call{rs: rs}, &protocol.Message{}, &protocol.Params{}
@@ -227,6 +232,7 @@ func (s *Server) sseStream(w http.ResponseWriter, lr *liveReq, l *sseLive) {
 		if !s.emit(r.Context(), l.o, l.live, c, ref, m, p) {
 			return
 		}
+		st.after(ref)
 	}
 	s.hold(r.Context(), l.o, l.live, &openStream{})
 }

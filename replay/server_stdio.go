@@ -48,7 +48,7 @@ var ErrFaultCut = errors.New("a dropAfterEvents fault ended the connection")
 // it). Logs go to [ServerOptions].Logger, never to w.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, w io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
-	c := &stdioConn{s: s, ctx: ctx, cancel: cancel, w: bufio.NewWriterSize(w, 32<<10)}
+	c := &stdioConn{s: s, ctx: ctx, cancel: cancel, w: bufio.NewWriterSize(w, 32<<10), out: w}
 	lines := make(chan stdioLine)
 	go readLines(ctx, in, lines)
 	defer func() {
@@ -83,8 +83,9 @@ type stdioConn struct {
 	answers sync.WaitGroup // the answers under way
 	bg      sync.WaitGroup // the session's own streams
 
-	mu sync.Mutex // guards w
-	w  *bufio.Writer
+	mu  sync.Mutex // guards w
+	w   *bufio.Writer
+	out io.Writer // what w writes to
 
 	cur *live // the live session; the read loop's alone
 }
@@ -170,6 +171,14 @@ func (c *stdioConn) write(msg []byte) error {
 type stdioOut struct{ c *stdioConn }
 
 func (o stdioOut) send(_ *capture.Message, data []byte) error { return o.c.write(data) }
+
+// settle waits until the client read the pipe the connection writes to
+// (see settler), or settleGap where it cannot tell.
+func (o stdioOut) settle(ctx context.Context, written time.Time) {
+	if !waitRead(ctx, o.c.out, maxSettle) {
+		sleepUntil(ctx, written.Add(settleGap))
+	}
+}
 
 // frame writes a recorded line that is not JSON-RPC as it was (a stdio
 // server's stray output); an SSE frame has no place on stdio.

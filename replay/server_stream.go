@@ -21,6 +21,62 @@ type out interface {
 	// frame writes a recorded frame that carries no JSON-RPC message: an
 	// SSE priming event or comment, a line that is not JSON.
 	frame(sm *capture.Message) error
+	// settle waits, bounded, until the client can have read what was
+	// written before (at written, live), so that what comes next reaches
+	// it apart (see settler).
+	settle(ctx context.Context, written time.Time)
+}
+
+// settler keeps a response apart from the notifications before it. A
+// client reads a stream in chunks and may handle the messages of one chunk
+// in one go: the TypeScript SDK settles a response at once but runs a
+// notification's handler a tick later, so a progress notification read in
+// the same chunk as its call's response finds its handler gone, and a
+// legacy SSE client dispatches every event of a chunk together. So a
+// response that follows notifications of its own call goes out only once
+// the client read them: over a pipe, once the pipe is empty; otherwise
+// settleGap after them.
+type settler struct {
+	// lastNote is when the last notification went out (zero: none since
+	// the last response).
+	lastNote time.Time
+}
+
+// settleGap is how long a response waits after a notification before it,
+// where the replay cannot see the client read.
+const settleGap = 15 * time.Millisecond
+
+// maxSettle bounds the wait for a client to read a pipe.
+const maxSettle = time.Second
+
+// before is called before each message goes out on a stream: a response
+// after a notification waits for the client (see settler).
+func (st *settler) before(ctx context.Context, o out, sm *msgRef) {
+	if sm.Kind.IsResponse() && !st.lastNote.IsZero() {
+		o.settle(ctx, st.lastNote)
+		st.lastNote = time.Time{}
+	}
+}
+
+// after is called when a message went out on a stream.
+func (st *settler) after(sm *msgRef) {
+	if sm.Kind == protocol.KindNotification {
+		st.lastNote = time.Now()
+	}
+}
+
+// sleepUntil waits until at, or ctx ends.
+func sleepUntil(ctx context.Context, at time.Time) {
+	d := time.Until(at)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // streamEnd says how the replay of a call's stream ended.
@@ -44,6 +100,7 @@ const (
 // then the list_changed notifications fp asks for.
 func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *protocol.Message, p *protocol.Params, fp *faultPlan, arrived time.Time) streamEnd {
 	pc := &pacer{prevRec: c.req.Time, prevLive: arrived}
+	var st settler
 	events := 0
 	for _, sm := range c.stream {
 		if !s.pace(ctx, l, c.rs, pc, sm, c.rs.triggerAfter(sm, c), nil) {
@@ -52,9 +109,11 @@ func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *p
 		if fp.drop > 0 && events >= fp.drop {
 			return streamCut
 		}
+		st.before(ctx, o, sm)
 		if !s.emit(ctx, o, l, c, sm, m, p) {
 			return streamGone
 		}
+		st.after(sm)
 		events++
 		l.sent(c, events)
 		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
