@@ -34,8 +34,11 @@ type got struct {
 // mints its own.
 const sidMask = "<session id>"
 
-// connHeaders are response headers of the connection, not of the answer.
-var connHeaders = []string{"Date", "Connection", "Keep-Alive", "Transfer-Encoding"}
+// connHeaders are response headers of the connection, not of the answer:
+// how a body is framed (its length given, or chunked) is the connection's
+// too, and varies from one response of a server to the next (the body
+// itself is compared).
+var connHeaders = []string{"Date", "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length"}
 
 // send makes one request (no body for GET, OPTIONS and DELETE when body
 // is "") and returns what came back, and the Mcp-Session-Id it carried.
