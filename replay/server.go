@@ -218,11 +218,8 @@ func (s *Server) index(rs *recSession) error {
 		if c.x != nil {
 			hf = c.x.Facts
 		}
-		c.facts = s.internFacts(s.matcher.metaOf(c.method, params), hf)
-		key := ""
-		if s.matcher.custom == nil {
-			key = s.matcher.key(c.method, params)
-		}
+		key, meta := s.matcher.keyAndMeta(c.method, params)
+		c.facts = s.internFacts(meta(), hf)
 		s.poolOf(rs, c).add(c, key)
 	}
 	rs.pool.classOf, rs.after.classOf = nil, nil

@@ -208,13 +208,16 @@ func (s *Server) served(l *live, c *call, m *protocol.Message, p *protocol.Param
 	s.checkInputResponses(c, m, p)
 }
 
-// matchKey is what the default matcher compares: method and canonical
-// params. Empty with a custom matcher.
-func (s *Server) matchKey(m *protocol.Message) string {
-	if s.matcher.custom != nil {
-		return ""
+// keyAndFacts are what a live request m is matched by: the default
+// matcher's key ("" with a custom matcher: method and canonical params),
+// and its facts (lr nil: it came over stdio).
+func (s *Server) keyAndFacts(m *protocol.Message, lr *liveReq) (string, *reqFacts) {
+	key, meta := s.matcher.keyAndMeta(m.Method, m.Params)
+	f := &reqFacts{later: meta}
+	if lr != nil {
+		f.http = lr.facts
 	}
-	return s.matcher.key(m.Method, m.Params)
+	return key, f
 }
 
 // sessionState is what a live request's Mcp-Session-Id names.

@@ -44,28 +44,28 @@ func factsOf(path string, h http.Header) httpFacts {
 	f := httpFacts{path: path}
 	var creds, params []string
 	for k, vs := range h {
-		name := strings.ToLower(k)
-		switch {
-		case name == "mcp-session-id":
+		// Go's server gives canonical names; a tape's headers are too.
+		switch k = http.CanonicalHeaderKey(k); {
+		case k == protocol.HeaderSessionID:
 			f.sid = true
-		case name == "last-event-id":
+		case k == protocol.HeaderLastEventID:
 			f.lastEvent = true
-		case name == "mcp-protocol-version":
+		case k == protocol.HeaderProtocolVersion:
 			f.version = first(vs)
-		case name == "mcp-method":
+		case k == protocol.HeaderMethod:
 			f.mcpMethod = first(vs)
-		case name == "mcp-name":
+		case k == protocol.HeaderName:
 			f.mcpName = first(vs)
-		case strings.HasPrefix(name, "mcp-param-"):
-			params = append(params, name+"="+strings.Join(vs, ","))
-		case name == "accept":
+		case strings.HasPrefix(k, protocol.HeaderParamPrefix):
+			params = append(params, strings.ToLower(k)+"="+strings.Join(vs, ","))
+		case k == "Accept":
 			f.accept = mediaTypes(vs)
-		case name == "content-type":
+		case k == "Content-Type":
 			f.ctype = mediaTypes(vs)
-		case name == "origin":
+		case k == "Origin":
 			f.origin = first(vs)
-		case isCredential(name):
-			creds = append(creds, name)
+		case isCredential(k):
+			creds = append(creds, strings.ToLower(k))
 		}
 	}
 	slices.Sort(creds)
@@ -75,15 +75,26 @@ func factsOf(path string, h http.Header) httpFacts {
 	return f
 }
 
-// isCredential reports whether a header (its lower-case name) carries a
+// isCredential reports whether a header (its canonical name) carries a
 // credential, as the recorder's redaction knows them.
 func isCredential(name string) bool {
 	switch name {
-	case "authorization", "proxy-authorization", "cookie":
+	case "Authorization", "Proxy-Authorization", "Cookie":
 		return true
 	}
 	for _, s := range []string{"api-key", "apikey", "api_key", "token", "secret", "password"} {
-		if strings.Contains(name, s) {
+		if containsFold(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether s contains sub (lower case ASCII), case
+// ignored, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}
@@ -124,6 +135,18 @@ func mediaTypes(vs []string) string {
 type reqFacts struct {
 	meta map[string]string
 	http *httpFacts
+	// later, on a live request's facts, computes meta when first needed:
+	// most live requests are told apart by their params alone.
+	later func() map[string]string
+}
+
+// metaMembers is f's `_meta` members, computed now if they were left
+// for later.
+func (f *reqFacts) metaMembers() map[string]string {
+	if f.later != nil {
+		f.meta, f.later = f.later(), nil
+	}
+	return f.meta
 }
 
 // volatileMeta reports whether a `_meta` member is made anew by every run
@@ -136,16 +159,19 @@ func volatileMeta(key string) bool {
 	return false
 }
 
-// metaOf is the canonical members of params' `_meta`, less the volatile
-// ones and those the matcher ignores for method.
-func (m *Matcher) metaOf(method string, params json.RawMessage) map[string]string {
-	raw, _, _, ok := protocol.Member(params, "_meta")
+// metaOf is the canonical members of params' `_meta` (params decoded,
+// as decodeAny gives it), less the volatile ones and those the matcher
+// ignores for method.
+func (m *Matcher) metaOf(method string, params any) map[string]string {
+	p, _ := params.(map[string]any)
+	raw, ok := p["_meta"]
 	if !ok {
 		return nil
 	}
-	obj, ok := decodeAny(raw).(map[string]any)
+	obj, ok := raw.(map[string]any)
 	if !ok {
-		return map[string]string{"": string(raw)} // not an object: compared whole
+		b, _ := json.Marshal(raw)
+		return map[string]string{"": string(b)} // not an object: compared whole
 	}
 	out := make(map[string]string, len(obj))
 	for k, v := range obj {
@@ -156,6 +182,17 @@ func (m *Matcher) metaOf(method string, params json.RawMessage) map[string]strin
 		out[k] = string(b)
 	}
 	return out
+}
+
+// keyAndMeta is a request's match key ("" with a custom matcher) and a
+// function that gives its `_meta` facts, from one decoding of its params.
+func (m *Matcher) keyAndMeta(method string, params json.RawMessage) (string, func() map[string]string) {
+	v := decodeAny(params)
+	meta := func() map[string]string { return m.metaOf(method, v) }
+	if m.custom != nil {
+		return "", meta
+	}
+	return m.keyOf(method, v), meta
 }
 
 // factsKey is a reqFacts as a string, for interning: equal keys, equal
@@ -210,13 +247,14 @@ func distance(live, rec *reqFacts) int {
 		return 0
 	}
 	d := 0
-	for k, v := range live.meta {
-		if w, ok := rec.meta[k]; !ok || w != v {
+	lm, rm := live.metaMembers(), rec.metaMembers()
+	for k, v := range lm {
+		if w, ok := rm[k]; !ok || w != v {
 			d += metaWeight(k)
 		}
 	}
-	for k := range rec.meta {
-		if _, ok := live.meta[k]; !ok {
+	for k := range rm {
+		if _, ok := lm[k]; !ok {
 			d += metaWeight(k)
 		}
 	}

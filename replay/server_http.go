@@ -108,8 +108,7 @@ func (s *Server) post(w http.ResponseWriter, lr *liveReq) {
 		s.writeNoted(w, lr, l, st, &m, &p)
 		return
 	}
-	key := s.matchKey(&m)
-	f := lr.reqFacts(s, m.Method, m.Params)
+	key, f := s.keyAndFacts(&m, lr)
 	var c *call
 	if st == sessionNone && m.Method == protocol.MethodInitialize {
 		l, c = s.open(lr, &m, &p, key, f)

@@ -86,13 +86,24 @@ func (a ranked) better(b ranked) bool {
 func (s *Server) choose(u *usage, pools []*pool, m *protocol.Message, key string, f *reqFacts) (c *call, extra bool) {
 	var best ranked
 	if s.matcher.custom == nil {
+		// One class alike in params needs no distance (nor the live
+		// request's _meta read).
+		classes := 0
+		for _, p := range pools {
+			if p != nil {
+				classes += len(p.byKey[key])
+			}
+		}
 		for _, p := range pools {
 			if p == nil {
 				continue
 			}
 			for _, cl := range p.byKey[key] {
 				n := u.next[cl]
-				r := ranked{c: cl.calls[min(n, len(cl.calls)-1)], dist: distance(f, cl.facts), uses: max(0, n-len(cl.calls)+1)}
+				r := ranked{c: cl.calls[min(n, len(cl.calls)-1)], uses: max(0, n-len(cl.calls)+1)}
+				if classes > 1 {
+					r.dist = distance(f, cl.facts)
+				}
 				if r.better(best) {
 					best = r
 				}

@@ -274,9 +274,9 @@ func (s *Server) ssePost(w http.ResponseWriter, lr *liveReq, l *sseLive) {
 		return
 	}
 	p, _ := protocol.ParseParams(m.Params)
-	key := s.matchKey(&m)
+	key, f := s.keyAndFacts(&m, lr)
 	pools := []*pool{l.rs.pool}
-	c := s.resolve(l.live, pools, &m, &p, key, lr.reqFacts(s, m.Method, m.Params), func(c *call) {
+	c := s.resolve(l.live, pools, &m, &p, key, f, func(c *call) {
 		l.mu.Lock()
 		l.ids[c.req.Seq] = append(json.RawMessage(nil), m.ID...)
 		if len(p.ProgressToken) > 0 {
@@ -293,7 +293,7 @@ func (s *Server) ssePost(w http.ResponseWriter, lr *liveReq, l *sseLive) {
 	accepted(w)
 	answer := responseWithID([]byte(pingResult), m.ID)
 	if m.Method != protocol.MethodPing {
-		answer = s.noteMiss(l.live, &m, nil, pools)
+		answer = s.noteMiss(l.live, &m, f, pools)
 	}
 	_ = l.o.send(nil, answer)
 }

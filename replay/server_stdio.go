@@ -218,8 +218,7 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		return
 	}
 	p, _ := protocol.ParseParams(m.Params)
-	key := s.matchKey(&m)
-	f := (*liveReq)(nil).reqFacts(s, m.Method, m.Params)
+	key, f := s.keyAndFacts(&m, nil)
 	var rc *call
 	var pools []*pool
 	l := c.cur

@@ -27,15 +27,6 @@ type liveReq struct {
 	facts    *httpFacts
 }
 
-// reqFacts is the facts of a live request carrying params (nil: none).
-func (lr *liveReq) reqFacts(s *Server, method string, params []byte) *reqFacts {
-	f := &reqFacts{meta: s.matcher.metaOf(method, params)}
-	if lr != nil {
-		f.http = lr.facts
-	}
-	return f
-}
-
 // writeHeader writes the status and headers of recorded exchange x
 // (recorded in session rs) as the answer to lr; sid is the live session's
 // id, put where the recording had one ("" leaves it out).
