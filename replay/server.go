@@ -104,6 +104,9 @@ type Server struct {
 	faults   []Annotation
 	routes   map[string]bool // the routes the tape was recorded on
 	unrouted bool            // it holds sessions recorded without a route
+	// endpoints are the MCP endpoints of the recorded sessions, by route
+	// and path ("route\x00path").
+	endpoints map[string]bool
 
 	// What live requests are answered from, by route: the calls that
 	// named no session (free) or one their server did not know (stray),
@@ -112,18 +115,19 @@ type Server struct {
 	plain       map[string]*plainIndex
 	facts       map[string]*reqFacts // interned
 
-	mu      sync.Mutex
-	legacy  map[string]*live    // live sessions by the id we minted
-	ended   map[string]*live    // sessions their client ended, by id (at most maxEnded)
-	endedAt []string            // their ids, oldest first
-	sse     map[string]*sseLive // legacy HTTP+SSE sessions, by the session id we minted (server_sse.go)
-	clients map[string]*live    // clients without a session, by fingerprint (at most maxClients)
-	uses    map[*recSession]int // how many live clients each recorded session was given to
-	xUses   map[*xRef]int       // how often each exchange without MCP traffic answered
-	given   map[*call]int       // how often each call answered clients without a session
-	report  ServerReport
-	closed  chan struct{}
-	once    sync.Once
+	mu       sync.Mutex
+	legacy   map[string]*live    // live sessions by the id we minted (at most maxSessions)
+	legacyAt []string            // their ids, oldest first (with some ended ones)
+	ended    map[string]*live    // sessions their client ended, by id (at most maxEnded)
+	endedAt  []string            // their ids, oldest first
+	sse      map[string]*sseLive // legacy HTTP+SSE sessions, by the session id we minted (server_sse.go)
+	clients  map[string]*live    // clients without a session, by fingerprint (at most maxClients)
+	uses     map[*recSession]int // how many live clients each recorded session was given to
+	xUses    map[*xRef]int       // how often each exchange without MCP traffic answered
+	given    map[*call]int       // how often each call answered clients without a session
+	report   ServerReport
+	closed   chan struct{}
+	once     sync.Once
 
 	emu          sync.Mutex // guards readErrs and moreReadErrs
 	readErrs     []string   // tape read errors, the first maxReadErrs
@@ -151,7 +155,7 @@ func (r *ServerReport) OK() bool { return len(r.Failures) == 0 }
 func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 	s := &Server{legacy: map[string]*live{}, ended: map[string]*live{}, clients: map[string]*live{}, uses: map[*recSession]int{},
 		xUses: map[*xRef]int{}, given: map[*call]int{}, closed: make(chan struct{}), routes: map[string]bool{}, free: map[string]*pool{},
-		stray: map[string]*pool{}, plain: map[string]*plainIndex{}, facts: map[string]*reqFacts{}}
+		stray: map[string]*pool{}, plain: map[string]*plainIndex{}, facts: map[string]*reqFacts{}, endpoints: map[string]bool{}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -189,6 +193,7 @@ func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 	if len(s.sessions) == 0 {
 		return nil, errors.New("the tape holds no sessions")
 	}
+	s.findUnknown()
 	for _, p := range s.free {
 		p.classOf = nil
 	}
@@ -206,6 +211,9 @@ func (s *Server) index(rs *recSession) error {
 		s.routes[rs.route] = true
 	} else {
 		s.unrouted = true
+	}
+	if len(rs.calls) > 0 {
+		s.endpoints[rs.route+"\x00"+rs.s.Path] = true
 	}
 	rs.pool, rs.after = newPool(), newPool()
 	for _, c := range rs.calls {

@@ -23,12 +23,39 @@ import (
 // the one whose facts are closest (see distance), and among equals the
 // first that client has not had yet.
 
-// maxClients and maxEnded bound the clients without a session and the
-// ended sessions the server remembers; past them the oldest is forgotten.
+// maxSessions, maxClients and maxEnded bound the live sessions, the
+// clients without a session and the ended sessions the server remembers;
+// past them the oldest is forgotten.
 const (
-	maxClients = 4096
-	maxEnded   = 1024
+	maxSessions = 10000
+	maxClients  = 4096
+	maxEnded    = 1024
 )
+
+// addSession remembers live session l by its id, forgetting (and ending)
+// the oldest past maxSessions; s.mu is held.
+func (s *Server) addSession(l *live) {
+	for len(s.legacy) >= maxSessions && len(s.legacyAt) > 0 {
+		id := s.legacyAt[0]
+		s.legacyAt = s.legacyAt[1:]
+		if old := s.legacy[id]; old != nil {
+			old.end()
+			delete(s.legacy, id)
+			s.log.Warn("the replay server forgot its oldest live session: it holds at most this many", "sessions", maxSessions)
+		}
+	}
+	if len(s.legacyAt) > 2*len(s.legacy)+64 {
+		kept := s.legacyAt[:0]
+		for _, id := range s.legacyAt {
+			if s.legacy[id] != nil {
+				kept = append(kept, id)
+			}
+		}
+		s.legacyAt = kept
+	}
+	s.legacy[l.id] = l
+	s.legacyAt = append(s.legacyAt, l.id)
+}
 
 // fingerprint tells clients without a session apart, as the recorder
 // does: remote host, endpoint path, clientInfo and capabilities.

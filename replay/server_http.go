@@ -151,7 +151,7 @@ func (s *Server) open(lr *liveReq, m *protocol.Message, p *protocol.Params, key 
 		l.id = newSessionID()
 		l.taken[c.rs] = true
 		s.mu.Lock()
-		s.legacy[l.id] = l
+		s.addSession(l)
 		s.take(c.rs)
 		s.mu.Unlock()
 	} else {

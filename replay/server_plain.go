@@ -30,6 +30,7 @@ type plainIndex struct {
 	byPath  map[string][]recX // by "METHOD path"
 	invalid []recX            // bodies that were no JSON-RPC message
 	notes   map[string][]recX // notification exchanges of sessions without an id, by method
+	unknown recX              // the recorded answer to a path the server did not know
 }
 
 func newPlainIndex() *plainIndex {
@@ -55,37 +56,53 @@ func (px *plainIndex) addNote(rs *recSession, x *xRef, method string) {
 // equal to it. It counts the answer.
 func (s *Server) closestX(xs []recX, lr *liveReq, body []byte) (recX, bool) {
 	live := &reqFacts{http: lr.facts}
-	var best recX
-	bestDist, bestUses, bestSame := 0, 0, false
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	type candidate struct {
+		recX
+		dist int
+		same bool
+	}
+	// The recorded bodies are read from the tape outside the server's
+	// lock, and only the first maxBodyCompare.
+	var cands []candidate
 	for _, c := range xs {
 		if c.x.Facts.sid != lr.facts.sid {
 			continue
 		}
-		d, u := distance(live, &reqFacts{http: c.x.Facts}), s.xUses[c.x]
-		same := body != nil && bytes.Equal(s.requestBody(c), body)
+		cd := candidate{recX: c, dist: distance(live, &reqFacts{http: c.x.Facts})}
+		cd.same = body != nil && len(cands) < maxBodyCompare && bytes.Equal(s.requestBody(c), body)
+		cands = append(cands, cd)
+	}
+	var best candidate
+	bestUses := 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range cands {
+		u := s.xUses[c.x]
 		switch {
 		case best.x == nil:
-		case same != bestSame:
-			if !same {
+		case c.same != best.same:
+			if !c.same {
 				continue
 			}
-		case d != bestDist:
-			if d > bestDist {
+		case c.dist != best.dist:
+			if c.dist > best.dist {
 				continue
 			}
 		case u >= bestUses:
 			continue
 		}
-		best, bestDist, bestUses, bestSame = c, d, u, same
+		best, bestUses = c, u
 	}
 	if best.x == nil {
-		return best, false
+		return recX{}, false
 	}
 	s.xUses[best.x]++
-	return best, true
+	return best.recX, true
 }
+
+// maxBodyCompare bounds the recorded request bodies a plain request is
+// compared with.
+const maxBodyCompare = 64
 
 // requestBody is what the client sent in a plain recorded exchange (its
 // body as stored, which keeps the first MaxPlainBody bytes, redacted).
@@ -169,30 +186,30 @@ func (s *Server) serveInvalid(w http.ResponseWriter, lr *liveReq, body []byte) b
 }
 
 // unknownPath is the recorded answer to a GET of a path the recorded
-// server did not know: a 404 to a path no MCP session used.
+// server did not know: a 404 to a path no MCP session used, the first.
 func (s *Server) unknownPath(lr *liveReq) (recX, bool) {
 	px := s.plain[lr.route]
-	var list []recX
-	for k, xs := range px.byPath {
-		if !strings.HasPrefix(k, "GET ") {
-			continue
-		}
-		for _, c := range xs {
-			if c.x.Status == http.StatusNotFound && !s.mcpPath(lr.route, c.x.Facts.path) {
-				list = append(list, c)
+	if px == nil || px.unknown.x == nil {
+		return recX{}, false
+	}
+	return px.unknown, true
+}
+
+// findUnknown notes, for each route, its recorded answer to a path the
+// server did not know (see unknownPath), once every session is indexed.
+func (s *Server) findUnknown() {
+	for route, px := range s.plain {
+		for k, xs := range px.byPath {
+			if !strings.HasPrefix(k, "GET ") {
+				continue
+			}
+			for _, c := range xs {
+				if c.x.Status == http.StatusNotFound && !s.mcpPath(route, c.x.Facts.path) && (px.unknown.x == nil || c.x.ID < px.unknown.x.ID) {
+					px.unknown = c
+				}
 			}
 		}
 	}
-	if len(list) == 0 {
-		return recX{}, false
-	}
-	first := list[0]
-	for _, c := range list[1:] {
-		if c.x.ID < first.x.ID {
-			first = c
-		}
-	}
-	return first, true
 }
 
 // notFound answers a path the recording never saw, and no 404 of the
@@ -203,14 +220,7 @@ func (s *Server) notFound(w http.ResponseWriter, lr *liveReq) {
 
 // mcpPath reports whether path is the MCP endpoint of a recorded session
 // on route.
-func (s *Server) mcpPath(route, path string) bool {
-	for _, rs := range s.sessions {
-		if rs.route == route && rs.s.Path == path && len(rs.calls) > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (s *Server) mcpPath(route, path string) bool { return s.endpoints[route+"\x00"+path] }
 
 // splitRoute is the route a live path names and the path below it: a
 // tape recorded with routes serves each under /NAME, and a well-known
