@@ -52,10 +52,11 @@ const CodeNoMatch = -32010
 
 // CodeNoAnswer is the JSON-RPC error code of a live request that matches a
 // recorded request the recording holds no answer to (-32011): the recorded
-// server never answered it, or answered with an HTTP status and no
-// JSON-RPC message (a plain-text 500, a connection that broke). A strict
-// server reports each as a failure: the replay cannot answer what was
-// asked.
+// server never answered it (the connection broke first, or mcptape
+// answered in its place), or, over stdio, answered with an HTTP status and
+// no JSON-RPC message (a plain-text 500, which over HTTP is replayed as
+// it was). A strict server reports each as a failure: the replay cannot
+// answer what was asked.
 const CodeNoAnswer = -32011
 
 // ServerOptions configures a replay server. Nil means defaults; every
@@ -74,7 +75,8 @@ type ServerOptions struct {
 	// that differs from the recorded one beyond the matcher's ignore
 	// rules, a repeated call beyond those recorded, a handshake that
 	// differs from the recording (answered all the same), a recorded
-	// session replayed to a second live client.
+	// session replayed to a second live client, a recorded answer given
+	// again to a client without a session.
 	Strict bool
 	// AnswerTimeout bounds the wait for the client's answer to a replayed
 	// server→client request. Zero means 30s.
