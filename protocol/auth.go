@@ -31,11 +31,21 @@ func portOf(u *url.URL) string {
 
 // MapOrigin is the absolute URL s moved from the origin of from to
 // scheme://host, with prefix put before its path; path and query are kept.
-// ok is false when s is not an absolute URL on from's origin.
+// ok is false when s is not an absolute URL on from's origin, or when its
+// path climbs above the root with dot segments: a client resolves those,
+// and under a prefix "/../" would lead out of it. A path with dot segments
+// that stays within the root is mapped resolved.
 func MapOrigin(s string, from *url.URL, scheme, host, prefix string) (_ string, ok bool) {
 	u, err := url.Parse(s)
 	if err != nil || !u.IsAbs() || u.Host == "" || !SameOrigin(u, from) {
 		return s, false
+	}
+	p, escapes := RemoveDotSegments(u.Path)
+	if escapes {
+		return s, false
+	}
+	if p != u.Path {
+		u.Path, u.RawPath = p, ""
 	}
 	u.Scheme, u.Host, u.User = scheme, host, nil
 	if prefix != "" {
@@ -45,6 +55,35 @@ func MapOrigin(s string, from *url.URL, scheme, host, prefix string) (_ string, 
 		}
 	}
 	return u.String(), true
+}
+
+// RemoveDotSegments resolves the "." and ".." segments of an absolute
+// path as a client does (RFC 3986, 5.2.4); escapes reports a ".." above
+// the root, which the resolution drops.
+func RemoveDotSegments(p string) (_ string, escapes bool) {
+	if !strings.Contains(p, ".") {
+		return p, false
+	}
+	in := strings.Split(p, "/")
+	out := make([]string, 0, len(in))
+	for i, seg := range in {
+		switch seg {
+		case ".", "..":
+			if seg == ".." {
+				if len(out) > 1 {
+					out = out[:len(out)-1]
+				} else if i > 0 {
+					escapes = true
+				}
+			}
+			if i == len(in)-1 {
+				out = append(out, "") // a trailing slash
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return strings.Join(out, "/"), escapes
 }
 
 // EditAuthParam edits the values of the auth-param name (case-insensitive)

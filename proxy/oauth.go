@@ -36,8 +36,12 @@ import (
 const wellKnownPRM = "/.well-known/oauth-protected-resource"
 
 // maxMetadataBody bounds a protected-resource metadata document the proxy
-// reads to rewrite; a larger one passes unchanged.
-const maxMetadataBody = 64 << 10
+// reads to rewrite, as it arrives; maxMetadataDoc bounds it decoded (a
+// gzipped one). A larger one passes whole and unchanged.
+const (
+	maxMetadataBody = 64 << 10
+	maxMetadataDoc  = 4 * maxMetadataBody
+)
 
 // frontMap maps URLs on a route's upstream origin onto the proxy as a client
 // addressed it: a function of the route's upstream and the proxy's URL, so
@@ -68,10 +72,17 @@ func frontOf(r *http.Request) (scheme, host string) {
 
 // mapURL is s on the proxy: the upstream's origin replaced by the proxy's,
 // the route's prefix put before the path, path and query kept. ok is false
-// when s is not an absolute URL on the upstream's origin.
+// when s is not an absolute URL on the upstream's origin, or when its path
+// climbs above the root with dot segments: a client resolves those, and
+// under a route's prefix "/../" would lead into another route. A path with
+// dot segments that stays within the root is mapped resolved.
 func (m frontMap) mapURL(s string) (_ string, ok bool) {
 	return protocol.MapOrigin(s, m.up, m.scheme, m.host, m.prefix)
 }
+
+// removeDotSegments resolves the "." and ".." segments of an absolute
+// path (see protocol.RemoveDotSegments).
+func removeDotSegments(p string) (_ string, escapes bool) { return protocol.RemoveDotSegments(p) }
 
 // upstreamPath is the upstream's path for a path a client asked the proxy
 // for under a route's prefix: the prefix comes off, also from inside a
@@ -223,6 +234,15 @@ func (p *Proxy) rewriteChallenges(res *http.Response, rt *route, m frontMap, o *
 
 // warnForeign logs, once per URL, a metadata URL the proxy cannot route.
 func (p *Proxy) warnForeign(rt *route, what, u string) {
+	if pu, err := url.Parse(u); err == nil && pu.IsAbs() {
+		if _, escapes := removeDotSegments(pu.Path); escapes {
+			if rt.oauth.remember(&rt.oauth.warned, what+" "+u) {
+				p.log.Warn("OAuth metadata names a URL whose path climbs above its root with /../; the proxy leaves it as the upstream sent it rather than map it onto another route",
+					"what", what, "url", u, "upstream", rt.base, "route", rt.name)
+			}
+			return
+		}
+	}
 	if rt.oauth.remember(&rt.oauth.warned, what+" "+u) {
 		p.log.Warn("OAuth metadata names another origin than the upstream's, which reverse mode cannot route; a client that checks it against mcptape's address may refuse it, and must then reach the server by its own URL (through a forward proxy that records it)",
 			"what", what, "url", u, "upstream", rt.base, "route", rt.name)
@@ -262,10 +282,14 @@ func (p *Proxy) rewriteMetadata(res *http.Response, rt *route, m frontMap, o *or
 	if enc == "gzip" {
 		zr, err := gzip.NewReader(bytes.NewReader(raw))
 		if err == nil {
-			doc, err = io.ReadAll(io.LimitReader(zr, 4*maxMetadataBody))
+			doc, err = io.ReadAll(io.LimitReader(zr, maxMetadataDoc+1))
 		}
-		if err != nil {
+		if err != nil || len(doc) > maxMetadataDoc {
+			// Never a cut document: the upstream's bytes, whole.
 			res.Body = io.NopCloser(bytes.NewReader(raw))
+			if err == nil {
+				p.log.Warn("protected-resource metadata larger than the proxy rewrites once unzipped; passed unchanged", "limit", maxMetadataDoc, "path", res.Request.URL.Path)
+			}
 			return nil
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -21,7 +20,7 @@ const maxBody = 64 << 20
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.opts.AllowAnyHost && !hostAllowed(r) {
+	if !s.opts.AllowAnyHost && !protocol.HostAllowed(r) {
 		msg := fmt.Sprintf("mcptape replay: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)", r.Host)
 		s.log.Warn(msg)
 		http.Error(w, msg, http.StatusForbidden)
@@ -48,19 +47,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.notFound(w, lr)
 	}
-}
-
-// hostAllowed applies the DNS-rebinding rule: a request that arrived on a
-// loopback address must name a loopback host.
-func hostAllowed(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return true
-	}
-	if ta, ok := la.(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		return true
-	}
-	return protocol.LoopbackHost(r.Host)
 }
 
 // liveRequest reads what matching needs of r: its route and facts.
