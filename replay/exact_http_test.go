@@ -101,7 +101,14 @@ func TestHeadersAsRecorded(t *testing.T) {
 				g, _ := send(t, ctx, "POST", u, body, h)
 				out = append(out, g)
 			}
-			return out
+			// The standalone GET stream: its headers (what it carries comes
+			// when the server has something to say).
+			sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer scancel()
+			h["Accept"] = "text/event-stream"
+			g, _ = send(t, sctx, "GET", u, "", h)
+			g.Body = ""
+			return append(out, g)
 		}
 		recorded, replayed, s := recordThenReplay(t, ev.URL(), func() { ev.Close() }, nil, drive)
 		if recorded[0].Header["Cache-Control"] != "no-cache, no-transform" || recorded[1].Header["X-Powered-By"] == "" || recorded[2].Header["Mcp-Session-Id"] != sidMask {

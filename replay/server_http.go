@@ -186,6 +186,7 @@ func (s *Server) answer(w http.ResponseWriter, lr *liveReq, l *live, c *call, m 
 	if x == nil || x.ResponseBody == capture.BodySSE {
 		status := http.StatusOK
 		if x != nil {
+			h.Set("Content-Type", protocol.ContentTypeSSE) // unless recorded otherwise
 			s.copyHeaders(h, lr, c.rs, x, liveSID(l, lr))
 			status = cmpStatus(x.Status)
 			if m.Method == protocol.MethodInitialize && l.id != "" {

@@ -51,8 +51,9 @@ func writeStatus(w http.ResponseWriter, x *capture.Exchange, status int) {
 // copyHeaders copies recorded response headers, leaving out what belongs
 // to the recorded connection and redacted values, with the live session's
 // id in place of the recorded one and the OAuth URLs of the recorded
-// server mapped to the replay's address. A recording without a
-// Content-Type gets none (Go would guess one).
+// server mapped to the replay's address; they replace what the replay set
+// before. A response recorded without a Content-Type gets none (Go would
+// guess one), unless the tape holds no headers at all (one made by hand).
 func (s *Server) copyHeaders(dst http.Header, lr *liveReq, rs *recSession, x *capture.Exchange, sid string) {
 	hadType := false
 	for k, vs := range x.ResponseHeader {
@@ -69,14 +70,17 @@ func (s *Server) copyHeaders(dst http.Header, lr *liveReq, rs *recSession, x *ca
 		case "Www-Authenticate":
 			vs = s.mapChallenges(lr, rs, vs)
 		}
+		var out []string
 		for _, v := range vs {
-			if strings.Contains(v, capture.Redacted) {
-				continue
+			if !strings.Contains(v, capture.Redacted) {
+				out = append(out, v)
 			}
-			dst.Add(k, v)
+		}
+		if len(out) > 0 {
+			dst[http.CanonicalHeaderKey(k)] = out // in place of what the replay set itself
 		}
 	}
-	if !hadType {
+	if !hadType && len(x.ResponseHeader) > 0 {
 		dst["Content-Type"] = nil
 	}
 }
