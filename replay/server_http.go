@@ -38,13 +38,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		s.deleteSession(w, lr)
 	default:
-		if s.servePlain(w, lr, nil) {
-			return
-		}
-		if s.mcpPath(lr.route, lr.path) {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
+		s.serveOther(w, lr, "mcptape replay: method not allowed")
+	}
+}
+
+// serveOther answers a request that no MCP session takes as the recording
+// answered its like (see servePlain); the recording holding none, an MCP
+// endpoint answers 405 (why says why) and any other path 404.
+func (s *Server) serveOther(w http.ResponseWriter, lr *liveReq, why string) {
+	switch {
+	case s.servePlain(w, lr, nil):
+	case s.mcpPath(lr.route, lr.path):
+		http.Error(w, why, http.StatusMethodNotAllowed)
+	default:
 		s.notFound(w, lr)
 	}
 }
@@ -292,21 +298,8 @@ func (s *Server) writeAnswered(w http.ResponseWriter, lr *liveReq, l *live, seq 
 func (s *Server) writeNoted(w http.ResponseWriter, lr *liveReq, l *live, st sessionState, m *protocol.Message, p *protocol.Params) {
 	switch st {
 	case sessionLive, sessionEnded:
-		xs := l.rs.notes[m.Method]
-		if len(xs) == 0 {
-			for _, list := range l.rs.notes {
-				xs = list
-				break
-			}
-		}
-		if len(xs) > 0 {
-			l.mu.Lock()
-			i := min(l.noteAt[m.Method], len(xs)-1)
-			l.noteAt[m.Method]++
-			l.mu.Unlock()
-			if s.writeExchange(w, lr, l.rs, xs[i], l.rs.bodies[xs[i].ID], liveSID(l, lr)) {
-				return
-			}
+		if x := l.noteExchange(m.Method); x != nil && s.writeExchange(w, lr, l.rs, x, l.rs.bodies[x.ID], liveSID(l, lr)) {
+			return
 		}
 	case sessionUnknown:
 		if s.servePlainNote(w, lr, m.Method) {
@@ -320,6 +313,28 @@ func (s *Server) writeNoted(w http.ResponseWriter, lr *liveReq, l *live, st sess
 		}
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// noteExchange is the recorded exchange that answers live session l's
+// next notification POST of method: its session's of that method in
+// turn (the last again after them), else any of its session's; nil when
+// the session recorded none.
+func (l *live) noteExchange(method string) *xRef {
+	xs := l.rs.notes[method]
+	if len(xs) == 0 {
+		for _, list := range l.rs.notes {
+			xs = list
+			break
+		}
+	}
+	if len(xs) == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := min(l.noteAt[method], len(xs)-1)
+	l.noteAt[method]++
+	return xs[i]
 }
 
 // unknownSession answers a request that names a session the replay
@@ -359,14 +374,7 @@ func (s *Server) get(w http.ResponseWriter, lr *liveReq) {
 		}
 		return
 	}
-	if s.servePlain(w, lr, nil) {
-		return
-	}
-	if s.mcpPath(lr.route, lr.path) {
-		http.Error(w, "mcptape replay: the recorded server has no stream for requests without a session", http.StatusMethodNotAllowed)
-		return
-	}
-	s.notFound(w, lr)
+	s.serveOther(w, lr, "mcptape replay: the recorded server has no stream for requests without a session")
 }
 
 // sidExchange is the first of xs of method.

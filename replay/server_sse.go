@@ -261,14 +261,8 @@ func (s *Server) ssePost(w http.ResponseWriter, lr *liveReq, l *sseLive) {
 		accepted(w)
 		return
 	case protocol.KindNotification:
-		if xs := l.rs.notes[m.Method]; len(xs) > 0 {
-			l.mu.Lock()
-			x := xs[min(l.noteAt[m.Method], len(xs)-1)]
-			l.noteAt[m.Method]++
-			l.mu.Unlock()
-			if s.writeExchange(w, lr, l.rs, x, l.rs.bodies[x.ID], "") {
-				return
-			}
+		if x := l.noteExchange(m.Method); x != nil && s.writeExchange(w, lr, l.rs, x, l.rs.bodies[x.ID], "") {
+			return
 		}
 		accepted(w)
 		return
