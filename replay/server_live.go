@@ -43,6 +43,17 @@ type live struct {
 	// connection (by its request's seq), the messages of its stream out so
 	// far: what the server sent on its own after them waits for them.
 	underway map[uint64]int
+	// own is, on a stdio connection, how far the replay of what each
+	// recorded session sent on its own has come.
+	own map[*recSession]*ownState
+}
+
+// ownState is how far the replay of what a recorded session sent on its
+// own (rs.get) has come on a stdio connection.
+type ownState struct {
+	sent    int    // messages out
+	blocked uint64 // the recorded request its next message waits to see live; 0: none
+	done    bool
 }
 
 // openStream is a live stream that list_changed faults can use.
@@ -81,7 +92,7 @@ func listenStream(m *protocol.Message) *openStream {
 func newLive(rs *recSession) *live {
 	return &live{rs: rs, use: newUsage(), taken: map[*recSession]bool{}, noteAt: map[string]int{}, asked: map[string]uint64{},
 		seen: map[uint64]time.Time{}, changed: make(chan struct{}),
-		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}, underway: map[uint64]int{}}
+		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}, underway: map[uint64]int{}, own: map[*recSession]*ownState{}}
 }
 
 // markSeen notes that the recorded request seq was matched live, now.
@@ -227,6 +238,46 @@ func (l *live) waitStream(ctx context.Context, c *call, seq uint64, limit time.D
 	l.waitUntil(ctx, limit, nil, func() bool {
 		n, ok := l.underway[c.req.Seq]
 		return !ok || n >= want
+	})
+}
+
+// startOwn notes that what rs sent on its own is being replayed to l.
+func (l *live) startOwn(rs *recSession) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.own[rs] == nil {
+		l.own[rs] = &ownState{}
+	}
+}
+
+// ownAt notes how far the replay of what rs sent on its own has come.
+func (l *live) ownAt(rs *recSession, sent int, blocked uint64, done bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.own[rs]
+	if st == nil {
+		return
+	}
+	st.sent, st.blocked, st.done = sent, blocked, done
+	l.wake()
+}
+
+// waitOwn waits, at most limit, until what rs sent on its own before seq
+// is out, so that on one pipe a call's message follows what the server
+// sent unasked before it in the recording; unless that replay waits for a
+// request not seen yet (it would wait for this one).
+func (l *live) waitOwn(ctx context.Context, rs *recSession, seq uint64, limit time.Duration) {
+	due, _ := slices.BinarySearchFunc(rs.get, seq, func(m *msgRef, seq uint64) int { return cmp.Compare(m.Seq, seq) })
+	if due == 0 {
+		return
+	}
+	l.waitUntil(ctx, limit, nil, func() bool {
+		st := l.own[rs]
+		if st == nil || st.done || st.sent >= due {
+			return true
+		}
+		_, seen := l.seen[st.blocked]
+		return st.blocked != 0 && !seen
 	})
 }
 

@@ -172,6 +172,12 @@ type stdioOut struct{ c *stdioConn }
 
 func (o stdioOut) send(_ *capture.Message, data []byte) error { return o.c.write(data) }
 
+// inOrder waits until what c's recorded session sent on its own before
+// sm is out: one pipe carries both, in the recorded order.
+func (o stdioOut) inOrder(ctx context.Context, l *live, c *call, sm *msgRef) {
+	l.waitOwn(ctx, c.rs, sm.Seq, o.c.s.opts.MaxGap+o.c.s.opts.AnswerTimeout)
+}
+
 // settle waits until the client read the pipe the connection writes to
 // (see settler), or settleGap where it cannot tell.
 func (o stdioOut) settle(ctx context.Context, written time.Time) {
@@ -312,6 +318,7 @@ func (c *stdioConn) begin(rs *recSession) *live {
 	c.bg.Go(func() { s.hold(c.ctx, stdioOut{c}, l, &openStream{}) })
 	start := time.Now()
 	own := func(rs *recSession) {
+		l.startOwn(rs)
 		at := rs.s.Start
 		if len(rs.calls) > 0 {
 			at = rs.calls[0].req.Time
@@ -334,15 +341,19 @@ func (c *stdioConn) begin(rs *recSession) *live {
 func (c *stdioConn) standalone(l *live, rs *recSession, at, start time.Time) {
 	s := c.s
 	pc := &pacer{prevRec: at, prevLive: start}
-	for _, sm := range rs.get {
+	defer func() { l.ownAt(rs, len(rs.get), 0, true) }()
+	for i, sm := range rs.get {
 		trigger := rs.trigger(sm.Seq)
+		l.ownAt(rs, i, trigger, false)
 		if !s.pace(c.ctx, l, rs, pc, sm, trigger, nil) {
 			return
 		}
+		l.ownAt(rs, i, 0, false)
 		l.waitStream(c.ctx, rs.callAt(trigger), sm.Seq, s.opts.MaxGap+s.opts.AnswerTimeout)
 		if !s.emit(c.ctx, stdioOut{c}, l, &call{rs: rs}, sm, &protocol.Message{}, &protocol.Params{}) {
 			return
 		}
+		l.ownAt(rs, i+1, 0, false)
 	}
 }
 

@@ -27,6 +27,14 @@ type out interface {
 	settle(ctx context.Context, written time.Time)
 }
 
+// orderedOut is an out that carries, on one channel, a call's stream and
+// what the server sent on its own (stdio): before each message of a call,
+// inOrder waits for what the recording has the server send unasked
+// before it.
+type orderedOut interface {
+	inOrder(ctx context.Context, l *live, c *call, sm *msgRef)
+}
+
 // settler keeps a response apart from the notifications before it. A
 // client reads a stream in chunks and may handle the messages of one chunk
 // in one go: the TypeScript SDK settles a response at once but runs a
@@ -108,6 +116,9 @@ func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *p
 		}
 		if fp.drop > 0 && events >= fp.drop {
 			return streamCut
+		}
+		if io, ok := o.(orderedOut); ok {
+			io.inOrder(ctx, l, c, sm)
 		}
 		st.before(ctx, o, sm)
 		if !s.emit(ctx, o, l, c, sm, m, p) {
