@@ -42,8 +42,8 @@ type orderedOut interface {
 // the same chunk as its call's response finds its handler gone, and a
 // legacy SSE client dispatches every event of a chunk together. So a
 // response that follows notifications of its own call goes out only once
-// the client read them: over a pipe, once the pipe is empty; otherwise
-// settleGap after them.
+// the client read them: over a pipe or a Unix socket, once it is empty;
+// otherwise settleGap after them.
 type settler struct {
 	// lastNote is when the last notification went out (zero: none since
 	// the last response).
