@@ -18,7 +18,11 @@
 // (no build step). Every page is a deep link the server answers with
 // index.html: /sessions (filters in the query string), /sessions/{id},
 // /sessions/{id}/messages/{seq}, /live, /latency, /profiles, /import,
-// /pending, /intercept, /tools, /send?from={seq}.
+// /pending, /intercept, /tools, /send?from={seq}. They are listed once, in
+// static/js/pages.json ([Server.Pages]), which the app routes on too. The
+// modules import one another without a cycle (a test checks the graph):
+// pages import nav.js to navigate, never app.js, which loads them; the
+// live tail is one connection (tail.js) that pages subscribe to.
 //
 // # API
 //

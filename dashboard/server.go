@@ -142,6 +142,7 @@ type Server struct {
 	log    *slog.Logger
 	router *mux.Router
 	static fs.FS
+	pages  []Page // static/js/pages.json
 
 	index *summaryIndex
 	live  *liveTail
@@ -196,6 +197,9 @@ func New(store capture.Store, opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.static = sub
+	if s.pages, err = readPages(sub); err != nil {
+		return nil, err
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.index = newSummaryIndex(store)
 	if s.live, err = newLiveTail(s); err != nil {
@@ -374,10 +378,8 @@ func (s *Server) routes() *mux.Router {
 	}
 	r.PathPrefix("/static/").Handler(http.StripPrefix("/static/", s.staticHandler())).Methods(get)
 	// The app's pages: every one is a deep link that opens directly.
-	for _, p := range []string{"/", "/sessions", "/sessions/{id}", "/sessions/{id}/messages/{seq:[0-9]+}",
-		"/sessions/{id}/messages/{seq:[0-9]+}/inputs/{key}", "/sessions/{id}/exchanges/{xid:[0-9]+}",
-		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending", "/intercept", "/send", "/tools"} {
-		r.HandleFunc(p, s.page).Methods(get)
+	for _, p := range s.pages {
+		r.HandleFunc(p.Path, s.page).Methods(get)
 	}
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found", http.StatusNotFound)
@@ -409,6 +411,8 @@ func (s *Server) staticHandler() http.Handler {
 			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		case strings.HasSuffix(r.URL.Path, ".css"):
 			w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		case strings.HasSuffix(r.URL.Path, ".json"):
+			w.Header().Set("Content-Type", "application/json")
 		}
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)

@@ -1,48 +1,37 @@
 // The dashboard app: History API routing over deep links. Each page is a
-// function that fills <main> and may return a cleanup function.
+// function that fills <main> and may return a cleanup function. The pages
+// are listed once, in pages.json, which the server reads too (every page
+// is a deep link it answers with index.html).
 
+import PAGES from './pages.json' with { type: 'json' };
 import { h, clear, add } from './dom.js';
 import { api, info } from './api.js';
 import { watchStatus } from './banner.js';
+import { setRouter, navigate, status } from './nav.js';
+import { onTail } from './tail.js';
+
+// pattern turns a page's path ("/sessions/{id}/messages/{seq:[0-9]+}")
+// into a regular expression that captures its parameters.
+function pattern(path) {
+  const parts = path.split('/').map((seg) => {
+    const m = /^\{[a-z]+(?::(.+))?\}$/.exec(seg);
+    if (m) return `(${m[1] || '[^/]+'})`;
+    return seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  });
+  return new RegExp(`^${parts.join('/')}$`);
+}
 
 // Each page's module loads the first time it is visited, so a page does
 // not wait for the code of the others.
-const lazy = (path, name) => async (ctx) => (await import(path))[name](ctx);
-
-const routes = [
-  [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
-  [/^\/sessions$/, lazy('./pages/sessions.js', 'sessionsPage'), 'sessions'],
-  [/^\/sessions\/([^/]+)$/, lazy('./pages/session.js', 'sessionPage'), 'sessions'],
-  [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, lazy('./pages/message.js', 'messagePage'), 'sessions'],
-  [/^\/sessions\/([^/]+)\/messages\/(\d+)\/inputs\/([^/]+)$/, lazy('./pages/input.js', 'inputPage'), 'sessions'],
-  [/^\/sessions\/([^/]+)\/exchanges\/(\d+)$/, lazy('./pages/exchange.js', 'exchangePage'), 'sessions'],
-  [/^\/live$/, lazy('./pages/live.js', 'livePage'), 'live'],
-  [/^\/latency$/, lazy('./pages/latency.js', 'latencyPage'), 'latency'],
-  [/^\/profiles$/, lazy('./pages/profiles.js', 'profilesPage'), 'profiles'],
-  [/^\/profiles\/([^/]+)$/, lazy('./pages/profiles.js', 'profilePage'), 'profiles'],
-  [/^\/import$/, lazy('./pages/import.js', 'importPage'), 'import'],
-  [/^\/pending$/, lazy('./pages/pending.js', 'pendingPage'), 'pending'],
-  [/^\/intercept$/, lazy('./pages/intercept.js', 'interceptPage'), 'intercept'],
-  [/^\/send$/, lazy('./pages/send.js', 'sendPage'), 'tools'],
-  [/^\/tools$/, lazy('./pages/tools.js', 'toolsPage'), 'tools'],
-];
+const routes = PAGES.map((p) => ({
+  re: pattern(p.path),
+  nav: p.nav || '',
+  page: p.redirect
+    ? () => { navigate(p.redirect, { replace: true }); }
+    : async (ctx) => (await import(p.module))[p.page](ctx),
+}));
 
 let current = { cleanup: null, abort: null };
-
-// navigate goes to url; notice is a [text, kind] status to show once the
-// page has rendered (render clears the status line first).
-export function navigate(url, { replace = false, notice = null } = {}) {
-  if (replace) history.replaceState(null, '', url);
-  else history.pushState(null, '', url);
-  render(notice);
-}
-
-// status shows a short message in the header.
-export function status(text, kind = '') {
-  const el = document.getElementById('status');
-  el.textContent = text;
-  el.className = 'status ' + kind;
-}
 
 async function render(notice) {
   if (current.cleanup) {
@@ -55,7 +44,7 @@ async function render(notice) {
   clear(main);
   status(notice && typeof notice[0] === 'string' ? notice[0] : '', notice ? notice[1] || '' : '');
   const path = location.pathname;
-  for (const [re, page, nav] of routes) {
+  for (const { re, page, nav } of routes) {
     const m = re.exec(path);
     if (!m) continue;
     for (const a of document.querySelectorAll('#nav a')) {
@@ -79,6 +68,8 @@ async function render(notice) {
   }
   main.append(h('h1', {}, 'Not found'), h('p', {}, 'No page at this address. ', h('a', { href: '/sessions' }, 'Sessions')));
 }
+
+setRouter({ render, leave: null });
 
 // Links to this site navigate within the app.
 document.addEventListener('click', (e) => {
@@ -105,51 +96,25 @@ async function boot() {
     clear(footer);
     add(footer, [`mcptape ${i.version}`, i.dataDir ? ` · ${i.dataDir}` : '', ` · live tail: ${i.live}`,
       i.features.metrics ? [' · ', h('a', { href: '/metrics' }, 'metrics')] : '']);
-    if (i.features.pending) watchPending();
-    if (i.features.intercept) watchIntercept();
+    if (i.features.pending) watchCount('pending', 'pending-count', '/pending', (r) => r.requests.length);
+    if (i.features.intercept) watchCount('intercept', 'intercept-count', '/intercept', (r) => r.held.length);
   } catch (e) {
     status(e.message, 'bad');
   }
 }
 
-// watchPending keeps the nav's count of requests waiting for a person
-// (a replay client's dashboard) from the live tail's pending events, and
-// passes them on to pages as 'mcptape:pending' events on window.
-function watchPending() {
-  const badge = document.getElementById('pending-count');
+// watchCount keeps a nav badge (requests waiting for a person, messages
+// held) from the live tail's events of type; pages subscribe to the same
+// events themselves.
+function watchCount(type, badgeID, path, count) {
+  const badge = document.getElementById(badgeID);
   const show = (n) => {
     badge.textContent = String(n);
     badge.hidden = !n;
   };
-  api('/pending').then((r) => show(r.requests.length)).catch(() => {});
-  const es = new EventSource('/api/v1/live');
-  es.addEventListener('open', () => { badge.dataset.live = '1'; });
-  es.addEventListener('pending', (ev) => {
-    let d;
-    try { d = JSON.parse(ev.data); } catch { return; }
-    show(Number(d.count) || 0);
-    window.dispatchEvent(new CustomEvent('mcptape:pending', { detail: d }));
-  });
-}
-
-// watchIntercept keeps the nav's count of held messages from the live
-// tail's intercept events, and passes them on to pages as
-// 'mcptape:intercept' events on window.
-function watchIntercept() {
-  const badge = document.getElementById('intercept-count');
-  const show = (n) => {
-    badge.textContent = String(n);
-    badge.hidden = !n;
-  };
-  api('/intercept').then((r) => show(r.held.length)).catch(() => {});
-  const es = new EventSource('/api/v1/live');
-  es.addEventListener('open', () => { badge.dataset.live = '1'; });
-  es.addEventListener('intercept', (ev) => {
-    let d;
-    try { d = JSON.parse(ev.data); } catch { return; }
-    show(Number(d.count) || 0);
-    window.dispatchEvent(new CustomEvent('mcptape:intercept', { detail: d }));
-  });
+  api(path).then((r) => show(count(r))).catch(() => {});
+  onTail('state', (st) => { if (st === 'live') badge.dataset.live = '1'; });
+  onTail(type, (d) => show(Number(d.count) || 0));
 }
 
 boot();

@@ -8,8 +8,7 @@
 // elicitation as a form generated from its requestedSchema and checked;
 // a URL-mode elicitation's URL to copy and a Completed action. Held
 // content is hostile: all of it is shown as text. New messages appear as
-// the live tail announces them (app.js turns its intercept events into
-// 'mcptape:intercept' events on window).
+// the live tail announces them (tail.js).
 
 import { h, chip, clipped, fmtMs } from '../dom.js';
 import { api, enc } from '../api.js';
@@ -19,7 +18,8 @@ import { samplingRequest } from '../render/sampling.js';
 import { elicitationRequest } from '../render/elicitation.js';
 import { isObj } from '../render/content.js';
 import { schemaForm } from '../render/form.js';
-import { status } from '../app.js';
+import { status } from '../nav.js';
+import { onTail } from '../tail.js';
 
 const SAMPLING = 'sampling/createMessage';
 const ELICIT = 'elicitation/create';
@@ -106,11 +106,11 @@ export async function interceptPage({ main, signal }) {
 
   await refresh();
   const onChange = () => { refresh(); };
-  window.addEventListener('mcptape:intercept', onChange);
+  const stop = onTail('intercept', onChange);
   const poll = setInterval(refresh, 5000);
   const ages = setInterval(tick, 1000);
   return () => {
-    window.removeEventListener('mcptape:intercept', onChange);
+    stop();
     clearInterval(poll);
     clearInterval(ages);
   };

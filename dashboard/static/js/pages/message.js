@@ -9,7 +9,7 @@
 
 import { h, chip, clipped, copyButton, dirArrow, exchangePath, inputPath, fmtBytes, fmtClock, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, section, sessionPath, table } from '../dom.js';
 import { api, info, enc } from '../api.js';
-import { navigate } from '../app.js';
+import { navigate } from '../nav.js';
 import { jsonTree, parse } from '../view.js';
 import { messageBody } from '../render/body.js';
 

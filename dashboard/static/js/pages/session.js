@@ -9,7 +9,7 @@
 
 import { h, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, inputPath, kv, messagePath, ms, nsToMs, section, via } from '../dom.js';
 import { api, info, enc } from '../api.js';
-import { navigate, status } from '../app.js';
+import { navigate, status } from '../nav.js';
 import { parse } from '../view.js';
 
 
