@@ -23,7 +23,6 @@ import (
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
-	"github.com/mcptape/mcptape/replay"
 )
 
 // interceptRig is what `mcptape record --intercept …` runs: an upstream
@@ -58,41 +57,10 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 	ir := &interceptRig{rig: &rig{store: store}, icpt: icpt, profiles: t.TempDir()}
 	r := ir.rig
 	r.dash, err = dashboard.New(store, &dashboard.Options{Feed: dashboard.FeedPublish, Intercept: icpt, Profiles: ir.profiles,
-		AnswerFromProfile: func(ctx context.Context, name, method string, params json.RawMessage) (json.RawMessage, error) {
-			var p *replay.Profile
-			if name != "" {
-				if p, err = replay.LoadProfile(filepath.Join(ir.profiles, name+".json")); err != nil {
-					return nil, err
-				}
-			}
-			switch method {
-			case protocol.MethodSampling:
-				return p.AnswerSampling(params)
-			case protocol.MethodElicitation:
-				return p.AnswerElicitation(params)
-			}
-			return p.AnswerRoots(), nil
-		},
-		// As cmd wires it: the recorder's Sync, and replay.Send as the
-		// dashboard's own client.
-		Sync: func(ctx context.Context) error {
-			if r.rec == nil {
-				return nil
-			}
-			return r.rec.Sync(ctx)
-		},
-		Send: func(ctx context.Context, sr dashboard.SendRequest) (*dashboard.SendResult, error) {
-			res, err := replay.Send(ctx, &replay.SendOptions{URL: sr.URL, Method: sr.Method, Params: sr.Params, Body: sr.Body, Header: sr.Header,
-				Version: sr.Version, Client: protocol.Implementation{Name: "mcptape-dashboard"}, Profile: &replay.Profile{}})
-			if err != nil {
-				return nil, err
-			}
-			out := &dashboard.SendResult{Version: res.Version, Status: res.Status, Response: res.Response, Body: res.Body, Rounds: res.Rounds, Ms: res.Ms}
-			for _, e := range res.Events {
-				out.Events = append(out.Events, dashboard.SendEvent{Dir: e.Dir, Message: e.Message, Text: e.Text, Note: e.Note})
-			}
-			return out, nil
-		}})
+		// As cmd wires it: replay's profiles, the recorder's Sync, and
+		// replay.Send as the dashboard's own client.
+		Backend: &testRecording{testBackend: &testBackend{profiles: ir.profiles}, rec: func() *capture.Recorder { return r.rec }},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -21,7 +20,6 @@ import (
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/replay"
 )
 
 // jsString quotes s for a JavaScript expression.
@@ -37,15 +35,11 @@ const treeReady = `document.querySelector('[role=tree][data-ready]') !== null`
 func TestBrowser(t *testing.T) {
 	var started, stopped []string
 	opts := tapeOptions(&started)
-	opts.StopReplay = func(_ context.Context, url string) error {
+	opts.Backend.(*testBackend).stop = func(_ context.Context, url string) error {
 		stopped = append(stopped, url)
 		return nil
 	}
 	opts.Profiles = t.TempDir()
-	opts.ValidateProfile = func(b []byte) error {
-		_, err := replay.ReadProfile(bytes.NewReader(b))
-		return err
-	}
 	r := newRig(t, opts)
 	r.runClient(t, fixtures.PathStateful)
 	legacy := r.sessionOn(t, fixtures.PathStateful)

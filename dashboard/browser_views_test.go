@@ -29,10 +29,6 @@ import (
 func TestBrowserViews(t *testing.T) {
 	opts := tapeOptions(new([]string))
 	opts.Profiles = t.TempDir()
-	opts.ValidateProfile = func(b []byte) error {
-		_, err := replay.ReadProfile(bytes.NewReader(b))
-		return err
-	}
 	r := newRigServer(t, opts, &fixtures.ServerOptions{Showcase: true})
 	r.runShowcase(t, fixtures.PathStateful)
 	r.runShowcase(t, fixtures.PathStateless)

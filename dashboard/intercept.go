@@ -55,7 +55,7 @@ func (s *Server) apiIntercept(w http.ResponseWriter, r *http.Request) {
 		Suggest bool `json:"suggest"`
 	}{Rules: []ruleRow{}, Held: []heldRow{}, Profiles: s.profileNames()}
 	if i := s.opts.Intercept; i != nil {
-		out.Active, out.TimeoutMs, out.Suggest = true, i.Timeout().Milliseconds(), s.opts.AnswerFromProfile != nil
+		out.Active, out.TimeoutMs, out.Suggest = true, i.Timeout().Milliseconds(), s.opts.Backend != nil
 		for _, rule := range i.Rules() {
 			out.Rules = append(out.Rules, ruleRow{rule.String(), rule.Enabled})
 		}
@@ -144,7 +144,7 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request) {
 // Auto-respond and as a start for Edit & Send.
 func (s *Server) apiSuggest(w http.ResponseWriter, r *http.Request) {
 	i := s.opts.Intercept
-	if i == nil || s.opts.AnswerFromProfile == nil {
+	if i == nil || s.opts.Backend == nil {
 		writeError(w, http.StatusNotImplemented, "this dashboard cannot answer from testing profiles", "unsupported")
 		return
 	}
@@ -176,7 +176,7 @@ func (s *Server) apiSuggest(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	res, err := s.opts.AnswerFromProfile(ctx, profile, held.Method, params)
+	res, err := s.opts.Backend.AnswerFromProfile(ctx, profile, held.Method, params)
 	if err != nil {
 		badRequest(w, err.Error())
 		return

@@ -20,7 +20,6 @@ import (
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/replay"
 )
 
 // smallStore is a memstore with one session of one message.
@@ -330,11 +329,7 @@ func TestMetricsRoute(t *testing.T) {
 
 func TestProfiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "profiles")
-	validate := func(b []byte) error {
-		_, err := replay.ReadProfile(strings.NewReader(string(b)))
-		return err
-	}
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Profiles: dir, ValidateProfile: validate})
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Profiles: dir, Backend: &testBackend{}})
 	c := newAPIClient(t, base)
 	type list struct {
 		Default  string `json:"default"`

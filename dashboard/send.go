@@ -43,27 +43,6 @@ type SendRequest struct {
 	Version string
 }
 
-// SendResult is what came back (replay.SendResult's shape).
-type SendResult struct {
-	Version     string          `json:"version"`
-	Status      int             `json:"status"`
-	ContentType string          `json:"contentType,omitempty"`
-	Response    json.RawMessage `json:"response,omitempty"`
-	Body        string          `json:"body,omitempty"`
-	Events      []SendEvent     `json:"events"`
-	Rounds      int             `json:"rounds"`
-	Ms          float64         `json:"ms"`
-}
-
-// SendEvent is one message of a sent exchange.
-type SendEvent struct {
-	Dir     string          `json:"dir"`
-	Message json.RawMessage `json:"message,omitempty"`
-	// Text is what was sent that is not JSON (malformed on purpose).
-	Text string `json:"text,omitempty"`
-	Note string `json:"note,omitempty"`
-}
-
 // maxSend bounds a send's body, and maxSendHeaders its headers.
 const (
 	maxSend        = 16 << 20
@@ -71,8 +50,9 @@ const (
 )
 
 func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Send == nil {
-		writeError(w, http.StatusNotImplemented, "this dashboard cannot send requests", "unsupported")
+	rec := s.recording()
+	if rec == nil {
+		writeError(w, http.StatusNotImplemented, "sending goes through a recorder, and this dashboard has none: run mcptape record, and use its dashboard", "unsupported")
 		return
 	}
 	base := strings.TrimRight(s.proxyBase(), "/")
@@ -155,16 +135,14 @@ func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
-	res, err := s.opts.Send(ctx, req)
+	res, err := rec.Send(ctx, req)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "sending through the recorder: "+err.Error(), "upstream")
 		return
 	}
-	if s.opts.Sync != nil {
-		// Recorded before the page, told it is done, reads the tool's
-		// history again.
-		_ = s.opts.Sync(ctx)
-	}
+	// Recorded before the page, told it is done, reads the tool's
+	// history again.
+	_ = rec.Sync(ctx)
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -245,7 +223,7 @@ func (s *Server) apiTools(w http.ResponseWriter, r *http.Request) {
 		out = append(out, toolsOf{Upstream: sess.Upstream, Path: sess.Path, Session: sess.ID, Seq: m.Seq, Time: m.Time, Version: sess.Version, Tools: res.Tools})
 	}
 	slices.SortFunc(out, func(a, b toolsOf) int { return cmp.Compare(a.Upstream+a.Path, b.Upstream+b.Path) })
-	writeJSON(w, http.StatusOK, map[string]any{"upstreams": out, "send": s.opts.Send != nil && s.proxyBase() != ""})
+	writeJSON(w, http.StatusOK, map[string]any{"upstreams": out, "send": s.recording() != nil && s.proxyBase() != ""})
 }
 
 // historyRow is one recorded call of a tool.
