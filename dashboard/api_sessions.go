@@ -305,9 +305,8 @@ type sessionDetail struct {
 }
 
 func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
-	x, err := s.store.Session(r.Context(), pathVar(r, "id"))
-	if err != nil {
-		storeError(w, err)
+	x, ok := s.sessionVar(w, r)
+	if !ok {
 		return
 	}
 	d := sessionDetail{Session: rowOf(x), ClientCapabilities: string(x.ClientCapabilities),
@@ -332,17 +331,19 @@ func (s *Server) apiDeleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // treeAnswer is GET /api/v1/sessions/{id}/tree: the causal tree
-// (capture.Tree), and which of its messages were edited.
+// (capture.Tree), which of its messages were edited, and a stdio server's
+// stderr lines (the last maxStderr; StderrMore counts the earlier ones).
 type treeAnswer struct {
-	Tree   *capture.Tree  `json:"tree"`
-	Edited map[string]int `json:"edited"`
+	Tree       *capture.Tree  `json:"tree"`
+	Edited     map[string]int `json:"edited"`
+	Stderr     []stderrLine   `json:"stderr,omitempty"`
+	StderrMore int            `json:"stderrMore,omitempty"`
 }
 
 func (s *Server) apiTree(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	x, err := s.store.Session(ctx, pathVar(r, "id"))
-	if err != nil {
-		storeError(w, err)
+	x, ok := s.sessionVar(w, r)
+	if !ok {
 		return
 	}
 	var msgs []*capture.Message
@@ -369,7 +370,8 @@ func (s *Server) apiTree(w http.ResponseWriter, r *http.Request) {
 	if t.Roots == nil {
 		t.Roots = []*capture.Node{}
 	}
-	writeJSON(w, http.StatusOK, treeAnswer{Tree: t, Edited: edited})
+	lines, more := stderrOf(msgs)
+	writeJSON(w, http.StatusOK, treeAnswer{Tree: t, Edited: edited, Stderr: lines, StderrMore: more})
 }
 
 // messageRow is a message as the API lists it: the index, not the bytes.

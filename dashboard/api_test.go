@@ -751,7 +751,7 @@ func TestAPIRelated(t *testing.T) {
 	for path, says := range map[string]string{
 		fmt.Sprintf("/api/v1/messages/%d/inputs/nope", round): `asks for no input named \"nope\"`,
 		fmt.Sprintf("/api/v1/messages/%d/inputs/x", round-1):  "is not an input_required result",
-		"/api/v1/exchanges/999999":                            "not found",
+		"/api/v1/exchanges/999999":                            "No exchange 999999 in this store",
 	} {
 		code, body, _ := c.do(http.MethodGet, path, nil, nil)
 		if code != http.StatusNotFound || !contains(body, says) {

@@ -306,6 +306,8 @@ func (s *Server) routes() *mux.Router {
 	api.HandleFunc("/sessions/{id}", s.apiSession).Methods(get)
 	api.HandleFunc("/sessions/{id}", s.apiDeleteSession).Methods(del)
 	api.HandleFunc("/sessions/{id}/tree", s.apiTree).Methods(get)
+	api.HandleFunc("/sessions/{id}/search", s.apiSessionSearch).Methods(get)
+	api.HandleFunc("/search", s.apiSearch).Methods(get)
 	api.HandleFunc("/sessions/{id}/messages", s.apiMessages).Methods(get)
 	api.HandleFunc("/sessions/{id}/exchanges", s.apiExchanges).Methods(get)
 	api.HandleFunc("/sessions/{id}/labels", s.apiSetLabels).Methods(put)

@@ -28,3 +28,12 @@ export function status(text, kind = '') {
   el.textContent = text;
   el.className = 'status ' + kind;
 }
+
+// The keys of the page on screen, for the ? help: [key, what it does].
+let keys = [];
+
+// setKeys lists the current page's keys (the router clears them when the
+// page changes).
+export function setKeys(list) { keys = list; }
+
+export function pageKeys() { return keys; }
