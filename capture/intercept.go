@@ -231,6 +231,16 @@ type HeldMessage struct {
 	// Profile is, for a HeldAnswer, the testing profile --answer names
 	// (the page's default for Auto-respond), "" when none.
 	Profile string `json:"profile,omitempty"`
+	// MCPSession is the exchange's Mcp-Session-Id as the leg received
+	// it: Hold turns it into SessionKey (with InterceptorOptions.Pseudonym)
+	// and forgets it, so that it is never shown.
+	MCPSession string `json:"-"`
+	// SessionKey is the stored key of the legacy session the message
+	// belongs to (its Session.Key); Client is the clientInfo name the
+	// exchange's request gave, when it gave one (2026-07-28). Together
+	// with Upstream they let a reader find the message's session.
+	SessionKey string `json:"sessionKey,omitempty"`
+	Client     string `json:"client,omitempty"`
 	// Since is when it was held; Deadline when it goes on unchanged
 	// (zero: never).
 	Since    time.Time `json:"since"`
@@ -295,7 +305,15 @@ type InterceptorOptions struct {
 	MaxHeld int
 	// Now is the clock (tests). Nil means time.Now.
 	Now func() time.Time
+	// Pseudonym turns an Mcp-Session-Id into its stored key, as the
+	// recorder does (RedactOptions.Pseudonym with the recorder's
+	// options). Nil keeps no session key.
+	Pseudonym func(string) string
 }
+
+// Pseudonym is the stored key of an Mcp-Session-Id under these options
+// (Session.Key), as the recorder writes it.
+func (o RedactOptions) Pseudonym(id string) string { return (&redactor{opts: o}).pseudonym(id) }
 
 // DefaultInterceptTimeout is how long a message stays held by default.
 const DefaultInterceptTimeout = 5 * time.Minute
@@ -305,9 +323,10 @@ const DefaultInterceptTimeout = 5 * time.Minute
 // rules that fill it. It is safe for concurrent use; a nil *Interceptor
 // holds nothing and costs a nil check.
 type Interceptor struct {
-	timeout time.Duration
-	maxHeld int
-	q       *HoldQueue[HeldMessage, Verdict]
+	timeout   time.Duration
+	maxHeld   int
+	pseudonym func(string) string
+	q         *HoldQueue[HeldMessage, Verdict]
 
 	// wants is a bit per InterceptKind with an enabled rule: the legs'
 	// fast path (no rule, no cost).
@@ -337,7 +356,7 @@ func NewInterceptor(rules []InterceptRule, o *InterceptorOptions) (*Interceptor,
 		if o.MaxHeld > 0 {
 			i.maxHeld = o.MaxHeld
 		}
-		qo.Now = o.Now
+		qo.Now, i.pseudonym = o.Now, o.Pseudonym
 	}
 	qo.Max = i.maxHeld
 	i.q = NewHoldQueue(qo)
@@ -410,6 +429,10 @@ func (i *Interceptor) Match(kind InterceptKind, method, name string) (InterceptR
 // that waited for it went away).
 func (i *Interceptor) Hold(ctx context.Context, m HeldMessage) (Verdict, error) {
 	m.ID, m.Since, m.Deadline = "", time.Time{}, time.Time{}
+	if m.MCPSession != "" && i.pseudonym != nil {
+		m.SessionKey = i.pseudonym(m.MCPSession)
+	}
+	m.MCPSession = ""
 	m.Actions = m.What.Actions()
 	m.Raw = bytes.Clone(m.Raw)
 	v, err := i.q.Hold(ctx, m, i.timeout)

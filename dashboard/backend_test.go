@@ -107,5 +107,5 @@ func (r *testRecording) Routes() []dashboard.Route {
 
 func (r *testRecording) Send(ctx context.Context, sr dashboard.SendRequest) (any, error) {
 	return replay.Send(ctx, &replay.SendOptions{URL: sr.URL, Method: sr.Method, Params: sr.Params, Body: sr.Body, Header: sr.Header,
-		Version: sr.Version, Client: protocol.Implementation{Name: "mcptape-dashboard"}, Profile: &replay.Profile{}})
+		Version: sr.Version, Client: protocol.Implementation{Name: dashboard.ClientName}, Profile: &replay.Profile{}})
 }

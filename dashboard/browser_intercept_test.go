@@ -45,7 +45,7 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 		}
 		rs = append(rs, r)
 	}
-	icpt, err := capture.NewInterceptor(rs, &capture.InterceptorOptions{Timeout: 2 * time.Minute})
+	icpt, err := capture.NewInterceptor(rs, &capture.InterceptorOptions{Timeout: 2 * time.Minute, Pseudonym: capture.RedactOptions{}.Pseudonym})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +55,13 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 	}
 	t.Cleanup(func() { store.Close() })
 	ir := &interceptRig{rig: &rig{store: store}, icpt: icpt, profiles: t.TempDir()}
+	var routes []dashboard.Route // the proxy's one upstream, once known
 	r := ir.rig
 	r.dash, err = dashboard.New(store, &dashboard.Options{Feed: dashboard.FeedPublish, Intercept: icpt, Profiles: ir.profiles,
 		// As cmd wires it: replay's profiles, the recorder's Sync, and
 		// replay.Send as the dashboard's own client.
-		Backend: &testRecording{testBackend: &testBackend{profiles: ir.profiles}, rec: func() *capture.Recorder { return r.rec }},
+		Backend: &testRecording{testBackend: &testBackend{profiles: ir.profiles}, rec: func() *capture.Recorder { return r.rec },
+			routes: func() []dashboard.Route { return routes }},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +73,7 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 		upstream = r.up.URL
 	}
 	up, _ := url.Parse(upstream)
+	routes = []dashboard.Route{{Upstream: upstream}}
 	r.rec, err = capture.NewRecorder(context.Background(), store, &capture.RecorderOptions{OnBatch: r.dash.Publish, Upstream: up.Scheme + "://" + up.Host})
 	if err != nil {
 		t.Fatal(err)

@@ -123,6 +123,9 @@ type Server struct {
 	replayMu sync.Mutex
 	replays  map[string][]string // session id → URLs of the replay servers started for it
 
+	heldMu       sync.Mutex
+	heldSessions map[string]string // held message id → its session's id
+
 	httpMu sync.Mutex
 	http   *http.Server
 

@@ -337,7 +337,7 @@ func (b *recordBackend) Send(ctx context.Context, r dashboard.SendRequest) (any,
 		p = &replay.Profile{Name: "built-in defaults"}
 	}
 	return replay.Send(ctx, &replay.SendOptions{URL: r.URL, Method: r.Method, Params: r.Params, Body: r.Body, Header: r.Header,
-		Version: r.Version, Client: protocol.Implementation{Name: "mcptape-dashboard", Version: version}, Profile: p})
+		Version: r.Version, Client: protocol.Implementation{Name: dashboard.ClientName, Version: version}, Profile: p})
 }
 
 // exportTape writes the sessions as a tape in replay's format.

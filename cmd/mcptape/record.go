@@ -321,7 +321,8 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		if timeout == 0 {
 			timeout = -1
 		}
-		if rs.icpt, err = capture.NewInterceptor(rules, &capture.InterceptorOptions{Timeout: timeout}); err != nil {
+		// Held messages name their session by its stored key.
+		if rs.icpt, err = capture.NewInterceptor(rules, &capture.InterceptorOptions{Timeout: timeout, Pseudonym: ro.Redact.Pseudonym}); err != nil {
 			return nil, usagef("--intercept: %v", err)
 		}
 	}

@@ -5,7 +5,7 @@
 
 import PAGES from './pages.json' with { type: 'json' };
 import { h, clear, add } from './dom.js';
-import { api, info } from './api.js';
+import { api, info, STOPPED } from './api.js';
 import { watchStatus } from './banner.js';
 import { setRouter, navigate, status, setKeys, pageKeys } from './nav.js';
 import { onTail } from './tail.js';
@@ -138,7 +138,12 @@ async function render(notice) {
     } catch (e) {
       if (abort.signal.aborted || e.name === 'AbortError') return;
       clear(main);
-      main.append(h('div', { class: 'error', role: 'alert' }, h('h1', {}, e.status === 404 ? 'Not found' : 'Something went wrong'), h('p', {}, e.message)));
+      // A page's code that does not load, or an API that does not answer:
+      // the process behind the page has stopped.
+      const stopped = e.code === 'stopped' || (e instanceof TypeError && /dynamically imported module|Failed to fetch|Importing a module script failed/.test(e.message));
+      main.append(h('div', { class: 'error', role: 'alert' },
+        h('h1', {}, stopped ? 'mcptape has stopped' : e.status === 404 ? 'Not found' : 'Something went wrong'),
+        h('p', {}, stopped ? STOPPED : e.message)));
     }
     return;
   }
