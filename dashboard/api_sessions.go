@@ -77,11 +77,15 @@ type sessionFilter struct {
 
 // sortKeys are the columns the list sorts by, each compared ascending.
 var sortKeys = map[string]func(a, b *sessionRow) int{
-	"start":    func(a, b *sessionRow) int { return a.Start.Compare(b.Start) },
-	"session":  func(a, b *sessionRow) int { return strings.Compare(a.ID, b.ID) },
-	"era":      func(a, b *sessionRow) int { return strings.Compare(a.Era+a.Version, b.Era+b.Version) },
-	"client":   func(a, b *sessionRow) int { return strings.Compare(strings.ToLower(a.Client.String()), strings.ToLower(b.Client.String())) },
-	"server":   func(a, b *sessionRow) int { return strings.Compare(strings.ToLower(a.Server.String()), strings.ToLower(b.Server.String())) },
+	"start":   func(a, b *sessionRow) int { return a.Start.Compare(b.Start) },
+	"session": func(a, b *sessionRow) int { return strings.Compare(a.ID, b.ID) },
+	"era":     func(a, b *sessionRow) int { return strings.Compare(a.Era+a.Version, b.Era+b.Version) },
+	"client": func(a, b *sessionRow) int {
+		return strings.Compare(strings.ToLower(a.Client.String()), strings.ToLower(b.Client.String()))
+	},
+	"server": func(a, b *sessionRow) int {
+		return strings.Compare(strings.ToLower(a.Server.String()), strings.ToLower(b.Server.String()))
+	},
 	"duration": func(a, b *sessionRow) int { return cmp.Compare(a.DurationMs, b.DurationMs) },
 	"calls":    func(a, b *sessionRow) int { return cmp.Compare(a.Calls, b.Calls) },
 	"errors":   func(a, b *sessionRow) int { return cmp.Compare(a.Errors, b.Errors) },

@@ -279,4 +279,3 @@ func TestBrowserKeepsUp(t *testing.T) {
 		b.checkClean()
 	})
 }
-

@@ -314,4 +314,3 @@ func clipText(s string, n int) string {
 	}
 	return s
 }
-
