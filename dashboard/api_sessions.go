@@ -414,7 +414,7 @@ func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := sessionDetail{Session: rowOf(x), ClientCapabilities: string(x.ClientCapabilities),
-		ServerCapabilities: string(x.ServerCapabilities), Key: x.Key, Replay: s.replayInfo(x.ID),
+		ServerCapabilities: string(x.ServerCapabilities), Key: x.Key, Replay: s.replayInfo(x),
 		Methods: []string{}, Tools: []string{}}
 	if sum, err := s.index.get(r.Context(), x); err == nil {
 		d.Methods = append(d.Methods, sum.methods...)

@@ -636,7 +636,8 @@ func TestBrowserStdioSession(t *testing.T) {
 	s.Line(protocol.ClientToServer, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-ai","version":"0.1.0"}}}`))
 	s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"weather","version":"1"}}}`))
 	s.Stderr([]byte("weather: ready"))
-	s.Close("exited with code 0")
+	s.Stderr([]byte("weather: <b>warning</b> the API key expires soon"))
+	s.Close("exited with code 3")
 	r.sync(t)
 	var id string
 	for sess, err := range r.store.Sessions(t.Context(), capture.SessionQuery{}) {
@@ -655,13 +656,24 @@ func TestBrowserStdioSession(t *testing.T) {
 	b.open(r.srv.URL + "/sessions/" + id)
 	b.waitFor("the session's facts", `document.querySelector('.facts') !== null`, 10*time.Second)
 	facts := eval[string](b, `document.querySelector('.facts').innerText`)
-	for _, want := range []string{"stdio: weather", "node build/index.js --api-key [redacted]", "/srv/weather", "exited with code 0"} {
+	for _, want := range []string{"stdio: weather", "node build/index.js --api-key [redacted]", "/srv/weather", "exited with code 3"} {
 		if !strings.Contains(facts, want) {
 			t.Errorf("the session page lacks %q:\n%s", want, facts)
 		}
 	}
 	if strings.Contains(facts, "sk-live") {
 		t.Errorf("the session page shows the command's secret:\n%s", facts)
+	}
+	// The server's stderr, as text, with how it ended; and the replay
+	// command a stdio session needs (--stdio, for a client config).
+	stderr := eval[string](b, `[...document.querySelectorAll('section.panel')].find(s => s.querySelector('h2')?.textContent.startsWith('Standard error'))?.innerText || ''`)
+	for _, want := range []string{"Standard error (2 lines)", "weather: ready", "weather: <b>warning</b> the API key expires soon", "exited with code 3"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the stderr section lacks %q:\n%s", want, stderr)
+		}
+	}
+	if cmd := eval[string](b, `document.querySelector('pre.command').textContent`); !strings.Contains(cmd, "mcptape replay server --stdio --tape") {
+		t.Errorf("the replay command for a stdio session: %q", cmd)
 	}
 	b.shots("session-stdio")
 	b.checkClean()

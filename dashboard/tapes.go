@@ -47,7 +47,11 @@ func tapeName(id string) string {
 	return name + ".tape.json"
 }
 
-func (s *Server) replayInfo(id string) replayInfo {
+// replayInfo is how to replay session x: a stdio server's session as a
+// stdio server (a client config launches `mcptape replay server --stdio`),
+// any other as an HTTP one.
+func (s *Server) replayInfo(x *capture.Session) replayInfo {
+	id := x.ID
 	tape := tapeName(id)
 	export := "mcptape export"
 	if s.opts.DataDir != "" {
@@ -55,6 +59,9 @@ func (s *Server) replayInfo(id string) replayInfo {
 	}
 	export += " -o " + shellQuote(tape) + " " + shellQuote(id)
 	replay := "mcptape replay server --tape " + shellQuote(tape)
+	if x.Leg == capture.LegStdio {
+		replay = "mcptape replay server --stdio --tape " + shellQuote(tape)
+	}
 	s.replayMu.Lock()
 	running := append([]string{}, s.replays[id]...)
 	s.replayMu.Unlock()
@@ -68,7 +75,7 @@ func (s *Server) apiReplayInfo(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.replayInfo(x.ID))
+	writeJSON(w, http.StatusOK, s.replayInfo(x))
 }
 
 // apiStartReplay is POST /api/v1/sessions/{id}/replay: start a replay

@@ -192,7 +192,7 @@ function actions(detail, features) {
 
   // Replay.
   const replay = h('div', { class: 'replay' },
-    h('div', { class: 'muted small' }, 'Replay this session as a stand-in server:'),
+    h('div', { class: 'muted small' }, s.command ? 'Replay this session as a stand-in stdio server (the command a client config launches in place of the server):' : 'Replay this session as a stand-in server:'),
     h('pre', { class: 'command' }, detail.replay.export + '\n' + detail.replay.replay),
     copyButton('Copy command', detail.replay.command));
   if (detail.replay.canStart) {
