@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -150,6 +151,17 @@ func (r *rig) listed(t testing.TB, id, upstream, path, route string, lists ...[]
 	}
 }
 
+// fresh starts a part of a test that shares the browser: the page of the
+// last part, whose servers have gone, is left for a blank one, and what
+// its going logged (a live tail cut, a poll refused) is forgotten.
+func (b *browser) fresh(t *testing.T) {
+	b.t = t
+	b.run("a blank page", chromedp.Navigate("about:blank"))
+	b.mu.Lock()
+	b.exceptions, b.console, b.logged, b.allowed = nil, nil, nil, nil
+	b.mu.Unlock()
+}
+
 func TestBrowserKeepsUp(t *testing.T) {
 	b := newBrowser(t)
 
@@ -158,7 +170,7 @@ func TestBrowserKeepsUp(t *testing.T) {
 	// (Before, every call went to the recorder's own upstream, or to a
 	// path no route served.) Tools a newer listing left out stay, marked.
 	t.Run("ToolsSendToTheirUpstream", func(t *testing.T) {
-		b.t = t
+		b.fresh(t)
 		tr := newToolsRig(t)
 		tr.runClient(t, "/alpha"+fixtures.PathStateful, "list_tools")
 		up := tr.up.URL
@@ -223,7 +235,7 @@ func TestBrowserKeepsUp(t *testing.T) {
 	// the same scroll, the same open nodes, the focus on the same node.
 	// (Before, Back drew the page anew at the top, every node closed.)
 	t.Run("BackKeepsPlace", func(t *testing.T) {
-		b.t = t
+		b.fresh(t)
 		store := synthStore(t, 1, 10000)
 		_, base := newDash(t, store, nil)
 		var id string
@@ -278,4 +290,215 @@ func TestBrowserKeepsUp(t *testing.T) {
 		b.screenshot("back-forward")
 		b.checkClean()
 	})
+
+	// 3. The sessions list and a session's page grow as a client runs,
+	// without a reload and without moving what is on screen. (Before,
+	// only /live was live: the list waited for a reload, and a session's
+	// page stayed as it was opened.)
+	t.Run("ListsGrowLive", func(t *testing.T) {
+		b.fresh(t)
+		r := newRigServer(t, nil, nil)
+		// Sessions recorded before, so that the list scrolls.
+		for i := range 40 {
+			r.listed(t, fmt.Sprintf("20250101-0000%02d-old%03d", i, i), "http://127.0.0.1:9", "/mcp", "", []string{"x"})
+		}
+		b.open(r.srv.URL + "/sessions")
+		b.waitFor("the list", `document.querySelectorAll('table.sessions[data-ready] tbody tr').length === 40`, 10*time.Second)
+		eval[bool](b, `(window.__notReloaded = true, document.querySelectorAll('table.sessions tbody tr')[20].scrollIntoView({block: 'start'}), true)`)
+		b.settle()
+		const row20 = `document.querySelector('tr[data-session="20250101-000019-old019"]').getBoundingClientRect().top`
+		y0 := eval[float64](b, row20)
+		cs := connect(t, r.px.URL+fixtures.PathStateful, "live-client", nil)
+		b.waitFor("the new session's row", `[...document.querySelectorAll('table.sessions tbody tr')].some(tr => tr.textContent.includes('live-client'))`, 10*time.Second)
+		b.settle()
+		if !eval[bool](b, `window.__notReloaded === true`) {
+			t.Error("the list was reloaded")
+		}
+		if y := eval[float64](b, row20); y < y0-2 || y > y0+2 {
+			t.Errorf("the row on screen moved from %.0f to %.0f as the new session came", y0, y)
+		}
+		if first := eval[string](b, `document.querySelector('table.sessions tbody tr').textContent`); !strings.Contains(first, "live-client") {
+			t.Errorf("the new session is not at the top: %q", first)
+		}
+
+		// Its page, opened while the client runs, grows with its calls
+		// and says when it closes.
+		sess := r.sessionOfClient(t, "live-client")
+		b.open(r.srv.URL + "/sessions/" + esc(sess.ID))
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		eval[bool](b, `(window.__notReloaded = true, true)`)
+		n0 := eval[int](b, `document.querySelectorAll('[role=tree] > li[role=treeitem]').length`)
+		if st := eval[string](b, `document.querySelector('.facts .chip[class*=status-]').textContent`); st != "open" {
+			t.Errorf("the session's status: %q, want open", st)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for i := range 4 {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: fixtures.ToolEcho, Arguments: map[string]any{"text": fmt.Sprint("call ", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.waitFor("the new calls", fmt.Sprintf(`document.querySelectorAll('[role=tree] > li[role=treeitem]').length >= %d`, n0+4), 10*time.Second)
+		cs.Close()
+		b.waitFor("the session closed", `document.querySelector('.facts .chip[class*=status-]').textContent === 'closed'`, 10*time.Second)
+		if !eval[bool](b, `window.__notReloaded === true`) {
+			t.Error("the session's page was reloaded")
+		}
+		b.shots("session-live")
+		b.checkClean()
+	})
+
+	// 4. Search finds the message: a word only in a prompt's arguments
+	// lists that message across sessions, the session's link carries the
+	// query, and its page opens on the message. (Before, the list named
+	// the session and the page's filter found nothing.)
+	t.Run("SearchFindsMessages", func(t *testing.T) {
+		b.fresh(t)
+		r := newRigServer(t, nil, nil)
+		cs := connect(t, r.px.URL+fixtures.PathStateful, "search-client", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for i := range 3 {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: fixtures.ToolEcho, Arguments: map[string]any{"text": fmt.Sprint("hello ", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: fixtures.PromptGreet, Arguments: map[string]string{"name": "Ada", "mood": "Zanzibar"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: fixtures.ToolEcho, Arguments: map[string]any{"text": fmt.Sprint("bye ", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.sync(t)
+		sess := r.sessionOfClient(t, "search-client")
+		prompt := r.seqWhere(t, sess.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodPromptsGet && m.Kind == protocol.KindRequest })
+
+		b.open(r.srv.URL + "/sessions?q=Zanzibar")
+		b.waitFor("the messages found", `document.querySelector('.message-hits table.hits tbody tr') !== null`, 10*time.Second)
+		hit := eval[string](b, `document.querySelector('.message-hits tbody tr').innerText`)
+		if !strings.Contains(hit, "prompts/get") || !strings.Contains(hit, "Zanzibar") {
+			t.Errorf("the message found: %q, want the prompts/get request and the text around the word", hit)
+		}
+		if got := eval[string](b, `document.querySelector('.message-hits tbody tr').dataset.seq`); got != fmt.Sprint(prompt) {
+			t.Errorf("the hit is message %s, want %d", got, prompt)
+		}
+		b.shots("search-messages")
+		b.click(`table.sessions tr[data-session="` + sess.ID + `"] td.id a`)
+		b.waitFor("the session, on its hit", treeReady+` && document.activeElement?.dataset?.method === 'prompts/get'`, 10*time.Second)
+		if q := eval[string](b, `document.querySelector('input.tree-filter').value`); q != "Zanzibar" {
+			t.Errorf("the filter holds %q, want the query carried over", q)
+		}
+		if shown := eval[[]string](b, `[...document.querySelectorAll('[role=tree] > li[role=treeitem]:not(.filtered-out)')].map(li => li.dataset.method)`); strings.Join(shown, " ") != "prompts/get" {
+			t.Errorf("the filter shows %q, want the prompts/get call alone", shown)
+		}
+		b.screenshot("search-lands")
+		b.checkClean()
+	})
+
+	// 5. A held call has its context: its session, client, JSON-RPC id,
+	// and the tool's schema as a form to edit it with. (Before, the card
+	// had no session, no schema, and the hold's id where the JSON-RPC id
+	// belongs; edits were raw JSON only.)
+	t.Run("HeldCallContext", func(t *testing.T) {
+		b.fresh(t)
+		ir := newInterceptRig(t, "", "tools/call:forecast")
+		cs := ir.bareClient(t, ir.px.URL+fixtures.PathStateful)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.open(ir.srv.URL + "/intercept")
+		b.waitFor("the page", `document.querySelector('.held-list[data-ready]') !== null`, 10*time.Second)
+		got := callTool(cs, fixtures.ToolForecast, map[string]any{"city": "Paris", "days": 2})
+		card := heldCard(b, "request", "tools/call")
+		ir.sync(t)
+		sess := ir.sessionOn(t, fixtures.PathStateful)
+		b.waitFor("its session", `document.querySelector('`+card+` a.held-session') !== null`, 10*time.Second)
+		if link := eval[string](b, `document.querySelector('`+card+` a.held-session').textContent`); link != sess.ID {
+			t.Errorf("the card names session %q, want %s", link, sess.ID)
+		}
+		if client := eval[string](b, `document.querySelector('`+card+` .held-client').textContent`); !strings.Contains(client, sess.Client.Name) || sess.Client.Name == "" {
+			t.Errorf("the card names the client %q, want %q", client, sess.Client.Name)
+		}
+		var st struct {
+			Held []struct {
+				ID  string          `json:"id"`
+				Raw json.RawMessage `json:"raw"`
+			} `json:"held"`
+		}
+		newAPIClient(t, ir.srv.URL).get("/api/v1/intercept", &st)
+		if len(st.Held) != 1 {
+			t.Fatalf("%d held", len(st.Held))
+		}
+		rpcID := string(protocol.Decode(st.Held[0].Raw).ID)
+		if id := eval[string](b, `document.querySelector('`+card+` .rpc-id code').textContent`); id != rpcID || id == st.Held[0].ID && rpcID != st.Held[0].ID {
+			t.Errorf("the card's id %q, want the JSON-RPC id %s", id, rpcID)
+		}
+		// The schema's description is there (the reading view knows the tool).
+		if text := eval[string](b, `document.querySelector('`+card+` .reading').textContent`); strings.Contains(text, "no tools/list that describes this tool") {
+			t.Errorf("the held call has no schema: %q", text)
+		}
+		// Edited through the tool's form.
+		b.click(card + " details.edit-box summary")
+		city := card + ` .pane-form form.schema-form [data-field="city"] input`
+		b.waitFor("the form", `document.querySelector('`+city+`')?.value === 'Paris'`, 5*time.Second)
+		b.run("another city", chromedp.SetValue(chromedp.CSS(city), "Lyon"))
+		b.screenshot("held-form")
+		b.click(card + " button.send-form")
+		if a := wait(t, got); a.err != nil || !strings.Contains(a.text, "Lyon") {
+			t.Fatalf("the client got %+v, want the forecast for the city set in the form", a)
+		}
+		b.checkClean()
+	})
+
+	// 6. A declined elicitation says so first and shows the form's
+	// defaults as defaults, not as answers. (Before, it showed "blue" and
+	// 1 as if the user had given them.)
+	t.Run("DeclinedElicitation", func(t *testing.T) {
+		b.fresh(t)
+		r := newRigServer(t, nil, &fixtures.ServerOptions{Showcase: true})
+		cs := connect(t, r.px.URL+fixtures.PathStateful, "declining-client", &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: "decline"}, nil
+			},
+			Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: fixtures.ToolElicitChoices, Arguments: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+		r.sync(t)
+		sess := r.sessionOfClient(t, "declining-client")
+		seq := r.seqWhere(t, sess.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodElicitation && m.Kind == protocol.KindRequest })
+		b.open(fmt.Sprintf("%s/sessions/%s/messages/%d", r.srv.URL, esc(sess.ID), seq))
+		view := `section.message-view .elicitation`
+		b.waitFor("the elicitation", `document.querySelector('`+view+` form.elicitation-form') !== null`, 10*time.Second)
+		if action := eval[string](b, `document.querySelector('`+view+` .elicitation-answer .chip').textContent`); action != "decline" {
+			t.Errorf("the answer's action: %q", action)
+		}
+		if !eval[bool](b, `(() => { const a = document.querySelector('`+view+` .elicitation-answer'), m = document.querySelector('`+view+` .elicitation-message'); return !!(a.compareDocumentPosition(m) & Node.DOCUMENT_POSITION_FOLLOWING) })()`) {
+			t.Error("the action is not shown before the form's message")
+		}
+		type field struct {
+			Value       string `json:"value"`
+			Placeholder string `json:"placeholder"`
+		}
+		fields := eval[map[string]field](b, `Object.fromEntries([...document.querySelectorAll('`+view+` .form-row')].map(r => { const c = r.querySelector('input:not([type=checkbox]), select'); return [r.dataset.field, c ? {value: c.tagName === 'SELECT' ? c.options[c.selectedIndex].textContent : c.value, placeholder: c.placeholder || ''} : {value: '', placeholder: ''}] }))`)
+		if q := fields["quantity"]; q.Value != "" || !strings.Contains(q.Placeholder, "default: 1") {
+			t.Errorf("quantity shows %+v, want no value and its default as a default", q)
+		}
+		if c := fields["color"]; strings.Contains(c.Value, "blue") && !strings.Contains(c.Value, "default") {
+			t.Errorf("color shows %+v, want no answer", c)
+		}
+		if eval[bool](b, `document.querySelector('`+view+` [data-field="gift"] input[type=checkbox]').checked`) {
+			t.Error("gift is ticked, though nobody answered")
+		}
+		b.shots("elicitation-declined")
+		b.checkClean()
+	})
 }
+

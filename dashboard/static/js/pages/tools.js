@@ -80,7 +80,10 @@ function toolBox(u, t, seen, canSend, stops) {
       const stop = watchCall(name, waiting);
       stops.push(stop);
       try {
-        const r = await api('/send', { method: 'POST', body: { session: u.session, method: 'tools/call', params: { name, arguments: args } } });
+        // A progress token: a server that reports progress does, and the
+        // page shows it as the call goes.
+        const params = { name, arguments: args, _meta: { progressToken: `mcptape-tools-${Date.now()}` } };
+        const r = await api('/send', { method: 'POST', body: { session: u.session, method: 'tools/call', params } });
         result.replaceChildren(sentView(r, { method: 'tools/call', tool: t }));
         result.setAttribute('data-done', '');
         loadHistory(0);
