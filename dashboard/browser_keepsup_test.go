@@ -373,7 +373,9 @@ func TestBrowserKeepsUp(t *testing.T) {
 		}
 		r.sync(t)
 		sess := r.sessionOfClient(t, "search-client")
-		prompt := r.seqWhere(t, sess.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodPromptsGet && m.Kind == protocol.KindRequest })
+		prompt := r.seqWhere(t, sess.ID, func(m *capture.Message) bool {
+			return m.Method == protocol.MethodPromptsGet && m.Kind == protocol.KindRequest
+		})
 
 		b.open(r.srv.URL + "/sessions?q=Zanzibar")
 		b.waitFor("the messages found", `document.querySelector('.message-hits table.hits tbody tr') !== null`, 10*time.Second)
@@ -473,7 +475,9 @@ func TestBrowserKeepsUp(t *testing.T) {
 		}
 		r.sync(t)
 		sess := r.sessionOfClient(t, "declining-client")
-		seq := r.seqWhere(t, sess.ID, func(m *capture.Message) bool { return m.Method == protocol.MethodElicitation && m.Kind == protocol.KindRequest })
+		seq := r.seqWhere(t, sess.ID, func(m *capture.Message) bool {
+			return m.Method == protocol.MethodElicitation && m.Kind == protocol.KindRequest
+		})
 		b.open(fmt.Sprintf("%s/sessions/%s/messages/%d", r.srv.URL, esc(sess.ID), seq))
 		view := `section.message-view .elicitation`
 		b.waitFor("the elicitation", `document.querySelector('`+view+` form.elicitation-form') !== null`, 10*time.Second)
@@ -501,4 +505,3 @@ func TestBrowserKeepsUp(t *testing.T) {
 		b.checkClean()
 	})
 }
-
