@@ -417,7 +417,7 @@ func TestBrowserKeepsUp(t *testing.T) {
 		got := callTool(cs, fixtures.ToolForecast, map[string]any{"city": "Paris", "days": 2})
 		card := heldCard(b, "request", "tools/call")
 		ir.sync(t)
-		sess := ir.sessionOn(t, fixtures.PathStateful)
+		sess := ir.sessionOfClient(t, "bare-client")
 		b.waitFor("its session", `document.querySelector('`+card+` a.held-session') !== null`, 10*time.Second)
 		if link := eval[string](b, `document.querySelector('`+card+` a.held-session').textContent`); link != sess.ID {
 			t.Errorf("the card names session %q, want %s", link, sess.ID)
@@ -504,4 +504,130 @@ func TestBrowserKeepsUp(t *testing.T) {
 		b.shots("elicitation-declined")
 		b.checkClean()
 	})
+
+	// 7. Nesting in view: * opens every node and - closes them, a setting
+	// opens the calls that hold server requests as the page loads, and a
+	// call's page shows its answer beside it. (Before, * did nothing,
+	// children stayed behind chips, and the answer was a page away.)
+	t.Run("NestingAndAnswers", func(t *testing.T) {
+		b.fresh(t)
+		r := newRigServer(t, nil, &fixtures.ServerOptions{Showcase: true})
+		r.runShowcase(t, fixtures.PathStateful)
+		sess := r.sessionOfClient(t, "showcase-client")
+		page := r.srv.URL + "/sessions/" + esc(sess.ID)
+		b.open(page)
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		const holders = `[...document.querySelectorAll('[role=tree] li[role=treeitem]')].filter(li => li._node && ((li._node.children || []).length || (li._node.rounds || []).length))`
+		b.run("*", chromedp.KeyEvent("*"))
+		b.waitFor("every node open", `document.querySelectorAll('li[data-method="sampling/createMessage"]').length >= 2 && `+holders+`.every(li => li.getAttribute('aria-expanded') === 'true')`, 10*time.Second)
+		b.shots("tree-expanded")
+		b.run("-", chromedp.KeyEvent("-"))
+		if n := eval[int](b, `document.querySelectorAll('li[role=treeitem][aria-expanded=true]').length`); n != 0 {
+			t.Errorf("%d nodes open after -", n)
+		}
+		// The setting, kept in the browser: calls with nested server
+		// requests open as the page loads; others stay closed.
+		b.click("input.open-nested")
+		b.open(page)
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		sample := `[...document.querySelectorAll('[role=tree] > li[data-method="tools/call"]')].find(li => li.querySelector('.name')?.textContent === 'sample_tools')`
+		if open := eval[string](b, sample+`.getAttribute('aria-expanded')`); open != "true" {
+			t.Errorf("the call with sampling requests is %q, want open", open)
+		}
+		if open := eval[string](b, `[...document.querySelectorAll('[role=tree] > li[data-method="tools/call"]')].find(li => li.querySelector('.name')?.textContent === 'shapes').getAttribute('aria-expanded')`); open != "false" {
+			t.Errorf("a call with nothing nested is %q, want closed", open)
+		}
+		b.click("input.open-nested") // leave the browser as it was
+		// A call's page: its answer beside it.
+		call := r.seqWhere(t, sess.ID, func(m *capture.Message) bool { return m.Name == fixtures.ToolForecast && m.Kind == protocol.KindRequest })
+		b.open(fmt.Sprintf("%s/messages/%d", page, call))
+		b.waitFor("the call and its answer", `document.querySelector('.call-and-answer .call-answer .structured') !== null`, 10*time.Second)
+		if text := eval[string](b, `document.querySelector('.call-and-answer .call-answer').textContent`); !strings.Contains(text, "Paris") {
+			t.Errorf("the answer beside the call: %q", text)
+		}
+		b.shots("call-and-answer")
+		b.checkClean()
+	})
+
+	// 8. Who is waited on: the Tools page says a call is held on the
+	// Intercept page, and how far the server's progress is; the tree says
+	// how long a message was held and who let it go. (Before, a bare
+	// "Sending…", and "+19.2s" with nothing to say why.)
+	t.Run("WaitsAttributed", func(t *testing.T) {
+		b.fresh(t)
+		ir := newInterceptRig(t, "", "tools/call:echo", "sampling/createMessage")
+		cs := ir.bareClient(t, ir.px.URL+fixtures.PathStateful)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		ir.sync(t)
+		api := newAPIClient(t, ir.srv.URL)
+		heldID := func(method string) string {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var st struct {
+					Held []struct {
+						ID     string `json:"id"`
+						Method string `json:"method"`
+					} `json:"held"`
+				}
+				api.get("/api/v1/intercept", &st)
+				for _, h := range st.Held {
+					if h.Method == method {
+						return h.ID
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("nothing held for %s", method)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		b.open(ir.srv.URL + "/tools")
+		b.waitFor("the tools", `document.querySelector('main[data-ready] section.upstream') !== null`, 10*time.Second)
+		// The dashboard's own call, held by the rule.
+		echo := `details.tool[data-tool="echo"]`
+		b.click(echo + " summary")
+		b.waitFor("the form", `document.querySelector('`+echo+` [data-field="text"] input') !== null`, 5*time.Second)
+		b.run("the text", chromedp.SetValue(chromedp.CSS(echo+` [data-field="text"] input`), "held on its way"))
+		b.click(echo + " button.send-tool")
+		b.waitFor("held, it says", `document.querySelector('`+echo+` .waiting')?.textContent.includes('Held on the Intercept page')`, 15*time.Second)
+		b.screenshot("tools-held")
+		api.send(http.MethodPost, "/api/v1/intercept/"+heldID("tools/call"), map[string]any{"action": "forward"}, nil)
+		b.waitFor("the answer", `document.querySelector('`+echo+` .tool-result-box[data-done]') !== null`, 15*time.Second)
+		// A slow call reports its progress as it goes.
+		slow := `details.tool[data-tool="slow"]`
+		b.click(slow + " summary")
+		b.waitFor("slow's form", `document.querySelector('`+slow+` [data-field="steps"] input') !== null`, 5*time.Second)
+		b.run("steps", chromedp.SetValue(chromedp.CSS(slow+` [data-field="steps"] input`), "4"))
+		b.run("duration", chromedp.SetValue(chromedp.CSS(slow+` [data-field="duration_ms"] input`), "4000"))
+		b.click(slow + " button.send-tool")
+		b.waitFor("its progress", `/Progress [123]\/4/.test(document.querySelector('`+slow+` .waiting')?.textContent || '')`, 15*time.Second)
+		b.screenshot("tools-progress")
+		b.waitFor("slow's answer", `document.querySelector('`+slow+` .tool-result-box[data-done]') !== null`, 20*time.Second)
+
+		// A sampling request held, then answered by a person: the tree
+		// says how long, and who.
+		got := callTool(cs, fixtures.ToolSample, map[string]any{"prompt": "what is 2+2?"})
+		api.send(http.MethodPost, "/api/v1/intercept/"+heldID(protocol.MethodSampling), map[string]any{"action": "answer",
+			"result": map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "four"}, "model": "a-person"}}, nil)
+		if a := wait(t, got); a.err != nil {
+			t.Fatal(a.err)
+		}
+		ir.sync(t)
+		sess := ir.sessionOfClient(t, "bare-client")
+		b.open(ir.srv.URL + "/sessions/" + esc(sess.ID))
+		b.waitFor("the tree", treeReady, 10*time.Second)
+		eval[bool](b, `[...document.querySelectorAll('[role=tree] > li[data-method="tools/call"]')].find(li => li.querySelector('.name')?.textContent === 'sample')._open(true), true`)
+		chipText := eval[string](b, `document.querySelector('li[data-method="sampling/createMessage"] > .row .chip.wait.held')?.textContent || ''`)
+		if !strings.HasPrefix(chipText, "held ") || !strings.Contains(chipText, "by intercept, a person decided") {
+			t.Errorf("the held sampling request's chip: %q", chipText)
+		}
+		b.shots("tree-held")
+		b.checkClean()
+	})
 }
+

@@ -37,20 +37,22 @@ export async function toolsPage({ main, signal }) {
   for (const u of res.upstreams) {
     const tools = Array.isArray(u.tools) ? u.tools.filter(isObj).slice(0, MAX_TOOLS) : [];
     const seen = new Map((u.seen || []).map((x) => [x.name, x]));
+    // A tool listed later than the upstream's first listing is new since.
+    const firstListing = Math.min(...(u.seen || []).map((x) => Date.parse(x.first)));
     const gone = (u.seen || []).filter((x) => !x.latest).length;
     main.append(h('section', { class: 'panel upstream', 'data-upstream': u.upstream + u.path, 'data-send': u.send.ok ? 'ok' : 'off' },
       h('h2', {}, clipped(u.upstream + u.path, 300), ' ', h('span', { class: 'muted small' }, `${tools.length} tools from ${u.listings} tools/list answer${u.listings === 1 ? '' : 's'} · latest `,
         h('a', { href: messagePath(u.session, u.seq) }, `#${u.seq}`), ` · ${fmtTime(u.time)}`, gone ? ` · ${gone} not in the latest` : '')),
       res.send ? h('p', { class: u.send.ok ? 'muted small send-to' : 'warn small send-off' },
         u.send.ok ? ['Calls go through the recorder', u.send.route ? [' by the route ', h('code', {}, clipped(u.send.route, 80))] : '', ' to this upstream.'] : ['Sending is off here: ', u.send.reason]) : '',
-      tools.map((t) => toolBox(u, t, seen.get(t.name), res.send && u.send.ok, stops))));
+      tools.map((t) => toolBox(u, t, seen.get(t.name), firstListing, res.send && u.send.ok, stops))));
   }
   main.setAttribute('data-ready', '');
   return () => { for (const stop of stops) stop(); };
 }
 
 // toolBox is one tool: its description, form, send and copy, history.
-function toolBox(u, t, seen, canSend, stops) {
+function toolBox(u, t, seen, firstListing, canSend, stops) {
   const name = typeof t.name === 'string' ? t.name : '?';
   const schema = isObj(t.inputSchema) ? t.inputSchema : { type: 'object' };
   const box = h('details', { class: 'tool', 'data-tool': name, 'data-latest': seen && !seen.latest ? 'no' : 'yes' });
@@ -59,7 +61,7 @@ function toolBox(u, t, seen, canSend, stops) {
     typeof t.title === 'string' && t.title ? [' ', clipped(t.title, 200)] : '',
     ann.destructiveHint === true ? [' ', chip('destructive', 'bad')] : '', ann.readOnlyHint === true ? [' ', chip('read-only', 'ok')] : '',
     seen && !seen.latest ? [' ', chip(`not in the latest tools/list · last seen ${fmtTime(seen.last)}`, 'warn seen')] : '',
-    seen ? h('span', { class: 'muted small seen-since' }, ` listed since ${fmtTime(seen.first)}`) : ''));
+    seen && Date.parse(seen.first) > firstListing ? h('span', { class: 'muted small seen-since' }, ` new since ${fmtTime(seen.first)}`) : ''));
   let built = false;
   box.addEventListener('toggle', () => {
     if (!box.open || built) return;
@@ -200,6 +202,8 @@ function watchCall(tool, el) {
     }),
   ];
   checkHeld();
-  const tick = setInterval(draw, 1000);
+  // A held message's session may be stored a moment after it is held:
+  // look again each second while the call waits.
+  const tick = setInterval(checkHeld, 1000);
   return () => { clearInterval(tick); for (const stop of stops) stop(); };
 }
