@@ -539,7 +539,9 @@ func TestBrowserKeepsUp(t *testing.T) {
 		}
 		b.click("input.open-nested") // leave the browser as it was
 		// A call's page: its answer beside it.
-		call := r.seqWhere(t, sess.ID, func(m *capture.Message) bool { return m.Name == fixtures.ToolForecast && m.Kind == protocol.KindRequest })
+		call := r.seqWhere(t, sess.ID, func(m *capture.Message) bool {
+			return m.Name == fixtures.ToolForecast && m.Kind == protocol.KindRequest
+		})
 		b.open(fmt.Sprintf("%s/messages/%d", page, call))
 		b.waitFor("the call and its answer", `document.querySelector('.call-and-answer .call-answer .structured') !== null`, 10*time.Second)
 		if text := eval[string](b, `document.querySelector('.call-and-answer .call-answer').textContent`); !strings.Contains(text, "Paris") {
@@ -630,4 +632,3 @@ func TestBrowserKeepsUp(t *testing.T) {
 		b.checkClean()
 	})
 }
-
