@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -160,6 +162,66 @@ func (b *browser) fresh(t *testing.T) {
 	b.mu.Lock()
 	b.exceptions, b.console, b.logged, b.allowed = nil, nil, nil, nil
 	b.mu.Unlock()
+}
+
+// writeSession writes session x with the messages fill adds (each at
+// the time given, seqs clear of what the recorder writes), as an
+// imported tape would hold them.
+func (r *rig) writeSession(t testing.TB, x *capture.Session, fill func(add func(at time.Time, dir protocol.Direction, kind protocol.Kind, method, name, raw string, request uint64) uint64)) {
+	t.Helper()
+	top, _, err := r.store.LastIDs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := top + 1_000_000
+	b := &capture.Batch{}
+	fill(func(at time.Time, dir protocol.Direction, kind protocol.Kind, method, name, raw string, request uint64) uint64 {
+		seq++
+		b.Messages = append(b.Messages, &capture.Message{Seq: seq, SessionID: x.ID, Direction: dir, Time: at, Kind: kind, Method: method, Name: name,
+			ID: protocol.Decode([]byte(raw)).ID, Batch: -1, Raw: []byte(raw), Size: len(raw), Links: capture.Links{Request: request}})
+		if at.After(x.End) {
+			x.End = at
+		}
+		return seq
+	})
+	x.Messages = len(b.Messages)
+	b.Sessions = []*capture.Session{x}
+	if err := r.store.Write(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// named writes a closed session of one call between a client and a
+// server with these names.
+func (r *rig) named(t testing.TB, id, client, server string) {
+	t.Helper()
+	start := time.Now().Add(-2 * time.Hour)
+	r.writeSession(t, &capture.Session{ID: id, Era: protocol.EraLegacy, Version: protocol.V20251125, Opening: "initialize",
+		Client: protocol.Implementation{Name: client, Version: "1.0.0"}, Server: protocol.Implementation{Name: server, Version: "2.0.0"},
+		Upstream: "http://127.0.0.1:9", Path: "/mcp", Start: start, Calls: 1, Status: capture.StatusClosed},
+		func(add func(time.Time, protocol.Direction, protocol.Kind, string, string, string, uint64) uint64) {
+			q := add(start, protocol.ClientToServer, protocol.KindRequest, "tools/call", "echo", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, 0)
+			add(start.Add(3*time.Millisecond), protocol.ServerToClient, protocol.KindResult, "tools/call", "", `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}`, q)
+		})
+}
+
+// bursts writes a session of calls in two bursts of a minute, gap apart.
+func (r *rig) bursts(t testing.TB, id string, gap time.Duration) {
+	t.Helper()
+	start := time.Now().Add(-time.Hour)
+	r.writeSession(t, &capture.Session{ID: id, Era: protocol.EraLegacy, Version: protocol.V20251125, Opening: "initialize",
+		Client: protocol.Implementation{Name: "bursty"}, Upstream: "http://127.0.0.1:9", Path: "/mcp", Start: start, Calls: 40, Status: capture.StatusClosed},
+		func(add func(time.Time, protocol.Direction, protocol.Kind, string, string, string, uint64) uint64) {
+			for i := range 40 {
+				at := start.Add(time.Duration(i%20) * 3 * time.Second)
+				if i >= 20 {
+					at = at.Add(gap)
+				}
+				method := []string{"tools/call", "tools/list", "resources/read", "prompts/get"}[i%4]
+				q := add(at, protocol.ClientToServer, protocol.KindRequest, method, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i, method), 0)
+				add(at.Add(time.Duration(5+i%7)*time.Millisecond), protocol.ServerToClient, protocol.KindResult, method, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i), q)
+			}
+		})
 }
 
 func TestBrowserKeepsUp(t *testing.T) {
@@ -631,4 +693,265 @@ func TestBrowserKeepsUp(t *testing.T) {
 		b.shots("tree-held")
 		b.checkClean()
 	})
+
+	// 9. Readable: every text colour of both themes at 4.5:1 or more on
+	// every surface it can sit on, computed from the stylesheet; at
+	// 1000 px a session row is one line (ids whole) and the screen holds
+	// many; the latency chart draws no line across buckets without
+	// samples; a tool's history comes a page at a time. (Before, dark
+	// JSON numbers were at 2.55:1, ids broke mid-word, lines crossed empty
+	// ranges, and 200 rows came at once.)
+	t.Run("Readable", func(t *testing.T) {
+		b.fresh(t)
+		r := newRigServer(t, nil, nil)
+		r.runClient(t, fixtures.PathStateful, fixtures.ToolEcho)
+		for i := range 30 {
+			r.named(t, fmt.Sprintf("20250102-0000%02d-row%03d", i, i), "a-client-with-a-rather-long-name-indeed", "a-server-whose-name-goes-on-and-on-too")
+		}
+		r.bursts(t, "20250103-000000-bursts", 20*time.Minute)
+
+		b.open(r.srv.URL + "/sessions")
+		b.waitFor("the list", `document.querySelectorAll('table.sessions[data-ready] tbody tr').length > 30`, 10*time.Second)
+		for _, theme := range []string{"light", "dark"} {
+			b.theme(theme)
+			var res struct {
+				Pairs int      `json:"pairs"`
+				Bad   []string `json:"bad"`
+				Bg    string   `json:"bg"`
+			}
+			res = eval[struct {
+				Pairs int      `json:"pairs"`
+				Bad   []string `json:"bad"`
+				Bg    string   `json:"bg"`
+			}](b, contrastCheck)
+			if res.Pairs < 40 {
+				t.Errorf("%s: %d colour pairs checked, want every text colour of the stylesheet on every surface", theme, res.Pairs)
+			}
+			for _, bad := range res.Bad {
+				t.Errorf("%s theme: %s", theme, bad)
+			}
+			t.Logf("%s theme (page background %s): %d pairs checked", theme, res.Bg, res.Pairs)
+			b.screenshot("theme-" + theme)
+		}
+		b.theme("")
+
+		// 1000 px: one line a row, ids whole, a screenful of rows.
+		b.resize(1000)
+		b.settle()
+		if broken := eval[[]string](b, `[...document.querySelectorAll('table.sessions tbody td.id a')].filter(a => a.getClientRects().length !== 1).map(a => a.textContent)`); len(broken) > 0 {
+			t.Errorf("at 1000 px these ids break over lines: %q", broken)
+		}
+		if tall := eval[int](b, `(() => { const rows = [...document.querySelectorAll('table.sessions tbody tr')]; const h = Math.min(...rows.map(r => r.getBoundingClientRect().height)); return rows.filter(r => r.getBoundingClientRect().height > h * 1.3).length })()`); tall > 0 {
+			t.Errorf("at 1000 px %d rows take more than one line", tall)
+		}
+		eval[bool](b, `(window.scrollTo(0, 0), true)`)
+		if fit := eval[int](b, `[...document.querySelectorAll('table.sessions tbody tr')].filter(r => r.getBoundingClientRect().bottom <= window.innerHeight).length`); fit < 18 {
+			t.Errorf("at 1000 px %d rows fit on the first screen, want a screenful", fit)
+		}
+		if over := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
+			t.Errorf("at 1000 px the list is %d px wider than the window", over)
+		}
+		b.screenshot("sessions-1000")
+		b.resize(1400)
+
+		// The latency chart: two bursts twenty minutes apart, no line
+		// across the empty minutes between.
+		b.open(r.srv.URL + "/latency?measure=duration&session=20250103-000000-bursts&buckets=20")
+		b.waitFor("the chart", `document.querySelectorAll('svg.chart circle').length > 0`, 10*time.Second)
+		across := eval[[]string](b, `(() => { const mid = 64 + (900 - 64 - 14) / 2; return [...document.querySelectorAll('svg.chart polyline')].filter(p => { const xs = p.getAttribute('points').split(' ').map(s => +s.split(',')[0]); return Math.min(...xs) < mid - 50 && Math.max(...xs) > mid + 50 }).map(p => p.dataset.method) })()`)
+		if len(across) > 0 {
+			t.Errorf("lines cross the empty minutes between the bursts: %q", across)
+		}
+		b.shots("latency-gap")
+
+		// A tool's history, a page at a time.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cs := connect(t, r.px.URL+fixtures.PathStateful, "history-client", nil)
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 25 {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: fixtures.ToolEcho, Arguments: map[string]any{"text": fmt.Sprint("call ", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.sync(t)
+		b.open(r.srv.URL + "/tools")
+		echo := `details.tool[data-tool="echo"]`
+		b.waitFor("the tools", `document.querySelector('`+echo+`') !== null`, 10*time.Second)
+		b.click(echo + " summary")
+		b.waitFor("the first page", `document.querySelector('`+echo+` .history[data-ready] table.history-table') !== null`, 10*time.Second)
+		if n := eval[int](b, `document.querySelectorAll('`+echo+` table.history-table tbody tr').length`); n != 20 {
+			t.Errorf("the history's first page: %d rows, want 20", n)
+		}
+		b.click(echo + " button.more-history")
+		b.waitFor("the next page", `document.querySelectorAll('`+echo+` table.history-table tbody tr').length === 26`, 10*time.Second)
+		if eval[bool](b, `!document.querySelector('`+echo+` button.more-history').hidden`) {
+			t.Error("Show older calls is offered with nothing older")
+		}
+		b.checkClean()
+	})
+
+	// 10. Errors a user reads: a missing session in words, and a
+	// recorder that stopped says so and what still works. (Before:
+	// "badgerstore: session … not found" and "Failed to fetch dynamically
+	// imported module".)
+	t.Run("UserFacingErrors", func(t *testing.T) {
+		b.fresh(t)
+		r := newRigServer(t, nil, nil)
+		r.runClient(t, fixtures.PathStateful, fixtures.ToolEcho)
+		b.allow(`/api/v1/sessions/no-such-session`)
+		b.open(r.srv.URL + "/sessions/no-such-session")
+		b.waitFor("the error", `document.querySelector('main .error') !== null`, 10*time.Second)
+		if text := eval[string](b, `document.querySelector('main .error').textContent`); strings.Contains(text, "badgerstore") || !strings.Contains(text, `No session "no-such-session"`) {
+			t.Errorf("a missing session says %q", text)
+		}
+		b.open(r.srv.URL + "/sessions")
+		b.waitFor("the list", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		r.srv.CloseClientConnections()
+		r.srv.Close()
+		b.allow(`ERR_CONNECTION_REFUSED|ERR_CONNECTION_RESET|ERR_EMPTY_RESPONSE|ERR_INCOMPLETE_CHUNKED_ENCODING|Failed to fetch`)
+		b.click(`#nav a[data-nav=latency]`)
+		b.waitFor("the stopped page", `document.querySelector('main .error') !== null`, 10*time.Second)
+		text := eval[string](b, `document.querySelector('main .error').textContent`)
+		if strings.Contains(text, "dynamically imported module") || !strings.Contains(text, "mcptape has stopped") || !strings.Contains(text, "What is on screen stays readable") {
+			t.Errorf("with the recorder stopped the page says %q", text)
+		}
+		b.waitFor("the banner", `document.getElementById('banner').dataset.state === 'stopped'`, 15*time.Second)
+		b.screenshot("stopped")
+		b.mu.Lock()
+		b.exceptions = nil // the browser's own report of the failed import
+		b.mu.Unlock()
+		b.checkClean()
+	})
+
+	// 11. The smaller ones: sorting by a column, an id by its start in
+	// the address, no Pending on a recorder, a session's call count that
+	// matches its tree, ? for the keys, a skip link.
+	t.Run("Smaller", func(t *testing.T) {
+		b.fresh(t)
+		r := newRigServer(t, nil, nil)
+		r.runClient(t, fixtures.PathStateful)
+		r.runClient(t, fixtures.PathStateless)
+		modern := r.sessionOn(t, fixtures.PathStateless)
+		b.open(r.srv.URL + "/sessions")
+		b.waitFor("the list", `document.querySelector('table.sessions[data-ready]') !== null`, 10*time.Second)
+		if eval[bool](b, `!document.querySelector('#nav a[data-nav=pending]').hidden`) {
+			t.Error("a recorder's dashboard offers Pending, which only a replay client's has")
+		}
+		// A skip link first, then ? for the keys.
+		b.run("Tab", chromedp.KeyEvent(kb.Tab))
+		if got := eval[string](b, `document.activeElement.className + ' ' + (document.activeElement.getBoundingClientRect().top >= 0)`); got != "skip-link true" {
+			t.Errorf("the first Tab stop: %q, want the skip link, on screen", got)
+		}
+		// Sorting by calls, most first.
+		b.click(`table.sessions th.col-calls a.sort`)
+		b.waitFor("sorted", `new URLSearchParams(location.search).get('sort') === 'calls' && document.querySelector('table.sessions[data-ready] th.col-calls')?.getAttribute('aria-sort') === 'descending'`, 10*time.Second)
+		calls := eval[[]int](b, `[...document.querySelectorAll('table.sessions tbody tr')].map(tr => +tr.cells[6].textContent.replace(/,/g, ''))`)
+		for i := 1; i < len(calls); i++ {
+			if calls[i] > calls[i-1] {
+				t.Errorf("sorted by calls, most first: %v", calls)
+				break
+			}
+		}
+		// An id by its start; the address then names all of it.
+		b.open(r.srv.URL + "/sessions/" + esc(modern.ID[:17]))
+		b.waitFor("the session", treeReady, 10*time.Second)
+		if p := eval[string](b, `location.pathname`); p != "/sessions/"+esc(modern.ID) {
+			t.Errorf("opened by its start, the address is %s", p)
+		}
+		// The calls the facts count are the calls the tree shows.
+		heading := eval[string](b, `[...document.querySelectorAll('section.panel h2')].find(h => h.textContent.startsWith('Calls and notifications')).textContent`)
+		facts := eval[string](b, `document.querySelector('.facts .calls').textContent`)
+		if !strings.Contains(heading, "("+facts+" call") {
+			t.Errorf("the facts say %s calls, the tree's heading %q", facts, heading)
+		}
+		b.run("?", chromedp.KeyEvent("?"))
+		b.waitFor("the keys", `document.getElementById('keys-help')?.open === true`, 5*time.Second)
+		if keys := eval[string](b, `document.getElementById('keys-help').textContent`); !strings.Contains(keys, "e / E") || !strings.Contains(keys, "open every node") {
+			t.Errorf("the keys help: %q", keys)
+		}
+		b.screenshot("keys-help")
+		b.run("Escape", chromedp.KeyEvent(kb.Escape))
+		b.checkClean()
+	})
 }
+
+// theme emulates prefers-color-scheme: light or dark ("" stops).
+func (b *browser) theme(scheme string) {
+	b.t.Helper()
+	p := emulation.SetEmulatedMediaParams{}
+	if scheme != "" {
+		p.Features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	}
+	b.run("the "+scheme+" theme", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, p)
+		return err
+	}))
+}
+
+// contrastCheck computes, from the stylesheet as the browser applies it
+// (the theme in force), the contrast of every text colour on the
+// surfaces it can sit on: a rule's own background when it sets one, else
+// every background a rule sets for text to inherit (and the page's). It
+// returns how many pairs it checked and those under 4.5:1.
+const contrastCheck = `(() => {
+  const probe = document.createElement('span');
+  document.body.append(probe);
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 1;
+  const ctx = canvas.getContext('2d', { willReadFrequently: true });
+  const computed = (prop, value) => {
+    probe.removeAttribute('style');
+    probe.style.setProperty(prop === 'color' ? 'color' : 'background', value);
+    return getComputedStyle(probe).getPropertyValue(prop === 'color' ? 'color' : 'background-color');
+  };
+  const rgb = (css, under) => {
+    ctx.clearRect(0, 0, 1, 1);
+    ctx.fillStyle = under;
+    ctx.fillRect(0, 0, 1, 1);
+    ctx.fillStyle = css;
+    ctx.fillRect(0, 0, 1, 1);
+    const d = ctx.getImageData(0, 0, 1, 1).data;
+    return 'rgb(' + d[0] + ', ' + d[1] + ', ' + d[2] + ')';
+  };
+  const lum = (c) => {
+    const [r, g, b] = c.match(/\d+/g).map(Number).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const page = rgb(computed('background', 'var(--bg)'), '#fff');
+  const panel = rgb(computed('background', 'var(--panel)'), page);
+  const rules = [];
+  const walk = (list) => { for (const r of list) { if (r instanceof CSSStyleRule) rules.push(r); else if (r.cssRules) walk(r.cssRules); } };
+  for (const sheet of document.styleSheets) walk(sheet.cssRules);
+  const none = /^(|none|transparent|inherit|initial|unset|currentcolor)$/i;
+  const bgOf = (r) => r.style.getPropertyValue('background-color') || r.style.getPropertyValue('background');
+  const surfaces = new Map([[page, 'the page'], [panel, 'a panel']]);
+  for (const r of rules) {
+    const bg = bgOf(r).trim();
+    if (none.test(bg) || r.style.getPropertyValue('color') || r.selectorText.includes('::backdrop')) continue;
+    surfaces.set(rgb(computed('background', bg), panel), r.selectorText);
+  }
+  const texts = [['var(--fg)', 'the page\'s text', null]];
+  for (const r of rules) {
+    const c = r.style.getPropertyValue('color').trim();
+    if (none.test(c)) continue;
+    const bg = bgOf(r).trim();
+    texts.push([c, r.selectorText, none.test(bg) ? null : bg]);
+  }
+  const bad = [];
+  let pairs = 0;
+  for (const [c, where, own] of texts) {
+    const fg = rgb(computed('color', c), panel);
+    const on = own ? new Map([[rgb(computed('background', own), panel), where + "'s own background"]]) : surfaces;
+    for (const [bg, what] of on) {
+      pairs++;
+      const k = ratio(fg, bg);
+      if (k < 4.5) bad.push(where + ' (' + c + ' = ' + fg + ') on ' + what + ' (' + bg + '): ' + k.toFixed(2) + ':1');
+    }
+  }
+  probe.remove();
+  return { pairs, bad, bg: page };
+})()`

@@ -177,7 +177,7 @@ function showHelp() {
   const rows = (list) => list.map(([k, what]) => h('tr', {}, h('th', { scope: 'row' }, h('kbd', {}, k)), h('td', {}, what)));
   const page = pageKeys();
   dlg.replaceChildren(h('h2', { id: 'keys-help-title' }, 'Keys'),
-    page.length ? [h('h3', {}, 'On this page'), h('table', { class: 'keys' }, h('tbody', {}, rows(page)))] : h('p', { class: 'muted' }, 'This page has no keys of its own.'),
+    ...(page.length ? [h('h3', {}, 'On this page'), h('table', { class: 'keys' }, h('tbody', {}, rows(page)))] : [h('p', { class: 'muted' }, 'This page has no keys of its own.')]),
     h('h3', {}, 'Everywhere'), h('table', { class: 'keys' }, h('tbody', {}, rows(APP_KEYS))),
     h('form', { method: 'dialog' }, h('button', { type: 'submit', class: 'primary' }, 'Close')));
   if (!dlg.open) dlg.showModal();
