@@ -256,13 +256,14 @@ func TestBrowserKeepsUp(t *testing.T) {
 			t.Errorf("the unreachable upstream says %q", off)
 		}
 		b.click(far + ` details.tool[data-tool="far_away"] summary`)
+		b.waitFor("its form", `document.querySelector('`+far+` details.tool[data-tool="far_away"] button.send-tool') !== null`, 5*time.Second)
 		if !eval[bool](b, `document.querySelector('`+far+` details.tool[data-tool="far_away"] button.send-tool').disabled`) {
 			t.Error("Send is offered for a tool of an upstream the recorder does not reach")
 		}
 		// The stateless path: sent through alpha, answered by the fixture.
 		tool := stateless + ` details.tool[data-tool="echo"]`
 		b.click(tool + " summary")
-		b.waitFor("the form", `document.querySelector('`+tool+` form.schema-form input') !== null`, 5*time.Second)
+		b.waitFor("the form", `document.querySelector('`+tool+` form.schema-form input, `+tool+` form.schema-form textarea') !== null`, 5*time.Second)
 		b.run("the text", chromedp.SetValue(chromedp.CSS(tool+` form.schema-form [data-field="text"] input, `+tool+` form.schema-form [data-field="text"] textarea`), "through alpha"))
 		b.click(tool + " button.send-tool")
 		b.waitFor("the answer", `document.querySelector('`+tool+` .tool-result-box[data-done] .sent-response') !== null`, 20*time.Second)

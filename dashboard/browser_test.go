@@ -328,7 +328,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("Latency", func(t *testing.T) {
 		b.t = t
 		b.open(base + "/latency")
-		b.waitFor("the chart", `document.querySelectorAll('svg.chart polyline').length > 0`, 10*time.Second)
+		b.waitFor("the chart", `document.querySelectorAll('svg.chart circle').length > 0`, 10*time.Second)
 		if n := eval[int](b, `[...document.querySelectorAll('table.grid tbody tr')].filter(tr => tr.cells[0].textContent.trim().startsWith('tools/call')).length`); n != 1 {
 			t.Errorf("%d tools/call rows in the latency table", n)
 		}
@@ -350,7 +350,7 @@ func TestBrowser(t *testing.T) {
 		}
 		// The eight methods with the most samples are charted, each in a
 		// colour of its own; "none" is explained where it is listed.
-		colours := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('svg.chart polyline:not(.dashed)')].map(p => [p.dataset.method, getComputedStyle(p).stroke]))`)
+		colours := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('svg.chart circle.dot')].map(p => [p.dataset.method, getComputedStyle(p).fill]))`)
 		if len(colours) != 8 {
 			t.Errorf("%d series charted, want the 8 with the most samples of the fixtures' many methods: %v", len(colours), colours)
 		}

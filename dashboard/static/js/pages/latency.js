@@ -177,9 +177,9 @@ function chart(ans, methods, colorOf) {
       }
     }
     for (const p of m.points) {
-      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p99).toFixed(1), r: 3, class: `dot ${c}` },
+      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p99).toFixed(1), r: 3, class: `dot ${c}`, 'data-method': m.method },
         s('title', {}, `${m.method} ${fmtTime(p.t)}: p50 ${fmtMs(p.p50)}, p99 ${fmtMs(p.p99)}, ${p.n} samples`)));
-      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p50).toFixed(1), r: 2, class: `dot ${c}` }));
+      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p50).toFixed(1), r: 2, class: `dot ${c}`, 'data-method': m.method }));
     }
   }
   return h('div', { class: 'scroll' }, svg);
