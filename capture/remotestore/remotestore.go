@@ -9,7 +9,9 @@
 //
 // # API
 //
-// All endpoints are GET and need `Authorization: Bearer TOKEN`. They answer
+// All endpoints are GET and need `Authorization: Bearer TOKEN` and a Host
+// header that names the loopback host (localhost, 127.0.0.1, [::1]; else
+// 403, as the dashboard does). They answer
 // in encoding/gob (application/x-gob), which keeps raw JSON fields byte for
 // byte where encoding/json would compact and re-escape them; lists are a
 // stream of frames, each a record or an error:
@@ -57,6 +59,7 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // Status is what the recording process reports about itself.
@@ -144,6 +147,13 @@ func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Hand
 		}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The rule of every mcptape listener (the dashboard's too): on
+		// loopback, a request naming another host is a page that rebound
+		// its name to 127.0.0.1 (DNS rebinding).
+		if !protocol.HostAllowed(r) {
+			writeErr(w, http.StatusForbidden, errors.New("the Host header names no loopback host, on a loopback listener (DNS rebinding?)"))
+			return
+		}
 		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong token"))

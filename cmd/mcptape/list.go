@@ -29,7 +29,13 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	return listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout)
+	if err := listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout); err != nil {
+		return err
+	}
+	if !*asJSON {
+		printLost(ctx, stdout, *data, store)
+	}
+	return nil
 }
 
 func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQuery, asJSON bool, w io.Writer) error {

@@ -27,6 +27,7 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/capture/traces"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/proxy"
@@ -37,6 +38,7 @@ type recordConfig struct {
 	routes       []string // NAME=URL
 	routesOnly   bool     // --routes: a recorder of routes, maybe none yet
 	forward      bool
+	maxTunnels   int
 	mitm         []string
 	listen       string
 	data         string
@@ -48,6 +50,7 @@ type recordConfig struct {
 	logLevel     string
 	memoryLimit  string
 	metrics      string
+	otlp         string // --otlp: where spans go
 	// dashboard is where the dashboard listens; "" or "off" means none.
 	// dashboardFixed says the address was asked for (not the default).
 	dashboard      string
@@ -65,7 +68,7 @@ type recordConfig struct {
 	answers          []string
 }
 
-// Defaults of the store's bounds (documented in the README).
+// Defaults of the store's bounds (documented in docs/recording.md).
 const (
 	defaultMinFree        = "256MiB"
 	defaultMaxRecordBytes = "16MiB"
@@ -83,6 +86,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var((*stringList)(&c.routes), "route", "record a server under /`NAME=URL`'s NAME/ on the proxy, e.g. github=https://api.example.com/mcp is reached at http://127.0.0.1:7411/github/mcp (repeatable; --upstream is the one-route form)")
 	fs.BoolVar(&c.routesOnly, "routes", false, "serve routes, none yet or those --route names: mcptape attach CLIENT NAME adds a client's HTTP server as a route while this runs")
 	fs.BoolVar(&c.forward, "forward", false, "also be an HTTP(S) proxy: set HTTPS_PROXY/HTTP_PROXY to the proxy's URL in a client and it records plain-HTTP requests; CONNECT tunnels pass unrecorded unless --mitm names their host")
+	fs.IntVar(&c.maxTunnels, "max-tunnels-per-client", proxy.DefaultMaxTunnelsPerClient, "with --forward, the most CONNECT tunnels one client (by IP address) may hold open at a time; past it a CONNECT gets 429")
 	fs.Var((*stringList)(&c.mitm), "mitm", "with --forward, intercept and record the HTTPS tunnels to hosts matching this `GLOB` (e.g. '*.example.com'; repeatable), with mcptape's own CA (`mcptape ca init`), which the client must trust")
 	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")
 	fs.StringVar(&c.data, "data", defaultDataDir(), "directory of the capture store")
@@ -94,6 +98,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
+	otlpFlag(fs, &c.otlp)
 	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off")
 	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
@@ -143,10 +148,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return usagef("%v", err)
 	}
+	started := time.Now()
 	rs, err := startRecording(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
+	warnNoRoom(stderr, c.data, rs.store)
 	if c.forward && !loopbackAddr(rs.srv.Addr()) {
 		fmt.Fprintf(stderr, "mcptape: WARNING: --forward on %s, which is not a loopback address, is an open proxy: anyone who reaches it can use it, to this machine's own services too. Listen on 127.0.0.1 unless that is what you want.\n", rs.srv.Addr())
 	}
@@ -154,6 +161,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "mcptape: WARNING: --no-redact: Authorization headers, cookies, API keys and session ids are stored as they are. Do not share this store.")
 	}
 	rs.printHow(stdout, &c)
+	if rs.traces != nil {
+		fmt.Fprintf(stdout, "mcptape: exporting each call as a span to %s\n", rs.traces.Endpoint())
+	}
 	if rs.metrics != nil {
 		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
 	}
@@ -172,6 +182,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case err = <-errc:
 	}
 	stats, cerr := rs.close()
+	saveLost(c.data, started, stats, "")
 	fmt.Fprintf(stdout, "mcptape: stopped: %d exchanges, %d messages stored, %d lost\n", stats.Exchanges, stats.Stored, stats.Lost+stats.Dropped)
 	return errors.Join(err, cerr)
 }
@@ -192,7 +203,9 @@ type recording struct {
 	api      *http.Server
 	unann    func()
 	upstream string
+	upURL    *url.URL // --upstream, nil with routes or the forward proxy alone
 	metrics  *metricsServer
+	traces   *traces.Exporter // nil without --otlp
 	dash     *runningDashboard
 	replays  *replayServers
 	ingest   *ingesting
@@ -224,11 +237,14 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	var fwd *proxy.ForwardOptions
 	if c.forward {
-		fwd = &proxy.ForwardOptions{MITM: c.mitm}
+		fwd = &proxy.ForwardOptions{MITM: c.mitm, MaxTunnelsPerClient: c.maxTunnels}
+		if c.maxTunnels <= 0 {
+			return nil, usagef("--max-tunnels-per-client %d: want 1 or more", c.maxTunnels)
+		}
 		if len(c.mitm) > 0 {
 			auth, err := ca.Load(caDir(c.data))
 			if errors.Is(err, ca.ErrNoCA) {
-				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see the README)", c.data, c.data)
+				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see \"mcptape's own CA\" in docs/recording.md)", c.data, c.data)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("--mitm: loading mcptape's CA: %w", err)
@@ -276,6 +292,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	if up != nil {
 		rs.upstream = up.Redacted()
+		rs.upURL = up
 	}
 	if rs.shutdown <= 0 {
 		rs.shutdown = defaultShutdownTimeout
@@ -340,6 +357,12 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
 	}
+	if rs.traces, err = startTraces(ctx, c.otlp, registerer(reg), logger, nil); err != nil {
+		return nil, err
+	}
+	if rs.traces != nil {
+		ro.OnBatch = fanOut(ro.OnBatch, rs.traces.OnBatch)
+	}
 	rs.rec, err = capture.NewRecorder(ctx, store, ro)
 	if err != nil {
 		return nil, err
@@ -383,8 +406,16 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		return nil, err
 	}
 	if c.metrics != "" {
-		if rs.metrics, err = serveMetrics(metricsAt, reg); err != nil {
+		if rs.metrics, err = serveMetrics(metricsAt, reg, rs.readiness()); err != nil {
 			return nil, err
+		}
+		p.AddOwnAddr(rs.metrics.ln.Addr().String())
+	}
+	// A tunnel into this process's other listeners is refused like one
+	// into the proxy's own.
+	if rs.dash != nil {
+		if u, err := url.Parse(rs.dash.base); err == nil {
+			p.AddOwnAddr(u.Host)
 		}
 	}
 	return rs, nil
@@ -450,6 +481,7 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 		Sync: rs.rec.Sync,
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.api.Serve(ln) }()
+	rs.proxy.AddOwnAddr(ln.Addr().String())
 	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
 	if rs.dash != nil {
 		a.Dashboard = rs.dash.url()
@@ -502,6 +534,7 @@ func (rs *recording) close() (capture.Stats, error) {
 		}
 		stats = rs.rec.Stats()
 	}
+	closeTraces(rs.traces, rs.log) // after the recorder: its last batches are in
 	if rs.unann != nil {
 		rs.unann()
 	}

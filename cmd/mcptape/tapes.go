@@ -144,6 +144,10 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer tape.Close()
+	// What the tape alone makes impossible, before a store is created.
+	if _, err := replay.PlanImport(ctx, nil, tape, &replay.ImportOptions{Rename: *rename}); err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
 	store, err := openWrite(*data, nil)
 	if err != nil {
 		return err
