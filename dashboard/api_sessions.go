@@ -241,17 +241,10 @@ func (s *Server) listSessions(ctx context.Context, f *sessionFilter) (*sessionsP
 		if err != nil {
 			return nil, err
 		}
-		if !f.cheap(x) {
+		if ok, err := s.passes(ctx, f, x); err != nil {
+			return nil, err
+		} else if !ok {
 			continue
-		}
-		if f.method != "" || f.tool != "" {
-			sum, err := s.index.get(ctx, x)
-			if err != nil {
-				return nil, err
-			}
-			if (f.method != "" && !sum.hasMethod(f.method)) || (f.tool != "" && !sum.hasTool(f.tool)) {
-				continue
-			}
 		}
 		if len(text) > 0 {
 			if matched >= f.offset+f.limit {
@@ -284,6 +277,22 @@ func (s *Server) listSessions(ctx context.Context, f *sessionFilter) (*sessionsP
 	return page, nil
 }
 
+// passes reports whether x passes the filters but the text: those of the
+// session itself, and its methods and tools from the index.
+func (s *Server) passes(ctx context.Context, f *sessionFilter, x *capture.Session) (bool, error) {
+	if !f.cheap(x) {
+		return false, nil
+	}
+	if f.method == "" && f.tool == "" {
+		return true, nil
+	}
+	sum, err := s.index.get(ctx, x)
+	if err != nil {
+		return false, err
+	}
+	return (f.method == "" || sum.hasMethod(f.method)) && (f.tool == "" || sum.hasTool(f.tool)), nil
+}
+
 // sortedSessions is the list sorted by a column: every match (the newest
 // maxSorted) is read, sorted, and paged.
 func (s *Server) sortedSessions(ctx context.Context, f *sessionFilter) (*sessionsPage, error) {
@@ -301,17 +310,10 @@ func (s *Server) sortedSessions(ctx context.Context, f *sessionFilter) (*session
 			page.Capped = true
 			break
 		}
-		if !f.cheap(x) {
+		if ok, err := s.passes(ctx, f, x); err != nil {
+			return nil, err
+		} else if !ok {
 			continue
-		}
-		if f.method != "" || f.tool != "" {
-			sum, err := s.index.get(ctx, x)
-			if err != nil {
-				return nil, err
-			}
-			if (f.method != "" && !sum.hasMethod(f.method)) || (f.tool != "" && !sum.hasTool(f.tool)) {
-				continue
-			}
 		}
 		if len(text) > 0 {
 			ok, err := s.sessionHasText(ctx, x, text)
