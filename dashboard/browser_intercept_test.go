@@ -102,6 +102,23 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 	return ir
 }
 
+// waitHeld waits, on the queue's own signal, until n messages are held.
+func (ir *interceptRig) waitHeld(t testing.TB, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		held, changed := ir.icpt.Watch()
+		if held >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%d messages held, want %d", held, n)
+		}
+	}
+}
+
 // bareClient connects a go-sdk client through the proxy, on the legacy
 // era, without sampling or roots handlers. It declares elicitation (go-sdk
 // servers ask only clients that do), but its handler fails the test: a
@@ -414,14 +431,11 @@ func TestInterceptAPI(t *testing.T) {
 	}
 	cs := ir.bareClient(t, ir.px.URL+fixtures.PathStateful)
 	got := callTool(cs, "echo", map[string]any{"text": "x"})
+	ir.waitHeld(t, 1)
 	var st struct {
 		Held []capture.HeldMessage `json:"held"`
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(st.Held) == 0 && time.Now().Before(deadline) {
-		c.get("/api/v1/intercept", &st)
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.get("/api/v1/intercept", &st)
 	if len(st.Held) != 1 {
 		t.Fatalf("held: %+v", st.Held)
 	}
@@ -447,7 +461,10 @@ func TestBrowserInterceptPageClosed(t *testing.T) {
 	heldCard(b, "request", "tools/call")
 	// The page goes away (another site, as a closed tab), and comes back.
 	b.run("leave the page", chromedp.Navigate("about:blank"))
-	time.Sleep(200 * time.Millisecond)
+	// Still held (the call cannot have returned): the queue says so.
+	if held := ir.icpt.Held(); len(held) != 1 {
+		t.Fatalf("%d held once the page went, want the call still held", len(held))
+	}
 	select {
 	case a := <-got:
 		t.Fatalf("the call returned while nobody looked: %+v", a)

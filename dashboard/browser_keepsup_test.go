@@ -631,24 +631,19 @@ func TestBrowserKeepsUp(t *testing.T) {
 		api := newAPIClient(t, ir.srv.URL)
 		heldID := func(method string) string {
 			t.Helper()
-			deadline := time.Now().Add(10 * time.Second)
+			timeout := time.After(10 * time.Second)
 			for {
-				var st struct {
-					Held []struct {
-						ID     string `json:"id"`
-						Method string `json:"method"`
-					} `json:"held"`
-				}
-				api.get("/api/v1/intercept", &st)
-				for _, h := range st.Held {
+				_, changed := ir.icpt.Watch()
+				for _, h := range ir.icpt.Held() {
 					if h.Method == method {
 						return h.ID
 					}
 				}
-				if time.Now().After(deadline) {
+				select {
+				case <-changed:
+				case <-timeout:
 					t.Fatalf("nothing held for %s", method)
 				}
-				time.Sleep(20 * time.Millisecond)
 			}
 		}
 		b.open(ir.srv.URL + "/tools")

@@ -573,7 +573,7 @@ func TestBrowserHostile(t *testing.T) {
 		// Open everything there is: the raw tree (and its first levels),
 		// the raw text, the editor, the versions.
 		eval[bool](b, `(() => { for (const d of document.querySelectorAll('details')) { d.open = true; d.dispatchEvent(new Event('toggle')); } return true })()`)
-		time.Sleep(100 * time.Millisecond)
+		b.settle() // the folds' toggle events have run
 		for range 3 {
 			eval[bool](b, `[...document.querySelectorAll('.j-toggle[aria-expanded=false]')].slice(0, 50).forEach(t => t.click()), true`)
 		}
