@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -870,6 +871,53 @@ func TestBrowserKeepsUp(t *testing.T) {
 		}
 		b.screenshot("keys-help")
 		b.run("Escape", chromedp.KeyEvent(kb.Escape))
+		b.checkClean()
+	})
+
+	// One live tail: the nav's counts (pending, intercept) and the pages
+	// share one connection, kept while the user moves between pages.
+	// (Before, each count and the Live page opened one of their own.)
+	t.Run("OneLiveConnection", func(t *testing.T) {
+		b.fresh(t)
+		icpt, err := capture.NewInterceptor(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := dashboard.NewPending()
+		t.Cleanup(func() { p.Close() })
+		d, err := dashboard.New(smallStore(t), &dashboard.Options{Intercept: icpt, Pending: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		var mu sync.Mutex
+		open, most, total := 0, 0, 0
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/api/v1/live" {
+				mu.Lock()
+				open++
+				total++
+				most = max(most, open)
+				mu.Unlock()
+				defer func() { mu.Lock(); open--; mu.Unlock() }()
+			}
+			d.ServeHTTP(w, r)
+		}))
+		t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+		knowToken(t, srv.URL, d.Token())
+		b.open(srv.URL + "/live")
+		b.waitFor("the live page", `document.querySelector('.live-state.ok') !== null && document.querySelector('#intercept-count[data-live]') !== null && document.querySelector('#pending-count[data-live]') !== null`, 10*time.Second)
+		for _, nav := range []string{"intercept", "pending", "sessions", "live"} {
+			b.click(`#nav a[data-nav=` + nav + `]`)
+			b.waitFor("the "+nav+" page", `document.querySelector('#nav a.active')?.dataset.nav === '`+nav+`'`, 10*time.Second)
+		}
+		b.waitFor("live again", `document.querySelector('.live-state.ok') !== null`, 10*time.Second)
+		mu.Lock()
+		gotMost, gotTotal := most, total
+		mu.Unlock()
+		if gotMost != 1 || gotTotal != 1 {
+			t.Errorf("%d live tail connections at once and %d in all, want one", gotMost, gotTotal)
+		}
 		b.checkClean()
 	})
 }
