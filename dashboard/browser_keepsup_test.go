@@ -842,6 +842,12 @@ func TestBrowserKeepsUp(t *testing.T) {
 		if got := eval[string](b, `document.activeElement.className + ' ' + (document.activeElement.getBoundingClientRect().top >= 0)`); got != "skip-link true" {
 			t.Errorf("the first Tab stop: %q, want the skip link, on screen", got)
 		}
+		eval[bool](b, `(document.querySelector('table.sessions').__kept = true, true)`)
+		b.run("Enter", chromedp.KeyEvent(kb.Enter))
+		b.settle()
+		if got := eval[string](b, `document.activeElement.id + ' ' + (document.querySelector('table.sessions').__kept === true)`); got != "main true" {
+			t.Errorf("after the skip link: %q, want the focus on the content, the page as it was", got)
+		}
 		// Sorting by calls, most first.
 		b.click(`table.sessions th.col-calls a.sort`)
 		b.waitFor("sorted", `new URLSearchParams(location.search).get('sort') === 'calls' && document.querySelector('table.sessions[data-ready] th.col-calls')?.getAttribute('aria-sort') === 'descending'`, 10*time.Second)

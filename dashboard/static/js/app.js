@@ -32,6 +32,9 @@ const routes = PAGES.map((p) => ({
 }));
 
 let current = { cleanup: null, abort: null, keep: null, ready: false };
+// shown is the address of the page on screen: a move within it (the skip
+// link's #main) draws nothing anew.
+let shown = '';
 
 // Keeping one's place. What a page shows — where it is scrolled to, which
 // folds are open, what has the focus, and what the page itself keeps (the
@@ -109,6 +112,7 @@ async function render(notice) {
   current = { cleanup: null, abort, keep: null, ready: false };
   setKeys([]);
   const mine = current;
+  shown = location.pathname + location.search;
   const view = history.state && history.state.view;
   const main = document.getElementById('main');
   clear(main);
@@ -163,7 +167,10 @@ document.addEventListener('click', (e) => {
   navigate(href);
 });
 
-window.addEventListener('popstate', () => render());
+window.addEventListener('popstate', () => {
+  if (location.pathname + location.search === shown) return;
+  render();
+});
 
 // ? shows the keys: the app's and the page's.
 const APP_KEYS = [['?', 'this help'], ['Tab', 'the first Tab stop is “Skip to content”'], ['Esc', 'close this help']];

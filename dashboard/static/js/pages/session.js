@@ -94,9 +94,12 @@ export async function sessionPage({ params, main, signal, query, saved, keep }) 
       busy = false;
     }
   };
+  // A big tree is fetched less often: once a second up to 5,000 calls,
+  // then a second more for each 5,000.
+  const every = () => 1000 * Math.max(1, Math.ceil(ctl.roots.length / 5000));
   const soon = () => {
     if (timer) return;
-    timer = setTimeout(refresh, Math.max(150, 1000 - (Date.now() - last)));
+    timer = setTimeout(refresh, Math.max(150, every() - (Date.now() - last)));
   };
   const stops = [
     onTail('message', (m) => { if (m.session === s.id) soon(); }),
