@@ -347,10 +347,26 @@ func TestBrowserKeepsUp(t *testing.T) {
 		if after.Focus != before.Focus {
 			t.Errorf("after Back the focus is on %q, it was on %q", after.Focus, before.Focus)
 		}
-		// Forward and Back again, on a page of folds: the sessions list's
-		// scroll comes back too.
+		// Forward, and on the message page (another page, of folds): a
+		// fold opened and the page scrolled come back after a link and Back.
 		b.run("Forward", chromedp.NavigateForward())
 		b.waitFor("the message again", `location.pathname.includes('/messages/') && document.querySelector('section.message-view') !== null`, 10*time.Second)
+		b.click("details.raw-json summary")
+		b.waitFor("the raw JSON", `document.querySelector('details.raw-json .jtree') !== null`, 5*time.Second)
+		eval[bool](b, `(window.scrollTo(0, document.documentElement.scrollHeight), true)`)
+		b.settle()
+		msgScroll := eval[float64](b, `window.scrollY`)
+		eval[bool](b, `(document.querySelector('nav.crumbs a').click(), true)`) // as a click, without scrolling to it first
+		b.waitFor("the session", treeReady+` && !location.pathname.includes('/messages/')`, 30*time.Second)
+		b.run("Back", chromedp.NavigateBack())
+		b.waitFor("the message once more", `location.pathname.includes('/messages/') && document.querySelector('section.message-view') !== null`, 10*time.Second)
+		b.settle()
+		if !eval[bool](b, `document.querySelector('details.raw-json').open`) {
+			t.Error("after Back the message page's Raw JSON fold is closed; it was open")
+		}
+		if y := eval[float64](b, `window.scrollY`); y < msgScroll-2 || y > msgScroll+2 {
+			t.Errorf("after Back the message page is scrolled to %.0f, it was at %.0f", y, msgScroll)
+		}
 		b.screenshot("back-forward")
 		b.checkClean()
 	})
