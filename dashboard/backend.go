@@ -33,12 +33,19 @@ type Backend interface {
 	StopReplay(ctx context.Context, url string) error
 }
 
+// StatusReporter is what a [Backend] that knows the store's state (its
+// size, bound, age limit, the recording into it) does besides: the banner
+// and the footer report it.
+type StatusReporter interface {
+	// Status is the store's and the recording's state.
+	Status() RecordingStatus
+}
+
 // Recording is what a [Backend] in front of a running recorder does
 // besides: the recording's state, and sending through the recording proxy
 // (Options.ProxyURL).
 type Recording interface {
-	// Status is what the banner reports about the recording.
-	Status() RecordingStatus
+	StatusReporter
 	// Sync waits until the recorder has written what it was given. The
 	// dashboard calls it before exporting a tape and after a send, so
 	// that what it reads next holds what was just exchanged.

@@ -396,7 +396,7 @@ func (s *Server) staticHandler() http.Handler {
 }
 
 // RecordingStatus is what /api/v1/status reports about the recording in
-// progress ([Recording.Status]).
+// progress ([StatusReporter.Status]).
 type RecordingStatus struct {
 	// Recording is set while a recorder writes into the store.
 	Recording bool `json:"recording"`
@@ -416,12 +416,17 @@ type RecordingStatus struct {
 	MinFree int64 `json:"minFree"`
 	Size    int64 `json:"size"`
 	MaxSize int64 `json:"maxSize,omitempty"`
+	// MaxAge is the age in seconds past which sessions are deleted (0:
+	// none); Pruned counts the sessions deleted for MaxSize and MaxAge
+	// since the store was opened.
+	MaxAge int64 `json:"maxAgeSeconds,omitempty"`
+	Pruned int64 `json:"pruned,omitempty"`
 }
 
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {
 	st := RecordingStatus{Free: -1}
-	if rec := s.recording(); rec != nil {
-		st = rec.Status()
+	if sr, ok := s.opts.Backend.(StatusReporter); ok {
+		st = sr.Status()
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, st)

@@ -42,6 +42,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on (loopback unless told otherwise)")
 	token := fs.String("token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var maxAge age
+	fs.Var(&maxAge, "max-age", "delete sessions whose latest traffic is older than this while the dashboard runs, e.g. 30d (d is a day, w a week); open sessions are kept")
+	maxStoreSize := fs.String("max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
 	otlp := fs.String("otlp", "", otlpUsage+" (what this process records from wraps)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -53,7 +56,11 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger})
+	maxSize, err := parseSize(*maxStoreSize)
+	if err != nil {
+		return usagef("--max-store-size: %v", err)
+	}
+	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger, MaxSize: maxSize, MaxAge: time.Duration(maxAge)})
 	if err != nil {
 		return err
 	}
@@ -64,7 +71,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// Nothing records here: /metrics has the build, Go and process metrics.
 	reg := newMetricsRegistry()
 	d, err := startDashboard(&dashboardConfig{store: store, data: *data, addr: *listen, flag: "--listen", token: *token, fixed: true,
-		feed: dashboard.FeedPoll, metrics: metricsHandler(reg), backend: &dashBackend{data: *data, replays: replays}, logger: logger})
+		feed: dashboard.FeedPoll, metrics: metricsHandler(reg), backend: &storeBackend{dashBackend: &dashBackend{data: *data, replays: replays}, store: store},
+		logger: logger})
 	if err != nil {
 		return err
 	}
@@ -78,6 +86,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// What `mcptape wrap` records reaches the store through this process
 	// while it holds the store (the live page polls the store).
+	// (Each wrap compares its server's tools/list with the baselines
+	// itself: what is ingested comes with its drift findings.)
 	rec, err := capture.NewRecorder(ctx, store, ro)
 	if err != nil {
 		closeTraces(tr, logger)
@@ -306,6 +316,18 @@ func (b *dashBackend) StartReplay(ctx context.Context, id string) (string, error
 func (b *dashBackend) StopReplay(ctx context.Context, url string) error {
 	return b.replays.stop(ctx, url)
 }
+
+// storeBackend is the dashboard.Backend of `mcptape dashboard`: a
+// dashBackend that reports its store's state (size, bound, age limit,
+// sessions pruned) for the banner and the footer.
+type storeBackend struct {
+	*dashBackend
+	store *badgerstore.Store
+}
+
+var _ dashboard.StatusReporter = (*storeBackend)(nil)
+
+func (b *storeBackend) Status() dashboard.RecordingStatus { return storeStatus(b.store) }
 
 // recordBackend is a recorder's dashboard.Backend: a dashBackend, and the
 // recording's status, its routes, and sending through it.

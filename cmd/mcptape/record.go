@@ -58,6 +58,7 @@ type recordConfig struct {
 	dashboardFixed bool
 	// Store bounds (sizes as flags give them, e.g. 256MiB).
 	minFree, maxStoreSize, maxRecordBytes string
+	maxAge                                age // 0: sessions kept whatever their age
 	// The proxy's bounds (zero: the proxy's defaults).
 	upstreamTimeout time.Duration
 	maxRequestBody  int64
@@ -103,6 +104,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
 	fs.StringVar(&c.maxStoreSize, "max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
+	fs.Var(&c.maxAge, "max-age", "delete sessions whose latest traffic is older than this as recording runs, e.g. 30d (d is a day, w a week); open sessions are kept; unset keeps every session")
 	fs.StringVar(&c.maxRecordBytes, "max-record-bytes", defaultMaxRecordBytes, "the largest message stored whole; a larger one is forwarded whole and stored cut, with a finding (headers: at most 1MiB)")
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "how long to wait for the upstream's response head before answering 504 (a stream, once begun, may stay idle); 0 waits forever")
 	maxBody := fs.String("max-request-body", "64MiB", "the largest request body forwarded (larger: 413); 0 means no limit")
@@ -306,6 +308,9 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		Logger: logger, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
 		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
 		Registerer: registerer(reg),
+		// Drift: every tools/list is compared with its upstream's
+		// baseline, read again whenever `baseline accept` changes it.
+		Baselines: capture.OpenBaselines(c.data),
 	}
 	if up != nil {
 		ro.Upstream = up.Scheme + "://" + up.Host
@@ -435,6 +440,7 @@ func (c *recordConfig) storeOptions() (*badgerstore.Options, int, error) {
 	if o.MaxSize, err = parseSize(orDefault(c.maxStoreSize, "0")); err != nil {
 		return nil, 0, usagef("--max-store-size: %v", err)
 	}
+	o.MaxAge = time.Duration(c.maxAge)
 	maxRecord, err := parseSize(orDefault(c.maxRecordBytes, defaultMaxRecordBytes))
 	if err != nil || maxRecord < 1<<10 || maxRecord > 1<<30 {
 		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 16MiB", c.maxRecordBytes)
@@ -452,14 +458,21 @@ func orDefault(v, def string) string {
 // status is what the dashboard's banner reports: whether recording is
 // paused for space, and what was lost.
 func (rs *recording) status() dashboard.RecordingStatus {
-	sp := rs.store.Space()
-	st := dashboard.RecordingStatus{Recording: true, Paused: sp.Paused, Reason: sp.Reason, Since: sp.Since,
-		Free: sp.Free, MinFree: sp.MinFree, Size: sp.Size, MaxSize: sp.MaxSize}
+	st := storeStatus(rs.store)
+	st.Recording = true
 	if rec := rs.live.Load(); rec != nil {
 		s := rec.Stats()
 		st.Stored, st.Lost = s.Stored, s.Lost+s.Dropped
 	}
 	return st
+}
+
+// storeStatus is what the dashboard's status reports of the store itself:
+// room, size and retention.
+func storeStatus(store *badgerstore.Store) dashboard.RecordingStatus {
+	sp := store.Space()
+	return dashboard.RecordingStatus{Paused: sp.Paused, Reason: sp.Reason, Since: sp.Since, Free: sp.Free, MinFree: sp.MinFree,
+		Size: sp.Size, MaxSize: sp.MaxSize, MaxAge: int64(sp.MaxAge / time.Second), Pruned: sp.Deleted}
 }
 
 // serveAPI lets `ls` and `show` read the store while this process holds it.

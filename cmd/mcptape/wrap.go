@@ -123,7 +123,10 @@ func openWrapRecording(ctx context.Context, data, name string, noRedact bool, st
 		// A wrap never holds its server up for the record: with the
 		// queue full it gives the record up (counted) at once.
 		Backpressure: time.Millisecond, QueueBytes: 64 << 20,
-		OnBatch: onBatch,
+		// The wrap records its server's tools/list itself: it reads the
+		// baselines from the data directory, without the store.
+		Baselines: capture.OpenBaselines(data),
+		OnBatch:   onBatch,
 	}
 	if !noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {
