@@ -58,7 +58,7 @@ func (s *Server) sessionByID(ctx context.Context, id string) (*capture.Session, 
 	case found == nil:
 		return nil, fmt.Errorf("session %q: %w", id, capture.ErrNotFound)
 	case len(others) > 0:
-		return nil, fmt.Errorf("%w start with %q (%s, %s…): give more of the id", errAmbiguous, id, found.ID, strings.Join(others, ", "))
+		return nil, fmt.Errorf("%w: %q starts %s, %s…; give more of the id", errAmbiguous, id, found.ID, strings.Join(others, ", "))
 	}
 	return found, nil
 }
@@ -68,7 +68,7 @@ func (s *Server) sessionByID(ctx context.Context, id string) (*capture.Session, 
 func (s *Server) sessionVar(w http.ResponseWriter, r *http.Request) (*capture.Session, bool) {
 	x, err := s.sessionByID(r.Context(), pathVar(r, "id"))
 	if errors.Is(err, errAmbiguous) {
-		writeError(w, http.StatusNotFound, "More than one session "+strings.TrimPrefix(err.Error(), errAmbiguous.Error()+" "), "not_found")
+		writeError(w, http.StatusNotFound, "More than one session: "+strings.TrimPrefix(err.Error(), errAmbiguous.Error()+": "), "not_found")
 		return nil, false
 	}
 	if err != nil {

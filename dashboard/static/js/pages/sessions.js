@@ -60,24 +60,31 @@ function filterForm(query, navigate) {
 
 // sessionRow is one session as a row; q, when given, goes with the link
 // into the session page (which opens the first hit).
-export function sessionRow(s, q = '') {
+export function sessionRow(s, q = '', labels = true) {
   const client = [s.client.name, s.client.version].filter(Boolean).join(' ');
   const server = [s.server.name, s.server.version].filter(Boolean).join(' ');
   const href = sessionPath(s.id) + (q ? '?q=' + encodeURIComponent(q) : '');
-  const cut = (text, cls) => h('td', { class: 'cut ' + cls }, h('span', { title: text }, text));
-  const era = [s.era, s.version].filter(Boolean).join(' ') + (s.leg && s.leg !== 'reverse' || s.route ? ` · ${via(s)}` : '');
+  const cut = (text, cls, title = text) => h('td', { class: 'cut ' + cls }, h('span', { title }, text));
+  const how = s.leg && s.leg !== 'reverse' || s.route ? ` · ${via(s)}` : '';
   return h('tr', { 'data-session': s.id, 'data-key': 's' + s.id },
     h('td', { class: 'id' }, h('a', { href, class: 'mono' }, clipped(s.id, 60))),
-    cut(era, 'era'),
+    cut(s.era + how, 'era', [s.era, s.version].filter(Boolean).join(' ') + how),
     cut(client || '—', 'client'),
     cut(server || '—', 'server'),
-    h('td', { class: 'nowrap' }, fmtTime(s.start)),
+    h('td', { class: 'nowrap', title: fmtTime(s.start) }, shortTime(s.start)),
     h('td', { class: 'num' }, fmtMs(s.durationMs)),
     h('td', { class: 'num' }, fmtCount(s.calls)),
     h('td', { class: 'num' + (s.errors ? ' bad' : '') }, fmtCount(s.errors)),
     h('td', { class: 'num' + (s.findings ? ' warn' : '') }, fmtCount(s.findings)),
     h('td', { class: 'nowrap' }, chip(s.status, 'status-' + cls(s.status)), s.lost ? chip(`${s.lost} lost`, 'bad') : ''),
-    h('td', { class: 'cut labels' }, h('span', {}, s.labels.map((l) => chip(l, 'label')))));
+    labels ? h('td', { class: 'cut labels' }, h('span', {}, (s.labels || []).map((l) => chip(l, 'label')))) : '');
+}
+
+// shortTime is a start time as short as it reads: without the year in
+// this year (the whole time is the cell's title).
+function shortTime(t) {
+  const full = fmtTime(t);
+  return full.startsWith(String(new Date().getFullYear()) + '-') ? full.slice(5) : full;
 }
 
 // COLUMNS are the table's columns and the sort each header asks for.
@@ -130,9 +137,11 @@ export async function sessionsPage({ query, main, signal, navigate }) {
     if (key === 'start' && next === 'desc') { p.delete('sort'); p.delete('order'); } else { p.set('sort', key); p.set('order', next); }
     return link(p);
   };
-  const tbody = h('tbody', {}, page.sessions.map((s) => sessionRow(s, text)));
+  // Labels get a column when a session of the page has some.
+  const withLabels = page.sessions.some((s) => s.labels.length);
+  const tbody = h('tbody', {}, page.sessions.map((s) => sessionRow(s, text, withLabels)));
   const tbl = h('table', { class: 'grid sessions', 'data-ready': '' },
-    h('thead', {}, h('tr', {}, COLUMNS.map(([label, key]) => {
+    h('thead', {}, h('tr', {}, COLUMNS.filter(([label]) => withLabels || label !== 'Labels').map(([label, key]) => {
       const on = page.sort === key;
       return h('th', { scope: 'col', 'aria-sort': on ? (page.order === 'asc' ? 'ascending' : 'descending') : undefined, class: 'col-' + (key || 'labels') },
         key ? h('a', { href: sortLink(key), class: 'sort', title: `sort by ${label.toLowerCase()}` }, label, on ? (page.order === 'asc' ? ' ▲' : ' ▼') : '') : label);
@@ -168,13 +177,16 @@ export async function sessionsPage({ query, main, signal, navigate }) {
     const tr = tbody.querySelector(`tr[data-session="${CSS.escape(s.id)}"]`);
     if (tr) {
       const labels = [...tr.querySelectorAll('.chip.label')].map((c) => c.textContent);
-      tr.replaceWith(sessionRow({ ...s, labels }, text));
+      tr.replaceWith(sessionRow({ ...s, labels }, text, withLabels));
       return;
     }
     if (live) {
       if (!passes(s, query)) return;
-      tbody.prepend(sessionRow({ ...s, labels: s.labels || [] }, text));
+      tbody.prepend(sessionRow({ ...s, labels: s.labels || [] }, text, withLabels));
       tbl.dataset.added = String((Number(tbl.dataset.added) || 0) + 1);
+      // A list left open for long keeps a page and a bit: the oldest rows
+      // go (the next page has them).
+      while (tbody.rows.length > limit + 200) tbody.lastElementChild.remove();
       empty.remove();
       listing.hidden = false;
       return;
