@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -28,17 +29,22 @@ const (
 // defaultDataDir is the per-user data directory: $MCPTAPE_DATA, else
 // $XDG_DATA_HOME/mcptape, else the platform's convention
 // (~/.local/share/mcptape, ~/Library/Application Support/mcptape,
-// %LocalAppData%\mcptape).
+// %LocalAppData%\mcptape). It is never relative to the working directory,
+// which for a server a client starts is the client's: without HOME (a
+// client started by a service manager, or `env -i`) the home directory
+// comes from the account database.
 func defaultDataDir() string {
 	if d := os.Getenv(envData); d != "" {
 		return d
 	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "mcptape")
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "mcptape-data"
+	home := homeDir()
+	if home == "" {
+		// No home at all (an account the system does not know): a
+		// per-user directory that is at least absolute.
+		return filepath.Join(os.TempDir(), fmt.Sprintf("mcptape-%d", os.Getuid()))
 	}
 	switch runtime.GOOS {
 	case "darwin":
@@ -49,6 +55,19 @@ func defaultDataDir() string {
 		}
 	}
 	return filepath.Join(home, ".local", "share", "mcptape")
+}
+
+// homeDir is the user's home directory: $HOME (or the platform's
+// variable), else the account database's entry for this user; "" when
+// neither says, or what they say is not absolute.
+func homeDir() string {
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		return h
+	}
+	if u, err := user.Current(); err == nil && filepath.IsAbs(u.HomeDir) {
+		return u.HomeDir
+	}
+	return ""
 }
 
 // openWrite opens the store for recording (or importing); opts may be

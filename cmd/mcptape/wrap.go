@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -55,48 +56,116 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if *name == "" {
 		*name = serverName(argv)
 	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return fmt.Errorf("cannot start the server: %w", err)
-	}
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args[0] = argv[0]
 	wd, _ := os.Getwd()
-
 	note := func(format string, a ...any) { fmt.Fprintf(stderr, "mcptape wrap: "+format+"\n", a...) }
+	// A write to a client that has gone must fail, not kill the wrap
+	// (SIGPIPE) before the recording is finished; handled signals are
+	// reset for the server, which gets SIGPIPE as it would unwrapped.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+
 	rec, sp, err := openWrapRecording(ctx, *data, *name, *noRedact, stderr)
 	var stream *capture.Stream
 	if err != nil {
 		note("not recording this server (%v); it runs as usual", err)
 	} else {
-		stream = rec.OpenStream(&capture.StreamInfo{Name: *name, Command: capture.Command{
+		stream = rec.OpenStream(&capture.StreamInfo{Name: *name, Leg: capture.LegStdio, Command: capture.Command{
 			Args: argv, Env: serverEnv(os.Environ()), Dir: wd,
 		}})
 	}
+	finish := func(exit string) {
+		if stream != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), drainWait)
+			if err := stream.Drain(dctx); err != nil {
+				note("the recording was still catching up after %s; what it had not stored is counted as lost", drainWait)
+			}
+			cancel()
+			stream.Close(exit)
+			closeWrapRecording(rec, sp, note)
+		}
+	}
+
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		// Recorded too: a server that cannot start is one a user looks for.
+		finish("not started: " + err.Error())
+		note("cannot start the server: %v", err)
+		return exitCode(startFailure(err))
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	// The server gets the signals the wrap gets; the wrap ends when it does.
-	state, werr := proxy.Wrap(context.WithoutCancel(ctx), cmd, stdin, stdout, stderr, &proxy.WrapOptions{Stream: stream, Signals: sigs})
-	if stream != nil {
-		stream.Close(proxy.ExitText(state))
-		closeWrapRecording(rec, sp, note)
+	res, werr := proxy.Wrap(context.WithoutCancel(ctx), cmd, stdin, stdout, stderr, &proxy.WrapOptions{Stream: stream, Signals: sigs})
+	if res == nil {
+		finish("not started: " + werr.Error())
+		note("cannot start the server: %v", werr)
+		return exitCode(startFailure(werr))
 	}
+	// The client has what the server wrote: let it see the end of the
+	// output now, not once the recording has caught up.
+	closeOutput(stdout)
+	finish(res.Exit())
 	if werr != nil {
 		return werr
 	}
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws, ok := res.State.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		sig := ws.Signal()
+		if crashSignal(sig) {
+			// Go turns these into a crash dump of the wrap's own: exit as
+			// a shell reports the server's death instead.
+			note("the server was %s; exiting with %d", proxy.ExitText(res.State), 128+int(sig))
+			return exitCode(128 + int(sig))
+		}
 		// Die as the server did, so the client sees the same end.
-		signal.Reset(ws.Signal())
-		raise(ws.Signal())
+		signal.Reset(sig)
+		raise(sig)
 		time.Sleep(100 * time.Millisecond)
-		return exitCode(128 + int(ws.Signal()))
+		return exitCode(128 + int(sig))
 	}
-	if c := state.ExitCode(); c != 0 {
+	if c := res.State.ExitCode(); c != 0 {
 		return exitCode(c)
 	}
 	return nil
+}
+
+// drainWait bounds how long a wrap whose server has ended waits for its
+// recording to catch up with a burst (see capture.Stream.Drain).
+const drainWait = 30 * time.Second
+
+// startFailure is the exit status for a server that could not start, as a
+// shell's: 127 for a command that is not there, 126 for one that cannot
+// be run.
+func startFailure(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
+}
+
+// crashSignal reports whether sig is one whose default action dumps core
+// (SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGSYS,
+// SIGXCPU, SIGXFSZ): raised in a Go program, those print a crash dump of
+// the program's own and exit 2, so a wrap exits with 128 plus the signal,
+// the status a shell reports for a process that died of it.
+func crashSignal(sig syscall.Signal) bool {
+	for _, s := range crashSignals {
+		if sig == s {
+			return true
+		}
+	}
+	return false
+}
+
+// closeOutput closes the wrap's stdout when it is the process's own.
+func closeOutput(w io.Writer) {
+	if f, ok := w.(*os.File); ok && f == os.Stdout {
+		_ = f.Close()
+	}
 }
 
 // openWrapRecording starts a recorder writing to a new spool in data.
@@ -109,8 +178,9 @@ func openWrapRecording(ctx context.Context, data, name string, noRedact bool, st
 	ro := &capture.RecorderOptions{
 		Logger: logger, Redact: capture.RedactOptions{Disabled: noRedact},
 		// A wrap never holds its server up for the record: with the
-		// queue full it gives the record up (counted) at once.
-		Backpressure: time.Millisecond, QueueBytes: 64 << 20,
+		// queue full, a burst waits in a backlog file in the spool
+		// folder, and a long line is kept there too, not in memory.
+		Backpressure: time.Millisecond, QueueBytes: 16 << 20, SpillDir: filepath.Join(data, spool.Dir),
 	}
 	if !noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {
