@@ -327,6 +327,17 @@ type capped struct {
 	over bool
 }
 
+func (k *capped) addSlice(b []byte) {
+	if k.over {
+		return
+	}
+	if len(k.b)+len(b) > k.max {
+		k.over, k.b = true, nil
+		return
+	}
+	k.b = append(k.b, b...)
+}
+
 func (k *capped) add(c byte) {
 	if k.over {
 		return
@@ -453,37 +464,40 @@ func closing(open byte) byte {
 	return ']'
 }
 
-// str scans the rest of a string, its opening quote read.
+// str scans the rest of a string, its opening quote read, a buffer at a
+// time: a long string is most of a long frame.
 func (sc *skelScanner) str(keep *capped) error {
+	esc, hexLeft := false, 0
 	for {
-		c, err := sc.r.ReadByte()
-		if err != nil {
+		b, err := sc.r.ReadSlice('"')
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return errNotJSON
 		}
-		keep.add(c)
-		switch {
-		case c == '"':
-			return nil
-		case c < 0x20:
-			return errNotJSON
-		case c == '\\':
-			e, err := sc.r.ReadByte()
-			if err != nil {
-				return errNotJSON
-			}
-			keep.add(e)
-			switch e {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				for range 4 {
-					h, err := sc.r.ReadByte()
-					if err != nil || !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return errNotJSON
-					}
-					keep.add(h)
+		keep.addSlice(b)
+		for i, c := range b {
+			switch {
+			case hexLeft > 0:
+				if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+					return errNotJSON
 				}
-			default:
+				hexLeft--
+			case esc:
+				switch c {
+				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				case 'u':
+					hexLeft = 4
+				default:
+					return errNotJSON
+				}
+				esc = false
+			case c == '\\':
+				esc = true
+			case c < 0x20:
 				return errNotJSON
+			case c == '"':
+				if i == len(b)-1 {
+					return nil
+				}
 			}
 		}
 	}

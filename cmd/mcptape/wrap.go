@@ -197,7 +197,7 @@ func openWrapRecording(ctx context.Context, data, name string, noRedact bool, st
 }
 
 func closeWrapRecording(rec *capture.Recorder, sp *spool.Writer, note func(string, ...any)) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
 	defer cancel()
 	cerr := rec.Close(ctx)
 	st := rec.Stats()
