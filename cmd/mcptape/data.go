@@ -165,7 +165,7 @@ func noStore(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("no store at %s (the directory does not exist); record with `mcptape record --data %s --upstream URL`, or try `mcptape demo`", dir, dir)
+		return fmt.Errorf("no store at %s (the directory does not exist): nothing was recorded there yet. %s", dir, firstSteps(dir))
 	case err != nil:
 		return err
 	case !fi.IsDir():
@@ -177,9 +177,21 @@ func noStore(dir string) error {
 		if files, _ := spool.Files(dir); len(files) > 0 {
 			return nil
 		}
-		return fmt.Errorf("no store at %s (the directory holds no mcptape recordings); give --data the directory `mcptape record` wrote, or try `mcptape demo`", dir)
+		return fmt.Errorf("no store at %s (the directory holds no mcptape recordings); give --data the directory `mcptape record` or `mcptape wrap` wrote. %s", dir, firstSteps(dir))
 	}
 	return nil
+}
+
+// firstSteps says how to record into dir: attach for a client's stdio
+// servers (Claude Desktop and the IDEs launch those), record for an HTTP
+// server, or the demo.
+func firstSteps(dir string) string {
+	data := ""
+	if dir != defaultDataDir() {
+		data = " --data " + shellWord(dir)
+	}
+	return fmt.Sprintf("To record a client's servers (Claude Desktop, Claude Code, Cursor, VS Code): `mcptape attach CLIENT --all%s` "+
+		"(`mcptape clients` lists them), then restart the client; for an HTTP server: `mcptape record%s --upstream URL`; or try `mcptape demo`", data, data)
 }
 
 // pseudonymKey is the per-store secret that keys session-id pseudonyms, so
