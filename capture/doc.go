@@ -59,22 +59,10 @@
 //
 // # Metrics
 //
-// With [RecorderOptions.Registerer] set, the recorder registers these (nil
-// means no metrics: the hooks are nil checks):
-//
-//	mcptape_capture_call_duration_seconds{method,tool,leg}  a client request to its response, as each crossed mcptape (every leg; stdio's one latency)
-//	mcptape_capture_messages_total{direction,kind,method}   messages recorded; a response counts under its request's method
-//	mcptape_capture_errors_total{method,tool,code}          JSON-RPC error responses
-//	mcptape_capture_tool_errors_total{tool}                 tools/call results with isError true
-//	mcptape_capture_findings_total{kind}                    findings on messages and exchanges
-//	mcptape_capture_messages_stored_total                   messages the store accepted
-//	mcptape_capture_messages_lost_total                     messages lost to failed store writes
-//	mcptape_capture_events_dropped_total                    proxy events given up on a full queue
-//	mcptape_capture_store_write_errors_total                failed store writes
-//	mcptape_capture_queue_events, mcptape_capture_queue_bytes                    the queue now
-//	mcptape_capture_queue_capacity_events, mcptape_capture_queue_capacity_bytes  its bounds
-//	mcptape_capture_sessions_active                         MCP sessions not closed and seen within IdleGap
-//	mcptape_capture_store_size_bytes                        when the store is a [Sizer] (Badger on disk)
+// With [RecorderOptions.Registerer] set, the recorder registers its
+// series (nil means no metrics: the hooks are nil checks).
+// The series, with their labels and what each measures, are listed in
+// one place: docs/metrics.md.
 //
 // Labels are bounded whatever the traffic, so that a hostile peer cannot
 // grow the registry: direction is c2s or s2c; kind is one of the

@@ -134,8 +134,8 @@
 //
 // # Metrics
 //
-// With [Options.Registerer] set, the proxy registers these (nil means no
-// metrics: the hooks are nil checks). The histograms have classic buckets (100µs to 30s; 10µs to
+// With [Options.Registerer] set, the proxy registers its series (nil means
+// no metrics: the hooks are nil checks). The histograms have classic buckets (100µs to 30s; 10µs to
 // 10s for the overhead) and native ones (bucket factor 1.1), which
 // Prometheus reads when it scrapes with native histograms enabled.
 //
@@ -144,15 +144,8 @@
 // forward legs (route names are fixed at start or added by AddRoute, at
 // most 256).
 //
-//	mcptape_proxy_upstream_latency_seconds{method,tool}            request forwarded → the upstream's response headers
-//	mcptape_proxy_overhead_seconds{method,tool}                    the proxy's own time: arrival → forwarded, plus upstream headers → written to the client
-//	mcptape_proxy_sse_first_event_seconds{method,tool}             SSE responses: request arrival → first body byte to the client
-//	mcptape_proxy_sse_headers_to_first_event_seconds{method,tool}  SSE responses: upstream headers → first body byte to the client
-//	mcptape_proxy_requests_total{method,code}                      HTTP status sent to the client ("none": the client left before one)
-//	mcptape_proxy_request_bytes_total{method}                      body bytes client → upstream
-//	mcptape_proxy_response_bytes_total{method}                     body bytes upstream → client
-//	mcptape_proxy_requests_in_flight                               requests being proxied (open streams included)
-//	mcptape_proxy_sse_streams_open{method}                         open SSE responses
+// The series, with their labels and what each measures, are listed in
+// one place for users and code alike: docs/metrics.md.
 //
 // A request's method and tool come from the 2026-07-28 Mcp-Method and
 // Mcp-Name headers when it has them (that is what they are for; a server

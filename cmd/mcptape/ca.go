@@ -54,7 +54,7 @@ func runCA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "mcptape: wrote the CA certificate to %s\n", path)
 	fmt.Fprintf(stdout, "mcptape: its private key is %s, readable by you alone; it never needs to leave this machine\n", ca.KeyPath(dir))
-	fmt.Fprintf(stdout, "mcptape: to let a client trust it (see the README): Node NODE_EXTRA_CA_CERTS=%s; curl --cacert %s;\n", path, path)
+	fmt.Fprintf(stdout, "mcptape: to let a client trust it (see \"mcptape's own CA\" in docs/recording.md): Node NODE_EXTRA_CA_CERTS=%s; curl --cacert %s;\n", path, path)
 	fmt.Fprintf(stdout, "mcptape: Python and Go read a whole bundle from SSL_CERT_FILE (requests: REQUESTS_CA_BUNDLE): give them the system's CAs plus this one\n")
 	return nil
 }

@@ -41,6 +41,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on (loopback unless told otherwise)")
 	token := fs.String("token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	otlp := fs.String("otlp", "", otlpUsage+" (what this process records from wraps)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -59,14 +60,24 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, nil, logger, nil)
+	reg := newMetricsRegistry()
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(reg), replays, nil, nil, logger, nil)
 	if err != nil {
 		return err
 	}
+	tr, err := startTraces(ctx, *otlp, registerer(reg), logger, stdout)
+	if err != nil {
+		return errors.Join(err, d.close())
+	}
+	ro := &capture.RecorderOptions{Logger: logger}
+	if tr != nil {
+		ro.OnBatch = tr.OnBatch
+	}
 	// What `mcptape wrap` records reaches the store through this process
 	// while it holds the store (the live page polls the store).
-	rec, err := capture.NewRecorder(ctx, store, &capture.RecorderOptions{Logger: logger})
+	rec, err := capture.NewRecorder(ctx, store, ro)
 	if err != nil {
+		closeTraces(tr, logger)
 		return errors.Join(err, d.close())
 	}
 	ing := startIngest(*data, rec, store, logger)
@@ -75,6 +86,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = rec.Close(cctx)
 		cancel()
+		closeTraces(tr, logger)
 	}()
 	// Like a recorder, announce a read API, so that `ls` and `show` work
 	// while the dashboard holds the store, and point others at it.

@@ -20,7 +20,7 @@ import (
 	"github.com/mcptape/mcptape/capture/spool"
 )
 
-// Defaults a user can rely on (documented in the README).
+// Defaults a user can rely on (documented in docs/recording.md).
 const (
 	defaultListen = "127.0.0.1:7411"
 	envData       = "MCPTAPE_DATA"

@@ -55,6 +55,7 @@ func commands() []command {
 		{"ca", caUsage, "create mcptape's own CA (for intercepting HTTPS), or print its certificate's path", runCA},
 		{"bench", benchUsage, "measure mcptape against a direct connection, a plain Go proxy and nginx, side by side", runBench},
 		{"metrics", metricsUsage, "print the Grafana dashboard for the metrics of record --metrics", runMetrics},
+		{"healthcheck", "[--url URL]", "ask a recorder's /readyz (on its --metrics listener) whether it records: exit 0 if so (a container's HEALTHCHECK)", runHealthcheck},
 		{"version", "", "print the version", runVersion},
 	}
 }

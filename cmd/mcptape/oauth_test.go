@@ -68,7 +68,7 @@ func TestRecordOAuth(t *testing.T) {
 	proxyURL := r.wait(t, "point your MCP client at ")
 	// The client asks for a token for the URL it connects to: the
 	// authorization server must know it, as a real one would need mcptape's
-	// URL registered (see the README).
+	// URL registered (see docs/recording.md).
 	o.AcceptResource(proxyURL)
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()

@@ -27,6 +27,7 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/capture/traces"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/proxy"
@@ -48,6 +49,7 @@ type recordConfig struct {
 	logLevel     string
 	memoryLimit  string
 	metrics      string
+	otlp         string // --otlp: where spans go
 	// dashboard is where the dashboard listens; "" or "off" means none.
 	// dashboardFixed says the address was asked for (not the default).
 	dashboard      string
@@ -65,7 +67,7 @@ type recordConfig struct {
 	answers          []string
 }
 
-// Defaults of the store's bounds (documented in the README).
+// Defaults of the store's bounds (documented in docs/recording.md).
 const (
 	defaultMinFree        = "256MiB"
 	defaultMaxRecordBytes = "16MiB"
@@ -94,6 +96,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
+	otlpFlag(fs, &c.otlp)
 	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off")
 	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
@@ -154,6 +157,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "mcptape: WARNING: --no-redact: Authorization headers, cookies, API keys and session ids are stored as they are. Do not share this store.")
 	}
 	rs.printHow(stdout, &c)
+	if rs.traces != nil {
+		fmt.Fprintf(stdout, "mcptape: exporting each call as a span to %s\n", rs.traces.Endpoint())
+	}
 	if rs.metrics != nil {
 		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
 	}
@@ -192,7 +198,9 @@ type recording struct {
 	api      *http.Server
 	unann    func()
 	upstream string
+	upURL    *url.URL // --upstream, nil with routes or the forward proxy alone
 	metrics  *metricsServer
+	traces   *traces.Exporter // nil without --otlp
 	dash     *runningDashboard
 	replays  *replayServers
 	ingest   *ingesting
@@ -226,7 +234,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		if len(c.mitm) > 0 {
 			auth, err := ca.Load(caDir(c.data))
 			if errors.Is(err, ca.ErrNoCA) {
-				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see the README)", c.data, c.data)
+				return nil, fmt.Errorf("--mitm needs mcptape's own CA to intercept HTTPS, and %s has none: run `mcptape ca init --data %s`, then make your client trust the file `mcptape ca path` prints (see \"mcptape's own CA\" in docs/recording.md)", c.data, c.data)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("--mitm: loading mcptape's CA: %w", err)
@@ -274,6 +282,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	if up != nil {
 		rs.upstream = up.Redacted()
+		rs.upURL = up
 	}
 	if rs.shutdown <= 0 {
 		rs.shutdown = defaultShutdownTimeout
@@ -335,6 +344,12 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
 	}
+	if rs.traces, err = startTraces(ctx, c.otlp, registerer(reg), logger, nil); err != nil {
+		return nil, err
+	}
+	if rs.traces != nil {
+		ro.OnBatch = fanOut(ro.OnBatch, rs.traces.OnBatch)
+	}
 	rs.rec, err = capture.NewRecorder(ctx, store, ro)
 	if err != nil {
 		return nil, err
@@ -375,7 +390,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		return nil, err
 	}
 	if c.metrics != "" {
-		if rs.metrics, err = serveMetrics(metricsAt, reg); err != nil {
+		if rs.metrics, err = serveMetrics(metricsAt, reg, rs.readiness()); err != nil {
 			return nil, err
 		}
 	}
@@ -494,6 +509,7 @@ func (rs *recording) close() (capture.Stats, error) {
 		}
 		stats = rs.rec.Stats()
 	}
+	closeTraces(rs.traces, rs.log) // after the recorder: its last batches are in
 	if rs.unann != nil {
 		rs.unann()
 	}
