@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
@@ -89,7 +90,7 @@ func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error
 		}
 		if errors.Is(err, badgerstore.ErrLocked) {
 			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
-				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)
+				return nil, heldBy(dir, a)
 			}
 		}
 		return nil, err
@@ -99,6 +100,29 @@ func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error
 		return nil, err
 	}
 	return st, nil
+}
+
+// heldBy says which mcptape holds dir, announced by a, and what to do.
+func heldBy(dir string, a *remotestore.Announcement) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, st, err := remotestore.Discover(ctx, dir)
+	if err == nil && st.Listen == "" {
+		// Only a dashboard announces no listener of a proxy.
+		at := ""
+		if a.Dashboard != "" {
+			at = ", at " + dashboardBase(a.Dashboard)
+		}
+		return fmt.Errorf("%s is open in `mcptape dashboard` (pid %d%s), and one process at a time holds a data directory: "+
+			"stop the dashboard and run this again; `mcptape record` serves the same dashboard while it records (--dashboard ADDR). Or record into another directory with --data", dir, a.PID, at)
+	}
+	return fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)
+}
+
+// dashboardBase is a dashboard's URL without its token, for a message.
+func dashboardBase(u string) string {
+	base, _, _ := strings.Cut(u, "?")
+	return base
 }
 
 // openedStore is a store opened for reading.
