@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +44,9 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	data := fs.String("data", defaultDataDir(), "directory of the capture store the recording goes to")
 	name := fs.String("name", "", "the server's name in the recording (default: from the command)")
 	noRedact := fs.Bool("no-redact", false, "store secrets unredacted (local debugging only)")
+	var redactArgs, redactEnv stringList
+	fs.Var(&redactArgs, "redact-arg", "also redact what this regular expression matches in the server's arguments (its first group, if it has one), there and in every message (repeatable)")
+	fs.Var(&redactEnv, "redact-env", "also redact the values of the server's environment variables named like this (a shell pattern such as 'DB_*'; repeatable)")
 	otlp := fs.String("otlp", "", otlpUsage)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: mcptape wrap %s\n\nRuns COMMAND as a stdio MCP server and records its traffic; put it in front of the\nserver's command in a client's config (or let `mcptape attach` do it).\n\n", wrapUsage)
@@ -56,6 +61,19 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	if *name == "" {
 		*name = serverName(argv)
+	}
+	redact := capture.RedactOptions{Disabled: *noRedact, Env: redactEnv}
+	for _, p := range redactArgs {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return usagef("--redact-arg %q: %v", p, err)
+		}
+		redact.Args = append(redact.Args, re)
+	}
+	for _, p := range redactEnv {
+		if _, err := path.Match(p, ""); err != nil {
+			return usagef("--redact-env %q: %v", p, err)
+		}
 	}
 	wd, _ := os.Getwd()
 	note := func(format string, a ...any) { fmt.Fprintf(stderr, "mcptape wrap: "+format+"\n", a...) }
@@ -76,7 +94,7 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if tr != nil {
 		onBatch = tr.OnBatch
 	}
-	rec, sp, err := openWrapRecording(ctx, *data, *name, *noRedact, stderr, onBatch)
+	rec, sp, err := openWrapRecording(ctx, *data, *name, redact, stderr, onBatch)
 	var stream *capture.Stream
 	if err != nil {
 		note("not recording this server (%v); it runs as usual", err)
@@ -97,14 +115,14 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		}
 	}
 
-	path, err := exec.LookPath(argv[0])
+	prog, err := exec.LookPath(argv[0])
 	if err != nil {
 		// Recorded too: a server that cannot start is one a user looks for.
 		finish("not started: " + err.Error())
 		note("cannot start the server: %v", err)
 		return exitCode(startFailure(err))
 	}
-	cmd := exec.Command(path, argv[1:]...)
+	cmd := exec.Command(prog, argv[1:]...)
 	cmd.Args[0] = argv[0]
 
 	sigs := make(chan os.Signal, 4)
@@ -180,21 +198,21 @@ func closeOutput(w io.Writer) {
 }
 
 // openWrapRecording starts a recorder writing to a new spool in data.
-func openWrapRecording(ctx context.Context, data, name string, noRedact bool, stderr io.Writer, onBatch func(*capture.Batch)) (*capture.Recorder, *spool.Writer, error) {
+func openWrapRecording(ctx context.Context, data, name string, redact capture.RedactOptions, stderr io.Writer, onBatch func(*capture.Batch)) (*capture.Recorder, *spool.Writer, error) {
 	sp, err := spool.Create(data, name, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("from", "mcptape wrap")
 	ro := &capture.RecorderOptions{
-		Logger: logger, Redact: capture.RedactOptions{Disabled: noRedact},
+		Logger: logger, Redact: redact,
 		// A wrap never holds its server up for the record: with the
 		// queue full, a burst waits in a backlog file in the spool
 		// folder, and a long line is kept there too, not in memory.
 		Backpressure: time.Millisecond, QueueBytes: 16 << 20, SpillDir: filepath.Join(data, spool.Dir),
 		OnBatch: onBatch,
 	}
-	if !noRedact {
+	if !redact.Disabled {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {
 			sp.Close()
 			return nil, nil, err
