@@ -264,8 +264,12 @@ const blockFlushAt = 256 << 10
 // each chunk's frames and flushes once per chunk, before it forwards the
 // chunk: the record then keeps the order in which things happened, and a
 // burst travels as a few large events. A FrameWriter is used by one
-// goroutine at a time; a nil one does nothing.
+// goroutine at a time (and by Close); a nil one does nothing.
 type FrameWriter struct {
+	// mu lets Close flush a side whose reader may still run (a stdio
+	// client's stdin, read after its server has gone); uncontended
+	// otherwise.
+	mu    sync.Mutex
 	s     *Stream
 	kind  evKind
 	dir   protocol.Direction
@@ -282,6 +286,8 @@ func (w *FrameWriter) Write(p []byte) (int, error) {
 	if w == nil || len(p) == 0 {
 		return len(p), nil
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	n := len(p)
 	limit := int64(w.s.r.opts.MaxMessageSize)
 	kept := int64(len(w.cur))
@@ -322,6 +328,8 @@ func (w *FrameWriter) End() {
 	if w == nil {
 		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.block == nil {
 		w.block = &streamBlock{}
 	}
@@ -341,14 +349,23 @@ func (w *FrameWriter) End() {
 	}
 	w.total = 0
 	if len(w.block.data) >= blockFlushAt {
-		w.Flush()
+		w.flush()
 	}
 }
 
 // Flush hands the frames completed since the last Flush to the recorder
 // (queued, never waited for).
 func (w *FrameWriter) Flush() {
-	if w == nil || w.block == nil || len(w.block.frames) == 0 {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flush()
+}
+
+func (w *FrameWriter) flush() {
+	if w.block == nil || len(w.block.frames) == 0 {
 		return
 	}
 	b := w.block
@@ -359,7 +376,12 @@ func (w *FrameWriter) Flush() {
 // Pending reports whether a frame is in progress: bytes written since the
 // last End.
 func (w *FrameWriter) Pending() bool {
-	return w != nil && w.total > 0
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.total > 0
 }
 
 // streamBlock is frames a FrameWriter handed over at once: one event.
