@@ -439,6 +439,7 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	switch pd.method {
 	case protocol.MethodToolsList:
 		m.Findings = append(m.Findings, learnTools(st, pm.Result, pd.paged)...)
+		m.Findings = append(m.Findings, p.r.drift.toolsList(&st.s, pm.Result, pd.paged)...)
 	case protocol.MethodToolsCall:
 		if res.ResultType != "input_required" {
 			m.Findings = append(m.Findings, checkStructured(st, pd.name, &res)...)

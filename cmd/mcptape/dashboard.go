@@ -41,6 +41,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on (loopback unless told otherwise)")
 	token := fs.String("token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var maxAge age
+	fs.Var(&maxAge, "max-age", "delete sessions whose latest traffic is older than this while the dashboard runs, e.g. 30d (d is a day, w a week); open sessions are kept")
+	maxStoreSize := fs.String("max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
 	otlp := fs.String("otlp", "", otlpUsage+" (what this process records from wraps)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -52,16 +55,22 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger})
+	maxSize, err := parseSize(*maxStoreSize)
+	if err != nil {
+		return usagef("--max-store-size: %v", err)
+	}
+	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger, MaxSize: maxSize, MaxAge: time.Duration(maxAge)})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	warnNoRoom(stderr, *data, store) // it records what wraps hand over
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
 	reg := newMetricsRegistry()
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(reg), replays, nil, nil, logger, nil)
+	status := func() dashboard.RecordingStatus { return storeStatus(store) }
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(reg), replays, status, nil, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -75,6 +84,8 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// What `mcptape wrap` records reaches the store through this process
 	// while it holds the store (the live page polls the store).
+	// (Each wrap compares its server's tools/list with the baselines
+	// itself: what is ingested comes with its drift findings.)
 	rec, err := capture.NewRecorder(ctx, store, ro)
 	if err != nil {
 		closeTraces(tr, logger)

@@ -15,7 +15,7 @@ func TestShowStderrRows(t *testing.T) {
 		`read l; echo 'weather server got a ping' >&2; echo '{"jsonrpc":"2.0","id":1,"result":{}}'; sleep 0.2; printf 'red \033[31malert\n' >&2; exit 3`)
 	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
 	_ = cmd.Run()
-	s, _ := sessionOf(t, data, "chatty")
+	s, _ := routeSession(t, data, "chatty")
 	code, out, e := mcptape(t, "show", "--data", data, s.ID)
 	if code != 0 {
 		t.Fatalf("show: %d %s", code, e)

@@ -87,7 +87,7 @@ func TestKilledWrapAndFIFO(t *testing.T) {
 	if !strings.Contains(d.errOut.String()+d.out.String(), "not read") {
 		t.Errorf("the dashboard did not say it leaves the FIFO alone:\n%s", d.errOut.String())
 	}
-	s, ms := sessionOf(t, data, "killed")
+	s, ms := routeSession(t, data, "killed")
 	if s.Status == capture.StatusOpen || s.Command == nil || s.Command.Exit == "" {
 		t.Errorf("the killed wrap's session: status %s, command %+v; want it closed, saying its end is not known", s.Status, s.Command)
 	}

@@ -210,7 +210,10 @@ func openWrapRecording(ctx context.Context, data, name string, redact capture.Re
 		// queue full, a burst waits in a backlog file in the spool
 		// folder, and a long line is kept there too, not in memory.
 		Backpressure: time.Millisecond, QueueBytes: 16 << 20, SpillDir: filepath.Join(data, spool.Dir),
-		OnBatch: onBatch,
+		// The wrap records its server's tools/list itself: it reads the
+		// baselines from the data directory, without the store.
+		Baselines: capture.OpenBaselines(data),
+		OnBatch:   onBatch,
 	}
 	if !redact.Disabled {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {

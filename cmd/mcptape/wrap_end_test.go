@@ -18,7 +18,7 @@ import (
 
 // sessionOf returns the one session recorded under route in data, with its
 // messages.
-func sessionOf(t *testing.T, data, route string) (*capture.Session, []*capture.Message) {
+func routeSession(t *testing.T, data, route string) (*capture.Session, []*capture.Message) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := openRead(ctx, data)
@@ -99,7 +99,7 @@ func TestWrapClientGoneServerWritesOnce(t *testing.T) {
 		t.Fatalf("the wrap died of SIGPIPE when its client had gone; stderr:\n%s", errBuf.String())
 	}
 	t.Logf("wrap ended: %v", err)
-	s, ms := sessionOf(t, data, "orphan")
+	s, ms := routeSession(t, data, "orphan")
 	if s.Status != capture.StatusClosed || s.Command == nil {
 		t.Fatalf("session status %s, command %+v; want it closed, with how the server ended", s.Status, s.Command)
 	}
@@ -143,7 +143,7 @@ func TestWrapServerCrashes(t *testing.T) {
 			if e := errBuf.String(); strings.Contains(e, "goroutine ") || strings.Contains(e, "PC=") {
 				t.Errorf("the wrap printed a crash dump of its own:\n%s", e)
 			}
-			s, _ := sessionOf(t, data, "crash-"+c.name)
+			s, _ := routeSession(t, data, "crash-"+c.name)
 			if s.Command == nil || !strings.Contains(s.Command.Exit, "killed by signal "+c.text) || s.Status != capture.StatusClosed {
 				t.Errorf("the session: status %s, command %+v; want it closed, killed by signal %s", s.Status, s.Command, c.text)
 			}
@@ -166,7 +166,7 @@ func TestWrapServerThatCannotStart(t *testing.T) {
 	if !strings.Contains(errBuf.String(), "no-such-server") {
 		t.Errorf("stderr does not name the command: %s", errBuf.String())
 	}
-	s, _ := sessionOf(t, data, "missing")
+	s, _ := routeSession(t, data, "missing")
 	if s.Command == nil || !strings.HasPrefix(s.Command.Exit, "not started: ") || !strings.Contains(s.Command.Exit, "no-such-server") || s.Status != capture.StatusClosed {
 		t.Errorf("the session of a server that could not start: status %s, command %+v", s.Status, s.Command)
 	}

@@ -148,7 +148,7 @@ func TestWrapLongLines(t *testing.T) {
 			if rss > 150e6 {
 				t.Errorf("the wrap's peak RSS was %.0f MB for a %d MB line; want it not to follow the line", float64(rss)/1e6, line/1_000_000)
 			}
-			s, ms := sessionOf(t, data, "long-"+which)
+			s, ms := routeSession(t, data, "long-"+which)
 			if len(ms) != 1 || ms[0].Size != 64<<20 || len(ms[0].Findings) == 0 || ms[0].Findings[0].Kind != capture.FindingOversize {
 				t.Fatalf("the recorded line: %d messages %+v", len(ms), ms)
 			}
@@ -162,7 +162,7 @@ func TestWrapLongLines(t *testing.T) {
 		var out lineCounter
 		rss, _ := runWrapLoad(t, data, "result", "line 50000000 out", &out, io.Discard)
 		t.Logf("a 50 MB result line: the wrap's peak RSS %.1f MB", float64(rss)/1e6)
-		_, ms := sessionOf(t, data, "result")
+		_, ms := routeSession(t, data, "result")
 		if len(ms) != 1 || ms[0].Kind != protocol.KindResult || string(ms[0].ID) != "1" || ms[0].Size != 50_000_000 || int64(len(ms[0].Raw)) != 50_000_000 {
 			t.Fatalf("the 50 MB result: %d messages; first kind %s id %s size %d", len(ms), ms[0].Kind, ms[0].ID, ms[0].Size)
 		}

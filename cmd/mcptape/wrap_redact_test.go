@@ -32,7 +32,7 @@ func TestWrapRedactsArgsAndEnv(t *testing.T) {
 	if !strings.Contains(string(out), dbPassword) {
 		t.Fatalf("the client did not get the server's answer as sent: %s", out)
 	}
-	s, ms := sessionOf(t, data, "db")
+	s, ms := routeSession(t, data, "db")
 	args, env := strings.Join(s.Command.Args, " "), strings.Join(s.Command.Env, " ")
 	stored := args + " " + env
 	for _, m := range ms {
