@@ -223,7 +223,10 @@ func (p *pipeline) skeletonMessage(xs *xState, f *streamFrame, file *frameFile) 
 		p.add(xs, m, nil)
 		return m
 	}
-	return p.message(xs, f.dir, &msgs[0], f.at, nil, true)
+	p.skeletal = true
+	m := p.message(xs, f.dir, &msgs[0], f.at, nil, true)
+	p.skeletal = false
+	return m
 }
 
 // streamLost counts a frame that could not be recorded.

@@ -263,3 +263,68 @@ func TestStreamLongFrames(t *testing.T) {
 		t.Errorf("the 6 MiB line: size %d, findings %v; want it cut at 4 MiB and marked", c.Size, c.Findings)
 	}
 }
+
+// rawReaderStore is a memory store that takes messages whose bytes are in
+// a file (capture.RawReaderTaker), as the spool does, reading them itself.
+type rawReaderStore struct{ *memstore.Store }
+
+func (rawReaderStore) TakesRawReaders() {}
+
+func (s rawReaderStore) Write(ctx context.Context, b *capture.Batch) error {
+	for i, m := range b.Messages {
+		if rr, ok := m.File.(capture.RawReader); ok && m.Raw == nil {
+			c := *m
+			c.Raw = make([]byte, rr.Len())
+			if _, err := rr.ReadAt(c.Raw, 0); err != nil {
+				return err
+			}
+			c.File = nil
+			b.Messages[i] = &c
+		}
+	}
+	return s.Store.Write(ctx, b)
+}
+
+// A long frame recorded from its skeleton (its bytes never in memory) is
+// classified and linked, and not checked against what the skeleton left
+// out: a 2 MiB tools/call whose arguments satisfy the tool's schema gets no
+// schema finding (its skeleton's arguments are empty).
+func TestStreamSkeletonIsNotChecked(t *testing.T) {
+	mem := memstore.New()
+	rec, err := capture.NewRecorder(context.Background(), rawReaderStore{mem}, &capture.RecorderOptions{SpillDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rec.OpenStream(&capture.StreamInfo{Name: "big", Command: capture.Command{Args: []string{"big"}}})
+	s.Line(protocol.ClientToServer, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"write","inputSchema":{"type":"object","required":["text"],"properties":{"text":{"type":"string"}}}}]}}`))
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{"text":"` + strings.Repeat("z", 2<<20) + `"}}}`
+	s.Line(protocol.ClientToServer, []byte(call))
+	s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`))
+	s.Close("")
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ms []*capture.Message
+	for sess, err := range mem.Sessions(context.Background(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, err := range mem.Messages(context.Background(), sess.ID, capture.MessageQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) != 4 {
+		t.Fatalf("%d messages", len(ms))
+	}
+	c := ms[2]
+	if c.Kind != protocol.KindRequest || c.Method != "tools/call" || c.Name != "write" || string(c.Raw) != call || ms[3].Links.Request != c.Seq {
+		t.Errorf("the long call: kind %s method %s name %q, whole %v, answered by %d", c.Kind, c.Method, c.Name, string(c.Raw) == call, ms[3].Links.Request)
+	}
+	if len(c.Findings) != 0 {
+		t.Errorf("the long call got findings from its skeleton: %v", c.Findings)
+	}
+}
