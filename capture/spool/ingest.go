@@ -209,22 +209,24 @@ func (g *Ingester) file(ctx context.Context, path string) (int, error) {
 // unreadable handles a spool that cannot be read at all: one that is not
 // a spool, or not one this ingester reads.
 func (g *Ingester) unreadable(path string, err error) error {
-	if errors.Is(err, ErrRefused) {
-		g.mu.Lock()
-		logged := g.refused[path]
-		g.refused[path] = true
-		g.mu.Unlock()
-		if !logged {
-			g.log.Warn("a file in the spool folder is not read: only the regular files this user's wraps write are", "file", path)
-		}
-		return nil
+	var why string
+	switch {
+	case errors.Is(err, ErrRefused):
+		why = "a file in the spool folder is not read: only the regular files this user's wraps write are"
+	case errors.Is(err, ErrFormat):
+		// Maybe a newer mcptape's: left where it is, for that one.
+		why = "a file in the spool folder is not a spool this mcptape reads (a newer mcptape's?); it is left alone"
+	default:
+		return err
 	}
-	if errors.Is(err, ErrFormat) {
-		g.log.Warn("a file in the spool folder is not a spool this mcptape reads; it is kept aside", "file", path)
-		g.done(path, true)
-		return nil
+	g.mu.Lock()
+	logged := g.refused[path]
+	g.refused[path] = true
+	g.mu.Unlock()
+	if !logged {
+		g.log.Warn(why, "file", path)
 	}
-	return err
+	return nil
 }
 
 // damaged notes unreadable bytes of a spool, to be recorded on its session.
