@@ -727,12 +727,7 @@ func TestBrowserKeepsUp(t *testing.T) {
 		b.waitFor("the list", `document.querySelectorAll('table.sessions[data-ready] tbody tr').length > 30`, 10*time.Second)
 		for _, theme := range []string{"light", "dark"} {
 			b.theme(theme)
-			var res struct {
-				Pairs int      `json:"pairs"`
-				Bad   []string `json:"bad"`
-				Bg    string   `json:"bg"`
-			}
-			res = eval[struct {
+			res := eval[struct {
 				Pairs int      `json:"pairs"`
 				Bad   []string `json:"bad"`
 				Bg    string   `json:"bg"`

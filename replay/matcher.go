@@ -86,13 +86,8 @@ func (m *Matcher) canonicalOf(method string, params any) string {
 	return string(b)
 }
 
-// key is what matches a request, as a map key: its method and a digest of
-// its canonical params (params can be large; the digest is not).
-func (m *Matcher) key(method string, params json.RawMessage) string {
-	return m.keyOf(method, decodeAny(params))
-}
-
-// keyOf is key of params decoded.
+// keyOf is what matches a request, as a map key: its method and a digest
+// of its canonical params, decoded (params can be large; the digest is not).
 func (m *Matcher) keyOf(method string, params any) string {
 	sum := sha256.Sum256([]byte(m.canonicalOf(method, params)))
 	return method + "\x00" + string(sum[:16])

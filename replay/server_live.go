@@ -30,7 +30,6 @@ type live struct {
 	asked   map[string]uint64    // the replayed server→client requests awaiting its answer: by id, their recorded seq
 	seen    map[uint64]time.Time // recorded requests matched so far, and when
 	changed chan struct{}        // closed and replaced when seen grows
-	nextID  int64
 	waiting map[string]chan *protocol.Message
 	done    chan struct{}
 	ended   bool
