@@ -85,10 +85,10 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		case len(params.InputResponses) > 0:
 			p.chainStateless(st, pm.Method, params.Name, params.InputResponses, m)
 		}
-		if m.Links.Previous != 0 && len(params.InputResponses) > 0 {
+		if m.Links.Previous != 0 && len(params.InputResponses) > 0 && !p.skeletal {
 			m.Findings = append(m.Findings, st.checkInputAnswers(m.Links.Previous, params.InputResponses)...)
 		}
-		if pm.Method == protocol.MethodToolsCall {
+		if pm.Method == protocol.MethodToolsCall && !p.skeletal {
 			m.Findings = append(m.Findings, checkToolCall(st, params.Name, params.Arguments, xs.headers)...)
 		}
 	} else {
@@ -108,7 +108,7 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		if params.ElicitationID != "" && len(st.elicit) < maxPending {
 			st.elicit[params.ElicitationID] = m.Seq
 		}
-		if pm.Method == protocol.MethodElicitation {
+		if pm.Method == protocol.MethodElicitation && !p.skeletal {
 			m.Findings = append(m.Findings, st.noteElicitation(elicitKey{seq: m.Seq}, pm.Params)...)
 		}
 		if st.s.Era == protocol.EraModern {
@@ -430,17 +430,19 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		}
 	}
 	if dir != protocol.ServerToClient {
-		if pd.method == protocol.MethodElicitation {
+		if pd.method == protocol.MethodElicitation && !p.skeletal {
 			m.Findings = append(m.Findings, st.checkElicitAnswer(elicitKey{seq: pd.seq}, pm.Result)...)
 		}
 		return
 	}
 	p.learnServer(st, pd.method, &res)
-	switch pd.method {
-	case protocol.MethodToolsList:
+	switch {
+	case p.skeletal:
+		// What a check reads may be what the skeleton left out.
+	case pd.method == protocol.MethodToolsList:
 		m.Findings = append(m.Findings, learnTools(st, pm.Result, pd.paged)...)
 		m.Findings = append(m.Findings, p.r.drift.toolsList(&st.s, pm.Result, pd.paged)...)
-	case protocol.MethodToolsCall:
+	case pd.method == protocol.MethodToolsCall:
 		if res.ResultType != "input_required" {
 			m.Findings = append(m.Findings, checkStructured(st, pd.name, &res)...)
 		}
@@ -456,7 +458,9 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		if caps == nil {
 			caps = st.s.ClientCapabilities
 		}
-		m.Findings = append(m.Findings, st.checkInputRequests(pd.seq, caps, res.InputRequests)...)
+		if !p.skeletal {
+			m.Findings = append(m.Findings, st.checkInputRequests(pd.seq, caps, res.InputRequests)...)
+		}
 	}
 }
 

@@ -31,14 +31,19 @@ type pipeline struct {
 	seq uint64
 
 	msgs       []*Message
-	batchBytes int      // raw bytes in msgs
-	bufs       [][]byte // buffers msgs' Raw lie in, reused once written (bigBuffers)
-	syncs      []chan struct{}
-	dirtyS     map[string]*sessState
-	dirtyX     map[uint64]*xState
-	sessions   map[string]*sessState
-	groups     *grouper
-	xs         map[uint64]*xState
+	batchBytes int // raw bytes in msgs
+	// skeletal is set while a long stream frame is recorded from its
+	// skeleton (see streamFileFrame): classified and linked, but not
+	// checked against schemas, baselines or forms, whose content the
+	// skeleton may have left out.
+	skeletal bool
+	bufs     [][]byte // buffers msgs' Raw lie in, reused once written (bigBuffers)
+	syncs    []chan struct{}
+	dirtyS   map[string]*sessState
+	dirtyX   map[uint64]*xState
+	sessions map[string]*sessState
+	groups   *grouper
+	xs       map[uint64]*xState
 	// records ingested from another recorder, for the next batch
 	foreignS []*Session
 	foreignX []*Exchange
@@ -366,17 +371,11 @@ func (p *pipeline) handle(ev event) {
 	xs := p.xs[ev.x]
 	if xs == nil {
 		releaseChunk(ev.data, ev.pooled)
+		ev.block.release()
 		return
 	}
 	if xs.stream {
-		switch ev.kind {
-		case evLine:
-			p.streamLine(xs, ev)
-		case evStderr:
-			p.streamStderr(xs, ev)
-		case evEnd:
-			p.streamEnd(xs, ev)
-		}
+		p.streamEvent(xs, ev)
 		return
 	}
 	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody || ev.resp != nil && ev.kind != evEnd ||
