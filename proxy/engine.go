@@ -358,6 +358,9 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 		return nil, err
 	}
 	c.lr.remain = 1<<63 - 1
+	// The head's deadline ends with the head: a body's reads have their
+	// own (the proxy's per-read idle bound), and a stream may last.
+	_ = c.rwc.SetReadDeadline(time.Time{})
 	if cap(c.lr.capture) > 64<<10 {
 		c.lr.capture = nil
 	}
@@ -651,6 +654,10 @@ func (c *econn) watch(w *eresp) {
 	c.watching = true
 	done := make(chan struct{})
 	c.watchDone = done
+	// The watch waits without a deadline (one a body's read left would
+	// end it), as net/http's background read does; set before endWatch
+	// can set its own.
+	_ = c.rwc.SetReadDeadline(time.Time{})
 	c.mu.Unlock()
 	go func() {
 		defer close(done)

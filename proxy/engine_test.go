@@ -313,3 +313,33 @@ func TestEngineWatchesLongCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestEngineLongStreamNotCut: a request that stays in the handler far
+// longer than the head timeout (a GET stream waiting for notifications)
+// keeps its context while its client stays: the head's deadline ends with
+// the head, and the watch waits without one.
+func TestEngineLongStreamNotCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ended time.Duration
+		c := pipeEngine(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			select {
+			case <-r.Context().Done():
+				ended = time.Since(start)
+			case <-time.After(time.Hour):
+			}
+			w.Header().Set("Content-Length", "2")
+			io.WriteString(w, "ok")
+		}), 30*time.Second, 5*time.Minute)
+		defer c.Close()
+		var got bytes.Buffer
+		var closed time.Time
+		go readAll(c, &got, &closed)
+		io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if ended != 0 || !strings.HasSuffix(got.String(), "ok") {
+			t.Fatalf("the request's context ended after %v with its client still there; the client got %q", ended, got.String())
+		}
+	})
+}
