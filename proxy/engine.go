@@ -228,6 +228,7 @@ type econn struct {
 	aborting  bool
 	watchDone chan struct{}
 	cur       *eresp // the request in the handler, for a read error to end
+	body      *ebody // the last request's body
 }
 
 func (c *econn) setState(st int64) { c.state.Store(st<<40 | time.Now().Unix()) }
@@ -308,8 +309,13 @@ func (c *econn) close() {
 		c.bw = nil
 	}
 	if c.br != nil {
-		c.br.Reset(nil)
-		ebReaders.Put(c.br)
+		// A body read still under way on another goroutine (a body that
+		// streamed upstream) may use the reader until the close below
+		// ends it: that reader is left to the collector.
+		if c.body == nil || !c.body.busy() {
+			c.br.Reset(nil)
+			ebReaders.Put(c.br)
+		}
 		c.br = nil
 	}
 	c.rwc.Close()
@@ -482,7 +488,7 @@ func (c *econn) serveRequest(req *http.Request) bool {
 		wants10KeepAlive: req.ProtoMajor == 1 && req.ProtoMinor == 0 && httpguts.HeaderValuesContainsToken(req.Header["Connection"], "keep-alive"),
 		wantsClose:       req.Close || httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close")}
 	b := &ebody{rc: req.Body, w: w}
-	w.body = b
+	w.body, c.body = b, b
 	switch {
 	case httpguts.HeaderValuesContainsToken(req.Header["Expect"], "100-continue"):
 		if req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
@@ -747,6 +753,13 @@ func (b *ebody) Read(p []byte) (int, error) {
 		b.w.c.e.watchLater(b.w)
 	}
 	return n, err
+}
+
+// busy reports a Read under way.
+func (b *ebody) busy() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reading
 }
 
 func (b *ebody) eof() bool {
