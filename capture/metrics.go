@@ -362,7 +362,7 @@ func (p *pipeline) countActive(now time.Time) {
 		return
 	}
 	n := int64(0)
-	for _, st := range p.sessions {
+	for _, st := range p.groups.sessions {
 		if st.httpKey == "" && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
 			n++
 		}

@@ -111,28 +111,28 @@ func (s *Stream) Close(exit string) {
 // streamOpen starts a stdio stream's session and exchange.
 func (p *pipeline) streamOpen(ev event) {
 	info := ev.stream
-	xs := &xState{stream: true, leg: LegStdio, route: info.Name, mcp: true, reqDone: true, resp: true, respLen: -1}
-	cmd := p.red.command(info.Command)
+	xs := &exchange{out: p.out, groups: p.groups, stream: true, leg: LegStdio, route: info.Name, mcp: true, reqDone: true, resp: true, respLen: -1}
+	cmd := p.out.red.command(info.Command)
 	xs.x = Exchange{
 		ID: ev.x, Method: "STDIO", URL: strings.Join(cmd.Args, " "), Start: ev.at, FirstByte: ev.at,
 		RequestBody: BodyJSON, ResponseBody: BodyJSON,
 	}
 	p.xs[ev.x] = xs
-	st := p.newSession(xs, ev.at, "stdio")
+	st := p.groups.newSession(xs, ev.at, "stdio")
 	st.s.Command = &cmd
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
 	st.s.Exchanges++
 	// Readers see a stdio session as soon as it starts.
 	st.urgent = true
-	p.dirtyX[ev.x] = xs
+	p.out.dirtyX[ev.x] = xs
 }
 
 // maxQuoted bounds how much of a line a finding quotes.
 const maxQuoted = 120
 
 // streamLine records one line of a stdio stream.
-func (p *pipeline) streamLine(xs *xState, ev event) {
+func (p *pipeline) streamLine(xs *exchange, ev event) {
 	n := int64(len(ev.data)) + 1
 	if ev.dir == protocol.ClientToServer {
 		xs.x.RequestBytes += n
@@ -140,10 +140,10 @@ func (p *pipeline) streamLine(xs *xState, ev event) {
 		xs.x.ResponseBytes += n
 	}
 	if len(ev.data) > p.o.MaxMessageSize {
-		m := p.invalidMsg(xs, ev.dir, ev.data[:p.o.MaxMessageSize], ev.at, FindingOversize,
+		m := p.out.invalidMsg(xs, ev.dir, ev.data[:p.o.MaxMessageSize], ev.at, FindingOversize,
 			fmt.Sprintf("line longer than %d bytes; stored cut", p.o.MaxMessageSize))
-		p.add(xs, m, nil)
-		p.touch(xs.sess, ev.at)
+		p.out.add(xs, m, nil)
+		p.out.touch(xs.sess, ev.at)
 		return
 	}
 	msgs := protocol.Split(ev.data)
@@ -154,31 +154,31 @@ func (p *pipeline) streamLine(xs *xState, ev event) {
 			if ev.dir == protocol.ClientToServer {
 				who, reader = "stdin", "the server"
 			}
-			m := p.invalidMsg(xs, ev.dir, ev.data, ev.at, FindingInvalidFrame,
+			m := p.out.invalidMsg(xs, ev.dir, ev.data, ev.at, FindingInvalidFrame,
 				fmt.Sprintf("a %s line that is not JSON-RPC (%s fails on it, e.g. \"Unexpected token … is not valid JSON\"): %s",
 					who, reader, quoteLine(ev.data)))
-			p.add(xs, m, nil)
+			p.out.add(xs, m, nil)
 			continue
 		}
-		p.message(xs, ev.dir, pm, ev.at, nil, true) // ev.data is the pipeline's
+		p.out.message(xs, ev.dir, pm, ev.at, nil, true) // ev.data is the pipeline's
 	}
-	p.touch(xs.sess, ev.at)
+	p.out.touch(xs.sess, ev.at)
 }
 
 // streamStderr records a line of the server's standard error.
-func (p *pipeline) streamStderr(xs *xState, ev event) {
-	p.seq++
-	raw, _ := p.red.body(ev.data)
+func (p *pipeline) streamStderr(xs *exchange, ev event) {
+	p.out.seq++
+	raw, _ := p.out.red.body(ev.data)
 	m := &Message{
-		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
+		Seq: p.out.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
 		Time: ev.at, Kind: protocol.KindStderr, Batch: -1, Raw: raw, Size: len(raw),
 	}
-	p.add(xs, m, nil)
-	p.touch(xs.sess, ev.at)
+	p.out.add(xs, m, nil)
+	p.out.touch(xs.sess, ev.at)
 }
 
 // streamEnd finishes a stdio stream: the process ended.
-func (p *pipeline) streamEnd(xs *xState, ev event) {
+func (p *pipeline) streamEnd(xs *exchange, ev event) {
 	delete(p.xs, xs.x.ID)
 	xs.x.End = ev.at
 	st := xs.sess
@@ -198,8 +198,8 @@ func (p *pipeline) streamEnd(xs *xState, ev event) {
 	}
 	st.s.Status = closedUnlessIncomplete(st.s.Status)
 	st.urgent = true
-	p.dirtyX[xs.x.ID] = xs
-	p.touch(st, ev.at)
+	p.out.dirtyX[xs.x.ID] = xs
+	p.out.touch(st, ev.at)
 }
 
 // quoteLine quotes the start of a line for a finding.

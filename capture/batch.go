@@ -1,0 +1,225 @@
+package capture
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// batcher builds the next store write. The exchange decoders hand it what
+// they decode: it numbers each message, redacts and copies its bytes, has
+// its session link it ([linker.link]), and collects the messages with the
+// sessions and exchanges they changed until the pipeline takes them as a
+// [Batch] for the writer. Owned by the pipeline goroutine.
+type batcher struct {
+	o        *RecorderOptions
+	red      *redactor
+	met      *recorderMetrics // nil without metrics
+	messages *atomic.Int64    // the recorder's count of messages decoded
+	editor   bool             // the store keeps versions of messages (Editor)
+	bufs     *bigBuffers      // nil unless the store is a RawCopier
+	seq      uint64
+
+	msgs       []*Message
+	batchBytes int      // raw bytes in msgs
+	kept       [][]byte // buffers msgs' Raw lie in, reused once written (bigBuffers)
+	dirtyS     map[string]*linker
+	dirtyX     map[uint64]*exchange
+	// records ingested from another recorder, for the next batch
+	foreignS []*Session
+	foreignX []*Exchange
+	foreignM map[*Message]struct{}
+	// versions of messages to store once written (intercept_record.go)
+	edits []pendingEdit
+}
+
+func newBatcher(o *RecorderOptions, seq uint64, met *recorderMetrics, messages *atomic.Int64, editor bool, bufs *bigBuffers) *batcher {
+	return &batcher{
+		o: o, red: newRedactor(o.Redact), met: met, messages: messages, editor: editor, bufs: bufs, seq: seq,
+		dirtyS: map[string]*linker{}, dirtyX: map[uint64]*exchange{},
+	}
+}
+
+// records is how many records the batch holds so far, sessions aside.
+func (b *batcher) records() int { return len(b.msgs) + len(b.dirtyX) }
+
+// sessionWriteInterval bounds how often a busy session's record is
+// rewritten: its counts change with every message, and writing it once per
+// batch would cost a store write per call.
+const sessionWriteInterval = 250 * time.Millisecond
+
+// take returns what the batcher holds as a batch and starts the next one,
+// or nil when it holds nothing to write. Sessions whose record was written
+// less than sessionWriteInterval ago stay for a later batch unless force
+// is set or they changed urgently. The batch's syncs, lingered and held
+// are the pipeline's to set.
+func (b *batcher) take(force bool, now time.Time) *Batch {
+	if len(b.msgs) == 0 && len(b.dirtyX) == 0 && len(b.dirtyS) == 0 && len(b.foreignS)+len(b.foreignX) == 0 && len(b.edits) == 0 {
+		return nil
+	}
+	out := &Batch{Messages: b.msgs, edits: b.edits, bufs: b.kept}
+	for id, st := range b.dirtyS {
+		if !force && !st.urgent && now.Sub(st.written) < sessionWriteInterval {
+			continue
+		}
+		s := st.s
+		out.Sessions = append(out.Sessions, &s)
+		st.written, st.urgent = now, false
+		delete(b.dirtyS, id)
+	}
+	for _, xs := range b.dirtyX {
+		x := xs.x
+		out.Exchanges = append(out.Exchanges, &x)
+	}
+	out.Sessions = append(out.Sessions, b.foreignS...)
+	out.Exchanges = append(out.Exchanges, b.foreignX...)
+	out.foreign = b.foreignM
+	b.foreignS, b.foreignX, b.foreignM = nil, nil, nil
+	if out.Len() == 0 && len(out.edits) == 0 {
+		return nil
+	}
+	b.msgs, b.batchBytes, b.edits, b.kept = nil, 0, nil, nil
+	clear(b.dirtyX)
+	return out
+}
+
+// message records one decoded message and links it to the others.
+// owned says pm.Raw is the recorder's to keep (no copy needed).
+func (b *batcher) message(xs *exchange, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo, owned bool) *Message {
+	st := xs.sess
+	b.seq++
+	raw, redacted := b.red.body(pm.Raw)
+	if !owned && !redacted {
+		raw = append([]byte(nil), raw...)
+	}
+	m := &Message{
+		Seq: b.seq, SessionID: st.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
+		Kind: pm.Kind, Method: pm.Method, Batch: pm.Batch, SSE: sse,
+		Raw: raw,
+	}
+	if pm.ID != nil {
+		m.ID = append(json.RawMessage(nil), pm.ID...)
+	}
+	m.Size = len(m.Raw)
+	if redacted {
+		m.Findings = append(m.Findings, Finding{FindingRedacted, "secrets seen in headers were removed from this message"})
+	}
+	if pm.Problem != "" {
+		kind := FindingMalformed
+		if pm.Kind == protocol.KindInvalid {
+			kind = FindingInvalidFrame
+		}
+		m.Findings = append(m.Findings, Finding{kind, pm.Problem})
+	}
+	if pm.Batch >= 0 && st.s.Version != "" && !protocol.AllowsBatches(st.s.Version) {
+		m.Findings = append(m.Findings, Finding{FindingBatch,
+			fmt.Sprintf("a JSON-RPC batch on %s; only 2025-03-26 allows batches", st.s.Version)})
+	}
+	if again := st.link(xs, dir, pm, m); again != nil {
+		b.msgs = append(b.msgs, again)
+		b.dirtyS[st.s.ID] = st
+	}
+	b.add(xs, m, pm)
+	return m
+}
+
+// rawFrame records bytes that carry no message and are no fault either
+// (an HTTP body of another content type), redacted.
+func (b *batcher) rawFrame(xs *exchange, dir protocol.Direction, raw []byte, at time.Time) *Message {
+	b.seq++
+	raw, _ = b.red.body(raw)
+	m := &Message{
+		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
+		Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), raw...),
+	}
+	m.Size = len(m.Raw)
+	return m
+}
+
+// frame records an SSE block that carries no message.
+func (b *batcher) frame(xs *exchange, e *protocol.Event, at time.Time, info *SSEInfo) *Message {
+	b.seq++
+	m := &Message{
+		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
+		Time: at, Kind: protocol.KindFrame, Batch: -1, Raw: e.Raw, SSE: info,
+	}
+	if !e.Oversize { // an oversize block is ours to keep; others are the parser's
+		m.Raw = append([]byte(nil), e.Raw...)
+	}
+	m.Size = len(m.Raw)
+	return m
+}
+
+// frameOf is a frame message of raw (copied), with findings.
+func (b *batcher) frameOf(xs *exchange, dir protocol.Direction, raw []byte, at time.Time, findings ...Finding) *Message {
+	b.seq++
+	m := &Message{
+		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
+		Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), raw...), Findings: findings,
+	}
+	m.Size = len(m.Raw)
+	return m
+}
+
+func (b *batcher) invalidMsg(xs *exchange, dir protocol.Direction, raw []byte, at time.Time, kind FindingKind, text string) *Message {
+	return b.invalid(xs, dir, raw, false, at, kind, text)
+}
+
+// invalid is invalidMsg; owned says the message may keep raw (a body buffer
+// the decoder drops, an oversize SSE block), sparing a copy of up to
+// MaxMessageSize.
+func (b *batcher) invalid(xs *exchange, dir protocol.Direction, raw []byte, owned bool, at time.Time, kind FindingKind, text string) *Message {
+	b.seq++
+	kept, redacted := b.red.body(raw) // a copy when it redacted
+	if !redacted && !owned {
+		kept = append([]byte(nil), raw...)
+	}
+	m := &Message{
+		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
+		Kind: protocol.KindInvalid, Batch: -1, Raw: kept,
+		Findings: []Finding{{kind, text}},
+	}
+	if redacted {
+		m.Findings = append(m.Findings, Finding{FindingRedacted, "secrets seen in headers were removed from this message"})
+	}
+	m.Size = len(m.Raw)
+	return m
+}
+
+// add appends a finished message to the batch and the session's counts,
+// with what became of it if it was intercepted.
+func (b *batcher) add(xs *exchange, m *Message, pm *protocol.Message) {
+	var sent *Message
+	if len(xs.held) > 0 {
+		sent = b.attachHeld(xs, m)
+	}
+	b.addOne(xs, m, pm)
+	if sent != nil {
+		b.addOne(xs, sent, nil)
+	}
+}
+
+func (b *batcher) addOne(xs *exchange, m *Message, pm *protocol.Message) {
+	st := xs.sess
+	b.met.message(m, pm)
+	st.s.Messages++
+	st.s.Findings += len(m.Findings)
+	b.msgs = append(b.msgs, m)
+	b.batchBytes += len(m.Raw)
+	b.dirtyS[st.s.ID] = st
+	// The exchange goes with its message, as it stands now: a reader never
+	// finds a message whose exchange the store does not hold yet (an
+	// export while recording would write a tape that names a missing
+	// exchange), nor the exchange older than its messages.
+	b.dirtyX[xs.x.ID] = xs
+	b.messages.Add(1)
+}
+
+// touch notes traffic in st at at, which changes its record.
+func (b *batcher) touch(st *linker, at time.Time) {
+	st.touch(at)
+	b.dirtyS[st.s.ID] = st
+}
