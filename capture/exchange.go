@@ -85,6 +85,9 @@ func newExchange(ev event, out *batcher, groups *grouper) *exchange {
 
 // redactTarget is a request target with its secrets redacted.
 func redactTarget(red *redactor, raw string) string {
+	if plainPath(raw) {
+		return raw // no query, and nothing to escape: as RequestURI makes it
+	}
 	u, err := url.ParseRequestURI(raw)
 	if err != nil {
 		return raw
@@ -95,6 +98,21 @@ func redactTarget(red *redactor, raw string) string {
 // legacyKey is the key of a 2024-11-05 HTTP+SSE session named in a
 // request's query (the message endpoint's sessionId, as the endpoint event
 // gave it), "" when there is none.
+// plainPath reports whether target is an absolute path of unreserved
+// characters and slashes only.
+func plainPath(target string) bool {
+	if target == "" || target[0] != '/' {
+		return false
+	}
+	for i := 1; i < len(target); i++ {
+		c := target[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
+
 func legacyKey(query string) string {
 	if query == "" || !strings.Contains(query, "ession") {
 		return ""
@@ -139,6 +157,17 @@ func remoteIP(addr string) string {
 		return addr
 	}
 	return host
+}
+
+// reqBodyOwned is reqBody for bytes the exchange may keep (Begin's copy of
+// the body): the first of them are kept as they are, not copied.
+func (xs *exchange) reqBodyOwned(b []byte) {
+	if len(xs.reqBuf) == 0 && !xs.reqOver && len(b) <= xs.out.o.MaxMessageSize {
+		xs.x.RequestBytes += int64(len(b))
+		xs.reqBuf = b
+		return
+	}
+	xs.reqBody(b)
 }
 
 func (xs *exchange) reqBody(b []byte) {
@@ -519,8 +548,13 @@ func (xs *exchange) checkHeaders(msgs []protocol.Message) {
 }
 
 func bodyKind(contentType string, status int) BodyKind {
-	if contentType == "" {
+	switch contentType {
+	case "":
 		return BodyEmpty
+	case protocol.ContentTypeJSON: // the usual two, without parsing them
+		return BodyJSON
+	case protocol.ContentTypeSSE:
+		return BodySSE
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {

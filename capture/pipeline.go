@@ -252,7 +252,8 @@ func (p *pipeline) begin(ev event) {
 	p.xs[ev.x] = xs
 	xs.noteHeld(protocol.ClientToServer, ev.begin.Intercepted)
 	if ev.begin.Body != nil {
-		xs.reqBody(ev.begin.Body)
+		xs.reqBodyOwned(ev.begin.Body) // Begin's copy
+		ev.begin.Body = nil            // the Tap holds beginInfo for as long as the exchange lasts
 	}
 }
 

@@ -324,7 +324,7 @@ func str(v []byte, dst *string) bool {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 		in := v[1 : len(v)-1]
 		if bytes.IndexByte(in, '\\') < 0 && bytes.IndexByte(in, '"') < 0 && utf8.Valid(in) {
-			*dst = string(in)
+			*dst = knownString(in)
 			return true
 		}
 		s, ok := unquote(v)
