@@ -22,6 +22,8 @@ type batcher struct {
 	editor   bool             // the store keeps versions of messages (Editor)
 	bufs     *bigBuffers      // nil unless the store is a RawCopier
 	seq      uint64
+	strs     protocol.Strings  // the strings messages repeat
+	split    []protocol.Message // what splitBody returned last
 
 	msgs       []*Message
 	batchBytes int      // raw bytes in msgs
@@ -86,9 +88,23 @@ func (b *batcher) take(force bool, now time.Time) *Batch {
 	return out
 }
 
+// splitBody splits a body or an SSE event's data into messages, into a
+// slice it reuses: the caller is done with the last one.
+func (b *batcher) splitBody(body []byte) []protocol.Message {
+	clear(b.split) // no view into the last body outlives it
+	b.split = protocol.AppendSplit(b.split[:0], body)
+	return b.split
+}
+
 // message records one decoded message and links it to the others.
 // owned says pm.Raw is the recorder's to keep (no copy needed).
 func (b *batcher) message(xs *exchange, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo, owned bool) *Message {
+	return b.messageWith(xs, dir, pm, nil, at, sse, owned)
+}
+
+// messageWith is message with pm's params (a request's or a
+// notification's) read already; nil reads them here.
+func (b *batcher) messageWith(xs *exchange, dir protocol.Direction, pm *protocol.Message, params *protocol.Params, at time.Time, sse *SSEInfo, owned bool) *Message {
 	st := xs.sess
 	b.seq++
 	raw, redacted := b.red.body(pm.Raw)
@@ -118,7 +134,12 @@ func (b *batcher) message(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 		m.Findings = append(m.Findings, Finding{FindingBatch,
 			fmt.Sprintf("a JSON-RPC batch on %s; only 2025-03-26 allows batches", st.s.Version)})
 	}
-	if again := st.link(xs, dir, pm, m); again != nil {
+	var read protocol.Params
+	if params == nil && (pm.Kind == protocol.KindRequest || pm.Kind == protocol.KindNotification) {
+		read, _ = b.strs.ParseParams(pm.Params)
+		params = &read
+	}
+	if again := st.link(xs, dir, pm, params, m); again != nil {
 		b.msgs = append(b.msgs, again)
 		b.dirtyS[st.s.ID] = st
 	}

@@ -16,33 +16,32 @@ import (
 const maxPending = 10000
 
 // link links m, the message pm that exchange xs carried in direction
-// dir, to the session's others and adds the findings that linking finds.
-// It returns a message recorded earlier to store again with the link it
-// has now (a client's answer that overtook the request it answers), or
-// nil.
-func (st *linker) link(xs *exchange, dir protocol.Direction, pm *protocol.Message, m *Message) (again *Message) {
+// dir, to the session's others and adds the findings that linking finds;
+// params are pm's, for a request or a notification. It returns a message
+// recorded earlier to store again with the link it has now (a client's
+// answer that overtook the request it answers), or nil.
+func (st *linker) link(xs *exchange, dir protocol.Direction, pm *protocol.Message, params *protocol.Params, m *Message) (again *Message) {
 	switch pm.Kind {
 	case protocol.KindRequest:
-		return st.request(xs, dir, pm, m)
+		return st.request(xs, dir, pm, params, m)
 	case protocol.KindNotification:
-		st.notification(xs, dir, pm, m)
+		st.notification(xs, dir, pm, params, m)
 	case protocol.KindResult, protocol.KindError:
 		st.response(xs, dir, pm, m)
 	}
 	return nil
 }
 
-func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Message, m *Message) (again *Message) {
-	params, _ := protocol.ParseParams(pm.Params)
+func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Message, params *protocol.Params, m *Message) (again *Message) {
 	m.Name = params.Name
-	st.linkTask(&params, m)
+	st.linkTask(params, m)
 	if dir == protocol.ClientToServer {
 		st.s.Calls++
 		st.useID(pm.IDKey())
 		if xs.reqSeq == 0 && !xs.stream {
 			xs.reqSeq, xs.reqID, xs.reqMeth = m.Seq, pm.ID, pm.Method
 		}
-		st.learnClient(pm.Method, &params)
+		st.learnClient(pm.Method, params)
 		if len(params.ProgressToken) > 0 {
 			st.progress[protocol.IDKey(params.ProgressToken)] = m.Seq
 		}
@@ -86,7 +85,7 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 		if st.s.Era == protocol.EraModern {
 			m.Findings = append(m.Findings, Finding{FindingWrongStream,
 				fmt.Sprintf("server→client request %s on a 2026-07-28 session, which has none (MRTR replaces them)", pm.Method)})
-		} else if f := capabilityFinding(st.s.ClientCapabilities, pm.Method, &params); f != nil {
+		} else if f := capabilityFinding(st.s.ClientCapabilities, pm.Method, params); f != nil {
 			m.Findings = append(m.Findings, *f)
 		}
 	}
@@ -232,9 +231,7 @@ func (st *linker) learnClient(method string, params *protocol.Params) {
 		if params.ClientInfo != nil {
 			st.s.Client = *params.ClientInfo
 		}
-		if params.ClientCapabilities != nil {
-			st.s.ClientCapabilities = append(json.RawMessage(nil), params.ClientCapabilities...)
-		}
+		st.learnCapabilities(params.ClientCapabilities)
 	case params.Modern:
 		if method == protocol.MethodDiscover {
 			st.discovered = true
@@ -247,10 +244,17 @@ func (st *linker) learnClient(method string, params *protocol.Params) {
 			if params.ClientInfo != nil {
 				st.s.Client = *params.ClientInfo
 			}
-			if params.ClientCapabilities != nil {
-				st.s.ClientCapabilities = append(json.RawMessage(nil), params.ClientCapabilities...)
-			}
+			st.learnCapabilities(params.ClientCapabilities)
 		}
+	}
+}
+
+// learnCapabilities keeps the client's capabilities, unless they are what
+// the session holds already (a 2026-07-28 client sends them with every
+// request).
+func (st *linker) learnCapabilities(caps json.RawMessage) {
+	if caps != nil && !bytes.Equal(caps, st.s.ClientCapabilities) {
+		st.s.ClientCapabilities = append(json.RawMessage(nil), caps...)
 	}
 }
 
@@ -293,9 +297,8 @@ func (st *linker) chainStateless(method, name string, responses json.RawMessage,
 	}
 }
 
-func (st *linker) notification(xs *exchange, dir protocol.Direction, pm *protocol.Message, m *Message) {
-	params, _ := protocol.ParseParams(pm.Params)
-	st.linkTask(&params, m)
+func (st *linker) notification(xs *exchange, dir protocol.Direction, pm *protocol.Message, params *protocol.Params, m *Message) {
+	st.linkTask(params, m)
 	switch {
 	case pm.Method == protocol.MethodProgress && len(params.ProgressToken) > 0:
 		if seq, ok := st.progress[protocol.IDKey(params.ProgressToken)]; ok {
@@ -391,7 +394,7 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 	if pm.Kind != protocol.KindResult {
 		return
 	}
-	res, _ := protocol.ParseResult(pm.Result)
+	res, _ := st.strs.ParseResult(pm.Result)
 	if res.IsError {
 		st.s.Errors++
 		st.met.toolError(pd.method, pd.name)

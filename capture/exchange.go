@@ -190,17 +190,28 @@ func (xs *exchange) reqEnd(at time.Time) {
 	body, encProblem := decodeBody(xs.reqBuf, xs.reqEnc)
 	var msgs []protocol.Message
 	if len(body) > 0 && encProblem == "" {
-		msgs = protocol.Split(body)
+		msgs = xs.out.splitBody(body)
 	}
-	rpc := false
+	rpc, first := false, -1
 	for i := range msgs {
 		if msgs[i].Kind != protocol.KindInvalid {
 			rpc = true
 		}
+		if first < 0 && (msgs[i].Kind == protocol.KindRequest || msgs[i].Kind == protocol.KindNotification) {
+			first = i
+		}
+	}
+	// The first request's params, read once: for grouping, linking and the
+	// routing headers' check.
+	var params protocol.Params
+	var firstMsg *protocol.Message
+	if first >= 0 {
+		firstMsg = &msgs[first]
+		params, _ = xs.out.strs.ParseParams(firstMsg.Params)
 	}
 	xs.mcp = !xs.refused && (rpc || xs.key != "" || strings.Contains(xs.headers.Get("Accept"), protocol.ContentTypeSSE) ||
 		xs.x.RequestBody == BodyJSON && xs.x.Method == http.MethodPost && !plainJSON(body))
-	st := xs.groups.sessionFor(xs, msgs, at)
+	st := xs.groups.sessionFor(xs, firstMsg, &params, at)
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
 	st.s.Exchanges++
@@ -245,9 +256,13 @@ func (xs *exchange) reqEnd(at time.Time) {
 		return
 	}
 	for i := range msgs {
-		xs.out.message(xs, protocol.ClientToServer, &msgs[i], at, nil, true) // reqBuf is not reused
+		var pp *protocol.Params
+		if i == first {
+			pp = &params
+		}
+		xs.out.messageWith(xs, protocol.ClientToServer, &msgs[i], pp, at, nil, true) // reqBuf is not reused
 	}
-	xs.checkHeaders(msgs)
+	xs.checkHeaders(msgs, &params)
 	xs.reqBuf = nil
 }
 
@@ -413,7 +428,7 @@ func (xs *exchange) jsonResponse(at time.Time, aborted bool) {
 		xs.plainBody(protocol.ServerToClient, body, false, int64(len(body)), xs.x.ResponseHeader.Get("Content-Type"), "", at)
 		return
 	}
-	msgs := protocol.Split(body)
+	msgs := xs.out.splitBody(body)
 	if aborted && len(msgs) == 1 && msgs[0].Kind == protocol.KindInvalid {
 		xs.x.Truncated = true
 		xs.out.add(xs, xs.out.invalidMsg(xs, protocol.ServerToClient, body, at, FindingTruncated,
@@ -462,7 +477,7 @@ func (xs *exchange) sseEvent(e *protocol.Event, at time.Time) {
 		xs.out.add(xs, m, nil)
 		return
 	}
-	msgs := protocol.Split(e.Data)
+	msgs := xs.out.splitBody(e.Data)
 	i := e.DataStart
 	contiguous := len(msgs) == 1 && msgs[0].Batch < 0 && i >= 0
 	// A large message keeps the parser's bytes instead of a copy of them.
@@ -518,8 +533,9 @@ func (xs *exchange) sseEvent(e *protocol.Event, at time.Time) {
 	}
 }
 
-// checkHeaders compares the 2026-07-28 routing headers with the body.
-func (xs *exchange) checkHeaders(msgs []protocol.Message) {
+// checkHeaders compares the 2026-07-28 routing headers with the body;
+// params are its first request's or notification's.
+func (xs *exchange) checkHeaders(msgs []protocol.Message, params *protocol.Params) {
 	h := xs.headers
 	hm, hn := h.Get(protocol.HeaderMethod), h.Get(protocol.HeaderName)
 	if (hm == "" && hn == "") || len(msgs) != 1 || (msgs[0].Kind != protocol.KindRequest && msgs[0].Kind != protocol.KindNotification) {
@@ -531,7 +547,6 @@ func (xs *exchange) checkHeaders(msgs []protocol.Message) {
 		fs = append(fs, Finding{FindingHeaderMismatch, fmt.Sprintf("Mcp-Method is %q but the body's method is %q", hm, pm.Method)})
 	}
 	if hn != "" {
-		params, _ := protocol.ParseParams(pm.Params)
 		name, err := protocol.DecodeHeaderValue(hn)
 		switch {
 		case err != nil:

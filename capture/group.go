@@ -18,20 +18,20 @@ import (
 // session here too. Owned by the pipeline goroutine.
 type grouper struct {
 	out      *batcher           // writes the sessions it opens
-	sessions map[string]*linker // live sessions by ID
-	byKey    map[string]*linker // raw Mcp-Session-Id → session; never stored
-	byFP     map[string]*linker // modern fingerprint → latest session
-	probes   map[string]*linker // ip|path|client → a session opened by server/discover
-	httpOnly map[string]*linker // ip → session of non-MCP exchanges
-	recent   map[string]*linker // ip|path → the latest session-less session
-	caps     map[string]string  // raw clientCapabilities → capsDigest
+	sessions map[string]*linker    // live sessions by ID
+	byKey    map[string]*linker    // raw Mcp-Session-Id → session; never stored
+	byFP     map[clientKey]*linker // modern fingerprint → latest session
+	probes   map[clientKey]*linker // ip, path, client → a session opened by server/discover
+	httpOnly map[clientKey]*linker // ip → session of non-MCP exchanges
+	recent   map[clientKey]*linker // ip, path → the latest session-less session
+	caps     map[string]string     // raw clientCapabilities → capsDigest
 }
 
 func newGrouper(out *batcher) *grouper {
 	return &grouper{
 		out: out, sessions: map[string]*linker{},
-		byKey: map[string]*linker{}, byFP: map[string]*linker{}, probes: map[string]*linker{},
-		httpOnly: map[string]*linker{}, recent: map[string]*linker{}, caps: map[string]string{},
+		byKey: map[string]*linker{}, byFP: map[clientKey]*linker{}, probes: map[clientKey]*linker{},
+		httpOnly: map[clientKey]*linker{}, recent: map[clientKey]*linker{}, caps: map[string]string{},
 	}
 }
 
@@ -49,7 +49,7 @@ func (g *grouper) newSession(xs *exchange, at time.Time, opening string) *linker
 	st := newLinker(Session{
 		ID: id, Upstream: up, Path: xs.path, Opening: opening, Start: at, End: at,
 		Leg: xs.leg, Route: xs.route,
-	}, keyScope(xs), at, g.out.met)
+	}, keyScope(xs), at, g.out.met, &g.out.strs)
 	g.sessions[id] = st
 	g.out.dirtyS[id] = st
 	return st
@@ -59,9 +59,20 @@ func (g *grouper) newSession(xs *exchange, at time.Time, opening string) *linker
 // legacy versions an initialize from the same client still joins its session.
 const probeWindow = 30 * time.Second
 
+// clientKey is what the grouper knows a session-less client by: where its
+// requests come from and go to, and who it says it is. A field the index
+// does not use is empty.
+type clientKey struct {
+	ip, route, upstream, path string
+	name, version             string // clientInfo
+	caps                      string // capsHash of its capabilities
+}
+
 // sessionFor finds or opens the session of an exchange whose request body
-// has been decoded. See the package documentation for the rules.
-func (g *grouper) sessionFor(xs *exchange, msgs []protocol.Message, at time.Time) *linker {
+// has been decoded: first is its first request or notification (nil when
+// it has none) and params first's params. See the package documentation
+// for the rules.
+func (g *grouper) sessionFor(xs *exchange, first *protocol.Message, params *protocol.Params, at time.Time) *linker {
 	o := g.out.o
 	if xs.key != "" && !xs.refused {
 		if st := g.byKey[keyScope(xs)+xs.key]; st != nil {
@@ -71,33 +82,26 @@ func (g *grouper) sessionFor(xs *exchange, msgs []protocol.Message, at time.Time
 		g.bindKey(xs.key, st)
 		return st
 	}
-	var first *protocol.Message
-	for i := range msgs {
-		if msgs[i].Kind == protocol.KindRequest || msgs[i].Kind == protocol.KindNotification {
-			first = &msgs[i]
-			break
-		}
-	}
 	if first == nil && !xs.mcp || xs.refused {
 		// Plain HTTP (OAuth metadata, health checks), and requests the
 		// proxy refused itself: filed per client address, never in an MCP
 		// session whose traffic they are not.
-		hk := xs.ip + "|" + xs.route + "|" + xs.upstream
+		hk := clientKey{ip: xs.ip, route: xs.route, upstream: xs.upstream}
 		if st := g.httpOnly[hk]; st != nil && at.Sub(st.last) < o.IdleGap {
 			return st
 		}
 		st := g.newSession(xs, at, "http")
-		st.httpKey = hk
+		st.plainHTTP, st.httpKey = true, hk
 		g.httpOnly[hk] = st
 		return st
 	}
-	var params protocol.Params
-	if first != nil {
-		params, _ = protocol.ParseParams(first.Params)
+	near := clientKey{ip: xs.ip, route: xs.route, upstream: xs.upstream, path: xs.path}
+	probeFP := near
+	if ci := params.ClientInfo; ci != nil {
+		probeFP.name, probeFP.version = ci.Name, ci.Version
 	}
-	client := params.ClientInfo.String()
-	probeFP := xs.ip + "|" + xs.route + "|" + xs.upstream + "|" + xs.path + "|" + client
-	fp := probeFP + "|" + g.capsHash(params.ClientCapabilities)
+	fp := probeFP
+	fp.caps = g.capsHash(params.ClientCapabilities)
 	method, id := "", ""
 	if first != nil {
 		method = first.Method
@@ -106,7 +110,6 @@ func (g *grouper) sessionFor(xs *exchange, msgs []protocol.Message, at time.Time
 	// A message that does not say who sent it (go-sdk's HTTP
 	// notifications/cancelled has no _meta) belongs with the latest
 	// session-less traffic from the same address and endpoint.
-	near := xs.ip + "|" + xs.route + "|" + xs.upstream + "|" + xs.path
 	if params.ClientInfo == nil && method != protocol.MethodInitialize && method != protocol.MethodDiscover {
 		if st := g.recent[near]; st != nil && !st.keyed && at.Sub(st.last) < o.IdleGap && !st.usedID(id) {
 			return st
@@ -126,7 +129,7 @@ func (g *grouper) joinable(st *linker, id string, at time.Time) bool {
 	return st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < g.out.o.IdleGap && !st.usedID(id)
 }
 
-func (g *grouper) sessionByFP(xs *exchange, method, id, probeFP, fp string, at time.Time) *linker {
+func (g *grouper) sessionByFP(xs *exchange, method, id string, probeFP, fp clientKey, at time.Time) *linker {
 	switch method {
 	case protocol.MethodInitialize:
 		if st := g.probes[probeFP]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < probeWindow &&

@@ -15,14 +15,16 @@ import (
 // pipeline goroutine touches them.
 type linker struct {
 	s           Session
-	met         *recorderMetrics // nil without metrics
+	met         *recorderMetrics  // nil without metrics
+	strs        *protocol.Strings // what its results' strings are read into
 	scope       string           // keyScope of its traffic
 	last        time.Time
 	keyed       bool // has an Mcp-Session-Id
 	deleted     bool // the client ended it with DELETE
 	legacySSE   bool // the 2024-11-05 HTTP+SSE transport: answers come on the GET stream
-	fp, probeFP string
-	httpKey     string
+	fp, probeFP clientKey
+	plainHTTP   bool      // a session of plain HTTP exchanges (opening "http")
+	httpKey     clientKey // its key in grouper.httpOnly
 	initialized bool // initialize seen
 	discovered  bool // server/discover seen
 	supported   []string
@@ -44,9 +46,9 @@ type linker struct {
 }
 
 // newLinker is a session opened at at; the grouper names and files it.
-func newLinker(s Session, scope string, at time.Time, met *recorderMetrics) *linker {
+func newLinker(s Session, scope string, at time.Time, met *recorderMetrics, strs *protocol.Strings) *linker {
 	return &linker{
-		s: s, met: met, scope: scope, last: at,
+		s: s, met: met, strs: strs, scope: scope, last: at,
 		pending:    map[pendKey][]pending{},
 		early:      map[string]*Message{},
 		progress:   map[string]uint64{},

@@ -14,11 +14,12 @@ import (
 func linkOne(st *linker, xs *exchange, dir protocol.Direction, seq uint64, raw string) (*Message, *Message) {
 	pm := protocol.Decode([]byte(raw))
 	m := &Message{Seq: seq, Direction: dir, Time: t0.Add(time.Duration(seq) * time.Millisecond), Kind: pm.Kind, Method: pm.Method}
-	return m, st.link(xs, dir, &pm, m)
+	params, _ := protocol.ParseParams(pm.Params)
+	return m, st.link(xs, dir, &pm, &params, m)
 }
 
 func TestLinkerLinksCalls(t *testing.T) {
-	st := newLinker(Session{ID: "s", Era: protocol.EraLegacy, Version: "2025-11-25"}, "", t0, nil)
+	st := newLinker(Session{ID: "s", Era: protocol.EraLegacy, Version: "2025-11-25"}, "", t0, nil, nil)
 	post := &exchange{x: Exchange{ID: 1}, sess: st}
 	get := &exchange{x: Exchange{ID: 2, Method: "GET"}, sess: st}
 	answer := &exchange{x: Exchange{ID: 3}, sess: st}
@@ -62,7 +63,7 @@ func TestLinkerLinksCalls(t *testing.T) {
 // A client's answer that overtook the server request it answers is linked
 // once the request comes: link hands it back, rewritten, to store again.
 func TestLinkerAnswerBeforeItsRequest(t *testing.T) {
-	st := newLinker(Session{ID: "s", Era: protocol.EraLegacy, Version: "2025-11-25"}, "", t0, nil)
+	st := newLinker(Session{ID: "s", Era: protocol.EraLegacy, Version: "2025-11-25"}, "", t0, nil, nil)
 	post := &exchange{x: Exchange{ID: 1}, sess: st}
 	answer := &exchange{x: Exchange{ID: 2}, sess: st}
 	linkOne(st, post, protocol.ClientToServer, 1, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sample"}}`)

@@ -363,7 +363,7 @@ func (p *pipeline) countActive(now time.Time) {
 	}
 	n := int64(0)
 	for _, st := range p.groups.sessions {
-		if st.httpKey == "" && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
+		if !st.plainHTTP && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
 			n++
 		}
 	}

@@ -28,3 +28,62 @@ func knownString(b []byte) string {
 	}
 	return string(b)
 }
+
+// Strings remembers the strings a decoder reads again and again — tool
+// names, client names and versions — and the Implementations they make,
+// so that reading them once more allocates nothing (the recorder decodes
+// every message it records). It forgets everything once it holds
+// maxStrings of them, so a hostile peer cannot grow it. Not safe for
+// concurrent use; the zero value is ready, and a nil *Strings remembers
+// nothing.
+type Strings struct {
+	s     map[string]string
+	impls map[string]*Implementation
+}
+
+// maxStrings bounds the strings and Implementations a Strings remembers.
+const maxStrings = 4096
+
+// maxRemembered bounds the length of one remembered string.
+const maxRemembered = 256
+
+// str is str, remembering what it read.
+func (c *Strings) str(v []byte, dst *string) bool {
+	if c == nil || len(v) < 2 || len(v) > maxRemembered+2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return str(v, dst)
+	}
+	in := v[1 : len(v)-1]
+	if s, ok := known[string(in)]; ok {
+		*dst = s
+		return true
+	}
+	if s, ok := c.s[string(in)]; ok {
+		*dst = s
+		return true
+	}
+	if !str(v, dst) {
+		return false
+	}
+	if c.s == nil || len(c.s) >= maxStrings {
+		c.s = map[string]string{}
+	}
+	c.s[string(in)] = *dst
+	return true
+}
+
+// impl is parseImpl, remembered by the member's bytes: the Implementation
+// it returns may be one it returned before, which callers must not modify.
+func (c *Strings) impl(v []byte) *Implementation {
+	if c == nil || len(v) > maxRemembered {
+		return parseImpl(v, c)
+	}
+	if impl, ok := c.impls[string(v)]; ok {
+		return impl
+	}
+	impl := parseImpl(v, c)
+	if c.impls == nil || len(c.impls) >= maxStrings {
+		c.impls = map[string]*Implementation{}
+	}
+	c.impls[string(v)] = impl
+	return impl
+}
