@@ -22,7 +22,7 @@ type batcher struct {
 	editor   bool             // the store keeps versions of messages (Editor)
 	bufs     *bigBuffers      // nil unless the store is a RawCopier
 	seq      uint64
-	strs     protocol.Strings  // the strings messages repeat
+	strs     protocol.Strings   // the strings messages repeat
 	split    []protocol.Message // what splitBody returned last
 
 	msgs       []*Message

@@ -17,7 +17,7 @@ import (
 // is a session of its own and never passes through here, but opens its
 // session here too. Owned by the pipeline goroutine.
 type grouper struct {
-	out      *batcher           // writes the sessions it opens
+	out      *batcher              // writes the sessions it opens
 	sessions map[string]*linker    // live sessions by ID
 	byKey    map[string]*linker    // raw Mcp-Session-Id → session; never stored
 	byFP     map[clientKey]*linker // modern fingerprint → latest session

@@ -17,7 +17,7 @@ type linker struct {
 	s           Session
 	met         *recorderMetrics  // nil without metrics
 	strs        *protocol.Strings // what its results' strings are read into
-	scope       string           // keyScope of its traffic
+	scope       string            // keyScope of its traffic
 	last        time.Time
 	keyed       bool // has an Mcp-Session-Id
 	deleted     bool // the client ended it with DELETE
@@ -25,8 +25,8 @@ type linker struct {
 	fp, probeFP clientKey
 	plainHTTP   bool      // a session of plain HTTP exchanges (opening "http")
 	httpKey     clientKey // its key in grouper.httpOnly
-	initialized bool // initialize seen
-	discovered  bool // server/discover seen
+	initialized bool      // initialize seen
+	discovered  bool      // server/discover seen
 	supported   []string
 	pending     map[pendKey][]pending // in flight; more than one when an id is reused
 	used        map[string]struct{}   // ids of the client's requests (modern sessions; see grouper.joinable)
