@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,13 @@ type batcher struct {
 	seq      uint64
 	strs     protocol.Strings   // the strings messages repeat
 	split    []protocol.Message // what splitBody returned last
+	// Arenas: messages, their SSE blocks' parts and their small byte
+	// fields are carved from slabs, one allocation for many messages.
+	// Nothing is ever written twice into a slab, so a slab a written batch
+	// shared with the next one stays as it was.
+	mslab []Message
+	sslab []SSEInfo
+	bslab []byte
 
 	msgs       []*Message
 	batchBytes int      // raw bytes in msgs
@@ -88,6 +94,59 @@ func (b *batcher) take(force bool, now time.Time) *Batch {
 	return out
 }
 
+// Arena sizes: messages and SSE parts per slab, bytes per slab, and the
+// longest field copied into a byte slab (a longer one is allocated alone,
+// so that a large body never pins a slab, nor a slab a large body).
+const (
+	msgSlab   = 64
+	byteSlab  = 16 << 10
+	slabField = 2 << 10
+)
+
+// newMessage is a zero Message from the batch's arena.
+func (b *batcher) newMessage() *Message {
+	if len(b.mslab) == cap(b.mslab) {
+		b.mslab = make([]Message, 0, msgSlab)
+	}
+	b.mslab = b.mslab[:len(b.mslab)+1]
+	return &b.mslab[len(b.mslab)-1]
+}
+
+// newSSE is a copy of info from the batch's arena.
+func (b *batcher) newSSE(info SSEInfo) *SSEInfo {
+	if len(b.sslab) == cap(b.sslab) {
+		b.sslab = make([]SSEInfo, 0, msgSlab)
+	}
+	b.sslab = append(b.sslab, info)
+	return &b.sslab[len(b.sslab)-1]
+}
+
+// copyBytes is a copy of the bytes of parts, end to end, from the batch's
+// arena; nil when they are empty (as append([]byte(nil), p...) is).
+func (b *batcher) copyBytes(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 {
+		return nil
+	}
+	var out []byte
+	if n > slabField {
+		out = make([]byte, 0, n)
+	} else {
+		if cap(b.bslab)-len(b.bslab) < n {
+			b.bslab = make([]byte, 0, byteSlab)
+		}
+		out = b.bslab[len(b.bslab):len(b.bslab)]
+		b.bslab = b.bslab[:len(b.bslab)+n]
+	}
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out[:n:n]
+}
+
 // splitBody splits a body or an SSE event's data into messages, into a
 // slice it reuses: the caller is done with the last one.
 func (b *batcher) splitBody(body []byte) []protocol.Message {
@@ -109,15 +168,16 @@ func (b *batcher) messageWith(xs *exchange, dir protocol.Direction, pm *protocol
 	b.seq++
 	raw, redacted := b.red.body(pm.Raw)
 	if !owned && !redacted {
-		raw = append([]byte(nil), raw...)
+		raw = b.copyBytes(raw)
 	}
-	m := &Message{
+	m := b.newMessage()
+	*m = Message{
 		Seq: b.seq, SessionID: st.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
 		Kind: pm.Kind, Method: pm.Method, Batch: pm.Batch, SSE: sse,
 		Raw: raw,
 	}
 	if pm.ID != nil {
-		m.ID = append(json.RawMessage(nil), pm.ID...)
+		m.ID = b.copyBytes(pm.ID)
 	}
 	m.Size = len(m.Raw)
 	if redacted {
@@ -144,6 +204,7 @@ func (b *batcher) messageWith(xs *exchange, dir protocol.Direction, pm *protocol
 		b.dirtyS[st.s.ID] = st
 	}
 	b.add(xs, m, pm)
+	st.keepEarly()
 	return m
 }
 
@@ -152,9 +213,10 @@ func (b *batcher) messageWith(xs *exchange, dir protocol.Direction, pm *protocol
 func (b *batcher) rawFrame(xs *exchange, dir protocol.Direction, raw []byte, at time.Time) *Message {
 	b.seq++
 	raw, _ = b.red.body(raw)
-	m := &Message{
+	m := b.newMessage()
+	*m = Message{
 		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
-		Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), raw...),
+		Kind: protocol.KindFrame, Batch: -1, Raw: b.copyBytes(raw),
 	}
 	m.Size = len(m.Raw)
 	return m
@@ -163,12 +225,13 @@ func (b *batcher) rawFrame(xs *exchange, dir protocol.Direction, raw []byte, at 
 // frame records an SSE block that carries no message.
 func (b *batcher) frame(xs *exchange, e *protocol.Event, at time.Time, info *SSEInfo) *Message {
 	b.seq++
-	m := &Message{
+	m := b.newMessage()
+	*m = Message{
 		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
 		Time: at, Kind: protocol.KindFrame, Batch: -1, Raw: e.Raw, SSE: info,
 	}
 	if !e.Oversize { // an oversize block is ours to keep; others are the parser's
-		m.Raw = append([]byte(nil), e.Raw...)
+		m.Raw = b.copyBytes(e.Raw)
 	}
 	m.Size = len(m.Raw)
 	return m
@@ -177,9 +240,10 @@ func (b *batcher) frame(xs *exchange, e *protocol.Event, at time.Time, info *SSE
 // frameOf is a frame message of raw (copied), with findings.
 func (b *batcher) frameOf(xs *exchange, dir protocol.Direction, raw []byte, at time.Time, findings ...Finding) *Message {
 	b.seq++
-	m := &Message{
+	m := b.newMessage()
+	*m = Message{
 		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
-		Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), raw...), Findings: findings,
+		Kind: protocol.KindFrame, Batch: -1, Raw: b.copyBytes(raw), Findings: findings,
 	}
 	m.Size = len(m.Raw)
 	return m
@@ -196,9 +260,10 @@ func (b *batcher) invalid(xs *exchange, dir protocol.Direction, raw []byte, owne
 	b.seq++
 	kept, redacted := b.red.body(raw) // a copy when it redacted
 	if !redacted && !owned {
-		kept = append([]byte(nil), raw...)
+		kept = b.copyBytes(raw)
 	}
-	m := &Message{
+	m := b.newMessage()
+	*m = Message{
 		Seq: b.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
 		Kind: protocol.KindInvalid, Batch: -1, Raw: kept,
 		Findings: []Finding{{kind, text}},

@@ -37,13 +37,13 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 	st.linkTask(params, m)
 	if dir == protocol.ClientToServer {
 		st.s.Calls++
-		st.useID(pm.IDKey())
+		st.useID(msgID(pm))
 		if xs.reqSeq == 0 && !xs.stream {
 			xs.reqSeq, xs.reqID, xs.reqMeth = m.Seq, pm.ID, pm.Method
 		}
 		st.learnClient(pm.Method, params)
 		if len(params.ProgressToken) > 0 {
-			st.progress[protocol.IDKey(params.ProgressToken)] = m.Seq
+			st.progress[idOf(params.ProgressToken)] = m.Seq
 		}
 		switch {
 		case params.RequestState != nil:
@@ -89,8 +89,8 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 			m.Findings = append(m.Findings, *f)
 		}
 	}
-	k := pendKey{dir, pm.IDKey()}
-	if k.id == "" {
+	k := pendKey{dir, msgID(pm)}
+	if k.id.none() {
 		return nil
 	}
 	if dir == protocol.ServerToClient {
@@ -100,14 +100,17 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 	}
 	if len(st.pending[k]) > 0 {
 		m.Findings = append(m.Findings, Finding{FindingDuplicateID,
-			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
+			fmt.Sprintf("id %s is already in flight in this direction", k.id.String())})
 	}
-	if len(st.pending) < maxPending && len(st.pending[k]) < maxSameID {
+	if list := st.pending[k]; len(st.pending) < maxPending && len(list) < maxSameID {
 		pd := pending{seq: m.Seq, at: m.Time, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
 		if params.Modern {
 			pd.caps = params.ClientCapabilities
 		}
-		st.pending[k] = append(st.pending[k], pd)
+		if list == nil && len(st.spare) > 0 {
+			list, st.spare = st.spare[len(st.spare)-1], st.spare[:len(st.spare)-1]
+		}
+		st.pending[k] = append(list, pd)
 	}
 	return nil
 }
@@ -172,10 +175,17 @@ func (st *linker) callInFlight() uint64 {
 	return 0
 }
 
+// maxSpare bounds the lists a session keeps for later ids.
+const maxSpare = 64
+
 func (st *linker) donePending(k pendKey, i int) {
 	list := st.pending[k]
 	if len(list) == 1 {
 		delete(st.pending, k)
+		if len(st.spare) < maxSpare && cap(list) <= 4 {
+			clear(list[:cap(list)])
+			st.spare = append(st.spare, list[:0])
+		}
 		return
 	}
 	st.pending[k] = append(list[:i:i], list[i+1:]...)
@@ -186,7 +196,7 @@ func (st *linker) donePending(k pendKey, i int) {
 // carried the request): it returns the answer, already recorded as an
 // orphan, rewritten with its link, to store again, and the request is not
 // left in flight. Nil when no such answer came.
-func (st *linker) answerEarly(id string, req *Message, name string) *Message {
+func (st *linker) answerEarly(id rpcID, req *Message, name string) *Message {
 	ans := st.early[id]
 	if ans == nil {
 		return nil
@@ -301,12 +311,12 @@ func (st *linker) notification(xs *exchange, dir protocol.Direction, pm *protoco
 	st.linkTask(params, m)
 	switch {
 	case pm.Method == protocol.MethodProgress && len(params.ProgressToken) > 0:
-		if seq, ok := st.progress[protocol.IDKey(params.ProgressToken)]; ok {
+		if seq, ok := st.progress[idOf(params.ProgressToken)]; ok {
 			m.Links.Request = seq
 		}
 	case pm.Method == protocol.MethodCancelled && len(params.RequestID) > 0:
 		// A sender cancels a request it sent itself.
-		if pd, i, _ := st.findPending(pendKey{dir, protocol.IDKey(params.RequestID)}, xs.x.ID); i >= 0 {
+		if pd, i, _ := st.findPending(pendKey{dir, idOf(params.RequestID)}, xs.x.ID); i >= 0 {
 			m.Links.Request = pd.seq
 		}
 	case pm.Method == protocol.MethodElicitationComplete && params.ElicitationID != "":
@@ -352,7 +362,7 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 	if pm.Kind == protocol.KindError {
 		st.s.Errors++
 	}
-	k := pendKey{reqDir, pm.IDKey()}
+	k := pendKey{reqDir, msgID(pm)}
 	// A response on a POST's stream (or in its JSON body) answers a request
 	// that POST carried; a client's answer to a server request, and a
 	// response on the GET stream, travel apart from their request.
@@ -364,14 +374,15 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 	switch {
 	case ambiguous:
 		m.Findings = append(m.Findings, Finding{FindingDuplicateID,
-			fmt.Sprintf("response to id %s, which %d requests in flight share; it is not linked to any of them", k.id, len(st.pending[k]))})
+			fmt.Sprintf("response to id %s, which %d requests in flight share; it is not linked to any of them", k.id.String(), len(st.pending[k]))})
 		return
 	case i < 0:
-		if k.id != "" {
+		if !k.id.none() {
 			m.Findings = append(m.Findings, Finding{FindingOrphanResponse,
-				fmt.Sprintf("response to id %s, which no recorded request in flight has", k.id)})
+				fmt.Sprintf("response to id %s, which no recorded request in flight has", k.id.String())})
 			if dir == protocol.ClientToServer && len(st.early) < maxPending {
 				st.early[k.id] = m
+				st.earlyNew = k.id
 			}
 		}
 		return
@@ -382,7 +393,7 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 	}
 	if carrier != 0 && pd.x != carrier {
 		m.Findings = append(m.Findings, Finding{FindingWrongStream,
-			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id, xs.reqID)})
+			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id.String(), xs.reqID)})
 	}
 	m.Links.Request = pd.seq
 	m.Method = pd.method

@@ -453,7 +453,7 @@ func (xs *exchange) sseEvent(e *protocol.Event, at time.Time) {
 	}
 	if !e.HasData || len(e.Data) == 0 || (e.Type != "" && e.Type != "message") {
 		fi := info
-		m := xs.out.frame(xs, e, at, &fi)
+		m := xs.out.frame(xs, e, at, xs.out.newSSE(fi))
 		if e.Unterminated {
 			m.Findings = append(m.Findings, Finding{FindingTruncated, "the stream ended in the middle of this SSE block"})
 		}
@@ -473,7 +473,7 @@ func (xs *exchange) sseEvent(e *protocol.Event, at time.Time) {
 		}
 		m := xs.out.invalid(xs, protocol.ServerToClient, e.Raw, e.Oversize, at, kind, text)
 		ii := info
-		m.SSE = &ii
+		m.SSE = xs.out.newSSE(ii)
 		xs.out.add(xs, m, nil)
 		return
 	}
@@ -499,8 +499,7 @@ func (xs *exchange) sseEvent(e *protocol.Event, at time.Time) {
 			// ends where Suffix begins); either is nil when empty.
 			j := i + len(e.Data)
 			if n := i + len(e.Raw) - j; n > 0 {
-				ps := make([]byte, 0, n)
-				ps = append(append(ps, e.Raw[:i]...), e.Raw[j:]...)
+				ps := xs.out.copyBytes(e.Raw[:i], e.Raw[j:])
 				if i > 0 {
 					inf.Prefix = ps[:i:i]
 				}
@@ -509,9 +508,9 @@ func (xs *exchange) sseEvent(e *protocol.Event, at time.Time) {
 				}
 			}
 		case k == 0:
-			inf.Whole = append([]byte(nil), e.Raw...)
+			inf.Whole = xs.out.copyBytes(e.Raw)
 		}
-		m := xs.out.message(xs, protocol.ServerToClient, &msgs[k], at, &inf, owned)
+		m := xs.out.message(xs, protocol.ServerToClient, &msgs[k], at, xs.out.newSSE(inf), owned)
 		if !owned {
 			continue
 		}

@@ -102,10 +102,10 @@ func (g *grouper) sessionFor(xs *exchange, first *protocol.Message, params *prot
 	}
 	fp := probeFP
 	fp.caps = g.capsHash(params.ClientCapabilities)
-	method, id := "", ""
+	method, id := "", rpcID{}
 	if first != nil {
 		method = first.Method
-		id = first.IDKey()
+		id = msgID(first)
 	}
 	// A message that does not say who sent it (go-sdk's HTTP
 	// notifications/cancelled has no _meta) belongs with the latest
@@ -125,11 +125,11 @@ func (g *grouper) sessionFor(xs *exchange, first *protocol.Message, params *prot
 // the request's id. A client never reuses a request id within a session,
 // so a reused one is a new run of the same program (a test run twice, say),
 // whose ids start again.
-func (g *grouper) joinable(st *linker, id string, at time.Time) bool {
+func (g *grouper) joinable(st *linker, id rpcID, at time.Time) bool {
 	return st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < g.out.o.IdleGap && !st.usedID(id)
 }
 
-func (g *grouper) sessionByFP(xs *exchange, method, id string, probeFP, fp clientKey, at time.Time) *linker {
+func (g *grouper) sessionByFP(xs *exchange, method string, id rpcID, probeFP, fp clientKey, at time.Time) *linker {
 	switch method {
 	case protocol.MethodInitialize:
 		if st := g.probes[probeFP]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < probeWindow &&

@@ -1,7 +1,10 @@
 package capture
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -29,9 +32,11 @@ type linker struct {
 	discovered  bool      // server/discover seen
 	supported   []string
 	pending     map[pendKey][]pending // in flight; more than one when an id is reused
-	used        map[string]struct{}   // ids of the client's requests (modern sessions; see grouper.joinable)
-	early       map[string]*Message   // client answers to server requests not seen yet, by id
-	progress    map[string]uint64     // progress token → request seq
+	spare       [][]pending           // lists pending no longer uses, for the next ids (see donePending)
+	used        map[rpcID]struct{}    // ids of the client's requests (modern sessions; see grouper.joinable)
+	early       map[rpcID]*Message    // client answers to server requests not seen yet, by id
+	earlyNew    rpcID                 // the id of the one just added to early (see keepEarly)
+	progress    map[rpcID]uint64      // progress token → request seq
 	rounds      map[string]uint64     // method|name|requestState → the input_required round's request seq
 	stateless   map[string][]uint64   // method|name|inputRequests keys → rounds without requestState
 	lastSample  map[uint64]uint64     // parent call → its latest sampling request
@@ -50,8 +55,8 @@ func newLinker(s Session, scope string, at time.Time, met *recorderMetrics, strs
 	return &linker{
 		s: s, met: met, strs: strs, scope: scope, last: at,
 		pending:    map[pendKey][]pending{},
-		early:      map[string]*Message{},
-		progress:   map[string]uint64{},
+		early:      map[rpcID]*Message{},
+		progress:   map[rpcID]uint64{},
 		rounds:     map[string]uint64{},
 		stateless:  map[string][]uint64{},
 		lastSample: map[uint64]uint64{},
@@ -62,7 +67,7 @@ func newLinker(s Session, scope string, at time.Time, met *recorderMetrics, strs
 
 type pendKey struct {
 	dir protocol.Direction
-	id  string
+	id  rpcID
 }
 
 type pending struct {
@@ -77,20 +82,41 @@ type pending struct {
 
 // usedID reports whether the client already sent a request with id in this
 // session.
-func (st *linker) usedID(id string) bool {
+func (st *linker) usedID(id rpcID) bool {
 	_, ok := st.used[id]
-	return id != "" && ok
+	return !id.none() && ok
 }
 
 // useID notes a client request id, up to maxPending of them.
-func (st *linker) useID(id string) {
-	if id == "" || st.keyed || len(st.used) >= maxPending {
+func (st *linker) useID(id rpcID) {
+	if id.none() || st.keyed || len(st.used) >= maxPending {
 		return
 	}
 	if st.used == nil {
-		st.used = map[string]struct{}{}
+		st.used = map[rpcID]struct{}{}
 	}
 	st.used[id] = struct{}{}
+}
+
+// keepEarly gives the client answer just added to early (if any) memory
+// of its own, now that it is complete: a message lies in its batch's
+// arena, which an answer kept for up to earlyWindow would hold on to.
+func (st *linker) keepEarly() {
+	if st.earlyNew.none() {
+		return
+	}
+	id := st.earlyNew
+	m := st.early[id]
+	st.earlyNew = rpcID{}
+	c := *m
+	c.Raw, c.ID = bytes.Clone(m.Raw), bytes.Clone(m.ID)
+	c.Findings = slices.Clone(m.Findings)
+	if m.SSE != nil {
+		sse := *m.SSE
+		sse.Prefix, sse.Suffix, sse.Whole = bytes.Clone(sse.Prefix), bytes.Clone(sse.Suffix), bytes.Clone(sse.Whole)
+		c.SSE = &sse
+	}
+	st.early[id] = &c
 }
 
 // touch notes traffic at at.
@@ -109,3 +135,47 @@ func closedUnlessIncomplete(s Status) Status {
 	}
 	return StatusClosed
 }
+
+// rpcID is a JSON-RPC id (or a progress token) as the linker matches it:
+// a non-negative integer, the usual id, by its value, so that keeping and
+// finding one allocates nothing; anything else by protocol.IDKey's
+// canonical text. The zero rpcID is no id.
+type rpcID struct {
+	n uint64 // the integer plus one; 0 when the id is not one
+	s string // protocol.IDKey of any other id
+}
+
+// msgID is pm's id; the zero rpcID when it has none, or a null one.
+func msgID(pm *protocol.Message) rpcID {
+	if !pm.HasID() {
+		return rpcID{}
+	}
+	return idOf(pm.ID)
+}
+
+// idOf is the rpcID of raw id bytes (see protocol.IDKey).
+func idOf(raw json.RawMessage) rpcID {
+	t := bytes.TrimSpace(raw)
+	if n := len(t); n > 0 && n <= 18 && (t[0] != '0' || n == 1) {
+		v := uint64(0)
+		for _, c := range t {
+			if c < '0' || c > '9' {
+				return rpcID{s: protocol.IDKey(raw)}
+			}
+			v = v*10 + uint64(c-'0')
+		}
+		return rpcID{n: v + 1}
+	}
+	return rpcID{s: protocol.IDKey(raw)}
+}
+
+// String is the id as protocol.IDKey writes it.
+func (id rpcID) String() string {
+	if id.n > 0 {
+		return strconv.FormatUint(id.n-1, 10)
+	}
+	return id.s
+}
+
+// none reports whether id is no id.
+func (id rpcID) none() bool { return id == rpcID{} }
