@@ -133,6 +133,9 @@ type Tap struct {
 	// its own.)
 	respEv   event
 	respUsed bool
+	// body holds Begin's copy of a small request body (most are), sparing
+	// it an allocation of its own.
+	body [tapBody]byte
 	// forwarded and upHeaders are what Upstream reported, for Response
 	forwarded, upHeaders time.Time
 	rewritten            string      // what Rewritten reported, for Response
@@ -158,16 +161,24 @@ func (r *Recorder) Begin(req *Request) *Tap {
 			b.path = p
 		}
 	}
-	if req.Body != nil {
-		b.Body = append([]byte(nil), req.Body...)
-	} else {
+	switch {
+	case req.Body == nil:
 		b.Complete = false
+	case len(req.Body) == 0:
+		b.Body = nil
+	case len(req.Body) <= tapBody:
+		b.Body = t.body[:copy(t.body[:], req.Body):len(req.Body)]
+	default:
+		b.Body = append([]byte(nil), req.Body...)
 	}
 	r.exchanges.Add(1)
 	r.inflight.Add(1)
 	t.send(event{kind: evBegin, begin: b, weight: int64(len(b.Body)), reqEnd: b.Complete})
 	return t
 }
+
+// tapBody is the largest request body a Tap holds itself.
+const tapBody = 512
 
 // chunkPool and bigChunkPool hold the buffers body bytes are copied into
 // for the pipeline: up to 32 KiB, and up to BodyChunk for the large reads
