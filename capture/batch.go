@@ -69,18 +69,28 @@ func (b *batcher) take(force bool, now time.Time) *Batch {
 		return nil
 	}
 	out := &Batch{Messages: b.msgs, edits: b.edits, bufs: b.kept}
+	// The records as they stand now, copied into one slab each.
+	var sessions []Session
 	for id, st := range b.dirtyS {
 		if !force && !st.urgent && now.Sub(st.written) < sessionWriteInterval {
 			continue
 		}
-		s := st.s
-		out.Sessions = append(out.Sessions, &s)
+		if sessions == nil {
+			sessions = make([]Session, 0, len(b.dirtyS))
+			out.Sessions = make([]*Session, 0, len(b.dirtyS)+len(b.foreignS))
+		}
+		sessions = append(sessions, st.s)
+		out.Sessions = append(out.Sessions, &sessions[len(sessions)-1])
 		st.written, st.urgent = now, false
 		delete(b.dirtyS, id)
 	}
-	for _, xs := range b.dirtyX {
-		x := xs.x
-		out.Exchanges = append(out.Exchanges, &x)
+	if len(b.dirtyX) > 0 {
+		exchanges := make([]Exchange, 0, len(b.dirtyX))
+		out.Exchanges = make([]*Exchange, 0, len(b.dirtyX)+len(b.foreignX))
+		for _, xs := range b.dirtyX {
+			exchanges = append(exchanges, xs.x)
+			out.Exchanges = append(out.Exchanges, &exchanges[len(exchanges)-1])
+		}
 	}
 	out.Sessions = append(out.Sessions, b.foreignS...)
 	out.Exchanges = append(out.Exchanges, b.foreignX...)

@@ -85,7 +85,7 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 		if st.s.Era == protocol.EraModern {
 			m.Findings = append(m.Findings, Finding{FindingWrongStream,
 				fmt.Sprintf("server→client request %s on a 2026-07-28 session, which has none (MRTR replaces them)", pm.Method)})
-		} else if f := capabilityFinding(st.s.ClientCapabilities, pm.Method, params); f != nil {
+		} else if f := st.capabilityFinding(pm.Method, params); f != nil {
 			m.Findings = append(m.Findings, *f)
 		}
 	}
@@ -265,7 +265,21 @@ func (st *linker) learnClient(method string, params *protocol.Params) {
 func (st *linker) learnCapabilities(caps json.RawMessage) {
 	if caps != nil && !bytes.Equal(caps, st.s.ClientCapabilities) {
 		st.s.ClientCapabilities = append(json.RawMessage(nil), caps...)
+		st.capsRead = false
 	}
+}
+
+// capabilityFinding is capabilityFinding for the session's client
+// capabilities, read once for all the server's requests.
+func (st *linker) capabilityFinding(method string, params *protocol.Params) *Finding {
+	if !st.capsRead {
+		st.caps, st.capsOK = parseCaps(st.s.ClientCapabilities)
+		st.capsRead = true
+	}
+	if !st.capsOK {
+		return nil
+	}
+	return capsFinding(&st.caps, method, params)
 }
 
 func roundKey(method, name, state string) string { return method + "\x00" + name + "\x00" + state }

@@ -259,22 +259,36 @@ func (st *linker) checkStructured(name string, res *protocol.Result) []Finding {
 	return nil
 }
 
+// clientCaps is what capabilityFinding reads of a client's capabilities.
+type clientCaps struct {
+	Sampling    *struct{ Tools json.RawMessage } `json:"sampling"`
+	Elicitation *struct {
+		URL  json.RawMessage `json:"url"`
+		Form json.RawMessage `json:"form"`
+	} `json:"elicitation"`
+	Roots json.RawMessage `json:"roots"`
+}
+
+// parseCaps reads caps; false when they are malformed.
+func parseCaps(caps json.RawMessage) (c clientCaps, ok bool) {
+	if len(caps) > 0 && json.Unmarshal(caps, &c) != nil {
+		return c, false
+	}
+	return c, true
+}
+
 // capabilityFinding says whether a client that declared caps may be asked
 // method with params (a server→client request, or an MRTR input request).
 func capabilityFinding(caps json.RawMessage, method string, p *protocol.Params) *Finding {
-	var c struct {
-		Sampling    *struct{ Tools json.RawMessage } `json:"sampling"`
-		Elicitation *struct {
-			URL  json.RawMessage `json:"url"`
-			Form json.RawMessage `json:"form"`
-		} `json:"elicitation"`
-		Roots json.RawMessage `json:"roots"`
+	c, ok := parseCaps(caps)
+	if !ok {
+		return nil
 	}
-	if len(caps) > 0 {
-		if json.Unmarshal(caps, &c) != nil {
-			return nil
-		}
-	}
+	return capsFinding(&c, method, p)
+}
+
+// capsFinding is capabilityFinding for capabilities parseCaps read.
+func capsFinding(c *clientCaps, method string, p *protocol.Params) *Finding {
 	missing := ""
 	switch method {
 	case protocol.MethodSampling:

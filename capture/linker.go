@@ -43,6 +43,10 @@ type linker struct {
 	elicit      map[string]uint64     // elicitationId → the URL elicitation request
 	tasks       map[string]uint64     // taskId → the request that created the task
 	tools       map[string]*toolInfo
+	// caps is s.ClientCapabilities read (capsOK: they were well formed),
+	// once capsRead.
+	caps             clientCaps
+	capsOK, capsRead bool
 	written     time.Time // when the record was last handed to the writer
 	urgent      bool      // a change readers must see at once (a key bound, a loss)
 

@@ -44,6 +44,54 @@ func BenchmarkRecorderEcho(b *testing.B) {
 		t.ResponseBody(resp)
 		t.End("", false)
 	}
+	measureAllocs(b, rec, call, 2)
+}
+
+// BenchmarkRecorderSampling is BenchmarkRecorderEcho for a 2025-11-25
+// sampling round trip (4 messages in 2 exchanges): the tools/call, the
+// server's sampling/createMessage on its stream, the client's answer
+// POSTed back (202), the result.
+func BenchmarkRecorderSampling(b *testing.B) {
+	rec, err := capture.NewRecorder(context.Background(), discard{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "http://127.0.0.1:7411/mcp", strings.NewReader(""))
+	req.RemoteAddr = "127.0.0.1:50000"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	t := rec.Begin(capture.RequestFrom(req, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"bench","version":"1"}}}`), true))
+	t.Response(200, http.Header{"Content-Type": {"application/json"}, "Mcp-Session-Id": {"bench-session"}}, false)
+	t.ResponseBody([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fixture","version":"1"}}}`))
+	t.End("", false)
+	req.Header.Set("Mcp-Session-Id", "bench-session")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	sse := http.Header{"Content-Type": {"text/event-stream"}}
+	var body, resp, id []byte
+	call := func(i int) {
+		id = strconv.AppendInt(id[:0], int64(i), 10)
+		body = append(append(append(body[:0], `{"jsonrpc":"2.0","id":`...), id...), `,"method":"tools/call","params":{"name":"sample","arguments":{"prompt":"bench"}}}`...)
+		t := rec.Begin(capture.RequestFrom(req, body, true))
+		t.Response(200, sse, false)
+		resp = append(append(append(resp[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"s-"...), id...),
+			`","method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"bench"}}],"maxTokens":100}}`+"\n\n"...)
+		t.ResponseBody(resp)
+		body = append(append(append(body[:0], `{"jsonrpc":"2.0","id":"s-`...), id...),
+			`","result":{"role":"assistant","content":{"type":"text","text":"bench answer"},"model":"bench","stopReason":"endTurn"}}`...)
+		a := rec.Begin(capture.RequestFrom(req, body, true))
+		a.Response(http.StatusAccepted, nil, false)
+		a.End("", false)
+		resp = append(append(append(resp[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...), id...),
+			`,"result":{"content":[{"type":"text","text":"bench answer"}]}}`+"\n\n"...)
+		t.ResponseBody(resp)
+		t.End("", false)
+	}
+	measureAllocs(b, rec, call, 4)
+}
+
+// measureAllocs makes b.N calls after a thousand to warm up, and reports
+// the allocations per message, each call recording msgs messages.
+func measureAllocs(b *testing.B, rec *capture.Recorder, call func(i int), msgs int) {
 	for i := range 1000 { // warm: the session, the pools
 		call(-i - 1)
 	}
@@ -59,11 +107,11 @@ func BenchmarkRecorderEcho(b *testing.B) {
 		b.Fatal(err)
 	}
 	runtime.ReadMemStats(&m1)
-	msgs := float64(2 * b.N)
-	allocs := float64(m1.Mallocs-m0.Mallocs) / msgs
+	n := float64(msgs * b.N)
+	allocs := float64(m1.Mallocs-m0.Mallocs) / n
 	b.ReportMetric(allocs, "allocs/msg")
-	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/msgs, "B/msg")
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/msgs, "µs/msg")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/n, "B/msg")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/n, "µs/msg")
 	if err := rec.Close(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -346,6 +346,9 @@ func (t *Tap) End(errText string, aborted bool) {
 type headerCache struct{ last atomic.Pointer[http.Header] }
 
 func (c *headerCache) clone(h http.Header) http.Header {
+	if len(h) == 0 {
+		return h.Clone() // nil for nil, as Clone makes it; not kept
+	}
 	if last := c.last.Load(); last != nil && sameHeader(*last, h) {
 		return *last
 	}

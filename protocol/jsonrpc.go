@@ -170,6 +170,9 @@ func (m *Message) IDKey() string {
 // IDKey canonicalises raw id bytes (see [Message.IDKey]).
 func IDKey(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
+	if plainString(raw) {
+		return string(raw) // encoding/json writes it so again
+	}
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
@@ -178,6 +181,21 @@ func IDKey(raw json.RawMessage) string {
 		}
 	}
 	return string(raw)
+}
+
+// plainString reports whether raw is a JSON string of printable ASCII that
+// json.Marshal writes back unchanged: no escapes, and none of the
+// characters it escapes for HTML.
+func plainString(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrorInfo is the decoded error member of an error response.

@@ -298,3 +298,19 @@ func BenchmarkDecodeSmall(b *testing.B) {
 		b.Errorf("decoding a small call's two messages took %.1f allocations; the target is none", allocs)
 	}
 }
+
+// IDKey's shortcut for plain strings gives what encoding/json's round trip
+// gives.
+func TestIDKeyPlainStrings(t *testing.T) {
+	for _, raw := range []string{`"s-1"`, `"a b"`, `"<x>"`, `"a&b"`, `"é"`, `"\u0041"`, `"a\"b"`, `"\t"`, `""`, `"~!@#$%^*()"`, " \"x\" "} {
+		var s string
+		want := strings.TrimSpace(raw)
+		if json.Unmarshal([]byte(raw), &s) == nil {
+			b, _ := json.Marshal(s)
+			want = string(b)
+		}
+		if got := IDKey(json.RawMessage(raw)); got != want {
+			t.Errorf("IDKey(%s) = %s, want %s", raw, got, want)
+		}
+	}
+}
