@@ -47,8 +47,8 @@ type linker struct {
 	// once capsRead.
 	caps             clientCaps
 	capsOK, capsRead bool
-	written     time.Time // when the record was last handed to the writer
-	urgent      bool      // a change readers must see at once (a key bound, a loss)
+	written          time.Time // when the record was last handed to the writer
+	urgent           bool      // a change readers must see at once (a key bound, a loss)
 
 	// forms are the elicitation forms waiting for their answers.
 	forms map[elicitKey]*jsonschema.Resolved
