@@ -77,6 +77,15 @@ type Writer interface {
 	LastIDs(ctx context.Context) (seq, exchange uint64, err error)
 }
 
+// SessionCounter is implemented by a store that knows how many sessions it
+// holds without reading them (a dashboard's first page says how many
+// there are).
+type SessionCounter interface {
+	// CountSessions returns the number of sessions Sessions would yield
+	// with no query.
+	CountSessions(ctx context.Context) (int, error)
+}
+
 // Snapshotter is implemented by a store that reads fast from one snapshot
 // through a Reader of its own, which reuses its cursors from one call to
 // the next: reading many sessions one after another (an export of a whole

@@ -208,6 +208,7 @@ type Store struct {
 	blobCache *blobCache
 	packs     *packs // nil where blobs keep a file each
 	extras    extras // which messages have edits, which sessions labels
+	sessions  sessionCount
 	size      sizeCache
 	space     *space // the free-space floor and the size bound
 	readOnly  bool
@@ -355,6 +356,9 @@ func (s *Store) initTxn(txn *badger.Txn) error {
 		if err := txn.Set([]byte(keyVersion), []byte(strconv.Itoa(schemaVersion))); err != nil {
 			return err
 		}
+		if err := txn.Set([]byte(keySessions), be8(nil, 0)); err != nil {
+			return err
+		}
 	case err != nil:
 		return fmt.Errorf("badgerstore: read schema version: %w", err)
 	default:
@@ -381,6 +385,9 @@ func (s *Store) initTxn(txn *badger.Txn) error {
 		}
 	}
 	if err := s.loadExtras(txn); err != nil {
+		return err
+	}
+	if err := s.loadSessionCount(txn); err != nil {
 		return err
 	}
 	return s.loadLast(txn)

@@ -5,18 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -26,7 +30,7 @@ import (
 // the targets name (100,000 and 1,000,000 sessions; a 530 MB tape), which
 // take minutes to generate. MCPTAPE_SCALE_DIR keeps the generated stores
 // and tapes there between runs; MCPTAPE_SCALE_PROFILE=DIR writes each
-// command's CPU profile there.
+// command's CPU and memory profiles there.
 //
 //	MCPTAPE_SCALE=1 go test -run '^$' -bench 'Scale' -benchtime 1x -timeout 2h ./cmd/mcptape
 //
@@ -126,7 +130,13 @@ func TestScaleChild(t *testing.T) {
 	if code := run(context.Background(), args, os.Stdout, os.Stderr); code != 0 {
 		os.Exit(code)
 	}
+	// Its own peak: the rusage its parent gets counts the parent's memory
+	// as well (the child shares it until exec).
+	fmt.Fprintf(os.Stderr, "%s%d\n", peakRSSLine, statusKB(os.Getpid(), "VmHWM"))
 }
+
+// peakRSSLine starts the line a scale child ends with: its peak RSS in kB.
+const peakRSSLine = "mcptape-scale-child-peak-rss-kB: "
 
 // child runs mcptape with args in a child process (this test binary, as
 // the bench's children run), and returns its CPU time, its peak RSS and
@@ -141,11 +151,11 @@ func child(b *testing.B, args ...string) (cpu time.Duration, peakRSS int64, wall
 	flags := []string{"-test.run=^TestScaleChild$"}
 	if d := os.Getenv("MCPTAPE_SCALE_PROFILE"); d != "" {
 		// The child's CPU profile, for pprof: MCPTAPE_SCALE_PROFILE/<command>.cpu.
-		flags = append(flags, "-test.cpuprofile="+filepath.Join(d, args[0]+".cpu"))
+		flags = append(flags, "-test.cpuprofile="+filepath.Join(d, args[0]+".cpu"), "-test.memprofile="+filepath.Join(d, args[0]+".mem"))
 	}
 	cmd := exec.Command(exe, flags...)
 	cmd.Env = append(os.Environ(), scaleChildEnv+"="+string(raw))
-	out, errOut := &limitedBuffer{max: 4 << 10}, &limitedBuffer{max: 4 << 10}
+	out, errOut := &limitedBuffer{max: 4 << 10}, &tailBuffer{max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -154,8 +164,9 @@ func child(b *testing.B, args ...string) (cpu time.Duration, peakRSS int64, wall
 	wall = time.Since(start)
 	ps := cmd.ProcessState
 	cpu = ps.UserTime() + ps.SystemTime()
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		peakRSS = int64(ru.Maxrss) << 10 // kB on Linux
+	if _, rest, ok := strings.Cut(string(errOut.b), peakRSSLine); ok {
+		kb, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+		peakRSS = kb << 10
 	}
 	return cpu, peakRSS, wall
 }
@@ -173,7 +184,21 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var _ io.Writer = (*limitedBuffer)(nil)
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+var _, _ io.Writer = (*limitedBuffer)(nil), (*tailBuffer)(nil)
 
 // BenchmarkScaleExport exports every session of a store to a tape with
 // `mcptape export` (a child process, its progress on stderr), on stores
@@ -181,9 +206,6 @@ var _ io.Writer = (*limitedBuffer)(nil)
 // otherwise). The target: linear, 50 µs of CPU per session (100k in under
 // 5 s, 1M in under 60 s).
 func BenchmarkScaleExport(b *testing.B) {
-	if runtime.GOOS != "linux" {
-		b.Skip("reads the child's rusage")
-	}
 	dir := scaleDir(b)
 	for _, n := range scaleSessions() {
 		b.Run(fmt.Sprintf("sessions-%d", n), func(b *testing.B) {
@@ -215,3 +237,86 @@ func BenchmarkScaleExport(b *testing.B) {
 // exportPerSession is the export's CPU budget per session: 5 s for
 // 100,000 sessions.
 const exportPerSession = 50 * time.Microsecond
+
+// BenchmarkScaleList lists the newest sessions of a large store (1,000,000
+// with MCPTAPE_SCALE=1, 10,000 otherwise) as a user does: `mcptape ls
+// --limit 20` (a child process: opening the store included), and the
+// dashboard's first page of sessions (GET /api/v1/sessions, on a store
+// the dashboard has open). The target for each: under 100 ms, judged by
+// the CPU time of the median run.
+func BenchmarkScaleList(b *testing.B) {
+	dir := scaleDir(b)
+	sizes := scaleSessions()
+	n := sizes[len(sizes)-1]
+	data := scaleStore(b, dir, n)
+	b.Run(fmt.Sprintf("ls/sessions-%d", n), func(b *testing.B) {
+		var cpus, walls []time.Duration
+		for range max(b.N, 9) {
+			cpu, _, wall := child(b, "ls", "--data", data, "--limit", "20")
+			cpus, walls = append(cpus, cpu), append(walls, wall)
+		}
+		reportMedians(b, "ls --limit 20", cpus, walls)
+	})
+	b.Run(fmt.Sprintf("dashboard-first-page/sessions-%d", n), func(b *testing.B) {
+		st, err := badgerstore.Open(data, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		d, err := dashboard.New(st, &dashboard.Options{Token: "scale-bench-token"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		get := func() {
+			req := httptest.NewRequest("GET", "http://127.0.0.1/api/v1/sessions", nil)
+			req.Header.Set("Authorization", "Bearer scale-bench-token")
+			rec := httptest.NewRecorder()
+			d.ServeHTTP(rec, req)
+			var page struct {
+				Sessions []json.RawMessage `json:"sessions"`
+				Total    int               `json:"total"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &page); rec.Code != 200 || err != nil || len(page.Sessions) != 50 || page.Total != n {
+				b.Fatalf("GET /api/v1/sessions: %d, %d sessions of %d (%v)\n%.300s", rec.Code, len(page.Sessions), page.Total, err, rec.Body)
+			}
+		}
+		get()                  // the first, which opens what the store reads through
+		runtime.LockOSThread() // threadCPU measures this goroutine's thread
+		defer runtime.UnlockOSThread()
+		var cpus, walls []time.Duration
+		for range max(b.N, 9) {
+			cpu0, start := threadCPU(), time.Now()
+			get()
+			cpus, walls = append(cpus, threadCPU()-cpu0), append(walls, time.Since(start))
+		}
+		reportMedians(b, "the dashboard's first page", cpus, walls)
+	})
+}
+
+// threadCPU is the CPU time of the calling thread so far: a request is
+// served on one goroutine, which the caller locks to its thread.
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	// CLOCK_THREAD_CPUTIME_ID
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 3, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// listTarget is what listing the newest sessions may take.
+const listTarget = 100 * time.Millisecond
+
+// reportMedians reports the median CPU and wall-clock times of runs of
+// what, and a miss of listTarget by the CPU time.
+func reportMedians(b *testing.B, what string, cpus, walls []time.Duration) {
+	slices.Sort(cpus)
+	slices.Sort(walls)
+	cpu, wall := cpus[len(cpus)/2], walls[len(walls)/2]
+	b.ReportMetric(float64(cpu.Microseconds())/1000, "cpu-ms")
+	b.ReportMetric(float64(wall.Microseconds())/1000, "wall-ms")
+	if cpu > listTarget {
+		b.Errorf("%s took %v of CPU (median); the target is under %v", what, cpu.Round(time.Millisecond), listTarget)
+	}
+}
