@@ -20,6 +20,7 @@ type batcher struct {
 	messages *atomic.Int64    // the recorder's count of messages decoded
 	editor   bool             // the store keeps versions of messages (Editor)
 	bufs     *bigBuffers      // nil unless the store is a RawCopier
+	drift    *driftCheck      // nil without baselines; for the sessions' linkers
 	seq      uint64
 	strs     protocol.Strings   // the strings messages repeat
 	split    []protocol.Message // what splitBody returned last

@@ -439,6 +439,7 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 	switch pd.method {
 	case protocol.MethodToolsList:
 		m.Findings = append(m.Findings, st.learnTools(pm.Result, pd.paged)...)
+		m.Findings = append(m.Findings, st.drift.toolsList(&st.s, pm.Result, pd.paged)...)
 	case protocol.MethodToolsCall:
 		if res.ResultType != "input_required" {
 			m.Findings = append(m.Findings, st.checkStructured(pd.name, &res)...)

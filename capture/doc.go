@@ -44,6 +44,19 @@
 // whenever the store fails, traffic still flows and the loss is counted
 // ([Stats]), logged once, and marked on the session ([StatusIncomplete]).
 //
+// # Drift
+//
+// [RecorderOptions].Baselines gives each upstream's trusted tools/list
+// ([BaselineFile]: the data directory's baselines.json, which `mcptape
+// baseline accept` writes); a complete tools/list that differs from its
+// upstream's gets a [FindingDrift] per tool added, removed or changed,
+// naming each changed field with both values ([DiffCatalog]).
+//
+// # Retention
+//
+// A store that is a [Pruner] deletes old sessions on request, never one
+// that is open or saw traffic within [PruneGrace].
+//
 // # Redaction
 //
 // At write time by default: Authorization and Proxy-Authorization (the

@@ -50,6 +50,7 @@ func (g *grouper) newSession(xs *exchange, at time.Time, opening string) *linker
 		ID: id, Upstream: up, Path: xs.path, Opening: opening, Start: at, End: at,
 		Leg: xs.leg, Route: xs.route,
 	}, keyScope(xs), at, g.out.met, &g.out.strs)
+	st.drift = g.out.drift
 	g.sessions[id] = st
 	g.out.dirtyS[id] = st
 	return st

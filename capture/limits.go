@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -67,4 +68,22 @@ func (xs *exchange) capHeader(h http.Header, which string) (_ http.Header, cut b
 	xs.x.FindingList = append(xs.x.FindingList, f)
 	xs.out.met.findingList([]Finding{f})
 	return out, true
+}
+
+// MaxSessionIDLen bounds a session id, in bytes. The recorder's ids are
+// about 30 bytes; the id is part of the store's key of every record of
+// its session, so a store refuses a longer one, and an import refuses it
+// before writing anything.
+const MaxSessionIDLen = 256
+
+// CheckSessionID says why id cannot be a session's id (empty, or longer
+// than MaxSessionIDLen), or returns nil.
+func CheckSessionID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("a session id is empty")
+	case len(id) > MaxSessionIDLen:
+		return fmt.Errorf("a session id of %d bytes is longer than the %d bytes a session id may have", len(id), MaxSessionIDLen)
+	}
+	return nil
 }

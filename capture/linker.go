@@ -20,6 +20,7 @@ type linker struct {
 	s           Session
 	met         *recorderMetrics  // nil without metrics
 	strs        *protocol.Strings // what its results' strings are read into
+	drift       *driftCheck       // nil without baselines
 	scope       string            // keyScope of its traffic
 	last        time.Time
 	keyed       bool // has an Mcp-Session-Id

@@ -1,6 +1,9 @@
 package capture
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // writeFailed accounts for a store write that failed, wholly or in part
 // (a *PartialWriteError): the messages not stored count as lost, their
@@ -86,4 +89,36 @@ func lossReason(err error) string {
 		return err.Error()
 	}
 	return "store write failed: " + err.Error()
+}
+
+// markFinalLoss marks the sessions that lost records in the last writes,
+// those after the pipeline ended (while it runs, its next write marks
+// them): their records are written once more, incomplete. Without it a
+// session whose last messages were refused as the recorder closed was
+// stored closed, its loss nowhere but in the log.
+func (r *Recorder) markFinalLoss(ctx context.Context) {
+	loss := r.takeLoss()
+	if len(loss) == 0 {
+		return
+	}
+	b := &Batch{}
+	for id, l := range loss {
+		// The pipeline has ended (it closed r.batches): its sessions
+		// are the writer's to read now.
+		st := r.pipe.groups.sessions[id]
+		if st == nil {
+			continue
+		}
+		st.s.Status = StatusIncomplete
+		st.s.Lost += l.n
+		st.s.LossReason = l.reason
+		s := st.s
+		b.Sessions = append(b.Sessions, &s)
+	}
+	if len(b.Sessions) == 0 {
+		return
+	}
+	if err := r.store.Write(ctx, b); err != nil {
+		r.log.Error("marking the sessions that lost records as incomplete failed", LogKeyError, err)
+	}
 }

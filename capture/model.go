@@ -386,4 +386,5 @@ const (
 	FindingVersion        FindingKind = "version"         // protocol version disagreements
 	FindingRedacted       FindingKind = "redacted"        // part of the message was redacted
 	FindingIntercepted    FindingKind = "intercepted"     // held in flight or changed by mcptape; see Intercepted
+	FindingDrift          FindingKind = "drift"           // a tools/list that differs from its upstream's baseline
 )

@@ -24,6 +24,7 @@ type pipeline struct {
 func newPipeline(r *Recorder, seq uint64) *pipeline {
 	_, editor := r.store.(Editor)
 	out := newBatcher(&r.opts, seq, r.met, &r.messages, editor, r.bufs)
+	out.drift = r.drift
 	return &pipeline{r: r, o: &r.opts, out: out, groups: newGrouper(out), xs: map[uint64]*exchange{}}
 }
 

@@ -64,6 +64,10 @@ type RecorderOptions struct {
 	// write, so a record reaches the store and OnBatch up to about 30 ms
 	// after the proxy reported it (at once after a Sync).
 	OnBatch func(*Batch)
+	// Baselines, if set, gives the trusted tools/list of each upstream
+	// (see BaselineFile): a complete tools/list that differs from its
+	// upstream's gets drift findings. Nil checks nothing.
+	Baselines BaselineSource
 	// Registerer receives the recorder's Prometheus metrics (see the
 	// package documentation). Nil means no metrics, at no cost. One
 	// recorder per Registerer.
@@ -123,6 +127,7 @@ type Recorder struct {
 	met                    *recorderMetrics // nil without a Registerer
 	bufs                   *bigBuffers      // nil unless the store is a RawCopier
 	headers                headerCache      // response headers the Taps cloned
+	drift                  *driftCheck      // nil without Baselines
 }
 
 type lossNote struct {
@@ -165,6 +170,7 @@ func NewRecorder(ctx context.Context, store Writer, opts *RecorderOptions) (*Rec
 	if o.NewSessionID == nil {
 		o.NewSessionID = newSessionID
 	}
+	r.drift = newDriftCheck(o.Baselines)
 	r.log = o.Logger
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -414,6 +420,7 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 
 func (r *Recorder) writeLoop() {
 	ctx := context.Background()
+	defer r.markFinalLoss(ctx) // loss.go
 	more := true
 	for more {
 		b, ok := <-r.batches

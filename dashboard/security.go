@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // The security model (see the package documentation): the page is served
@@ -57,7 +59,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 
-		if !hostAllowed(r) {
+		if !protocol.HostAllowed(r) {
 			refuse(w, r, http.StatusForbidden, "the Host header names no loopback host, on a loopback listener (DNS rebinding?)", "host")
 			return
 		}
@@ -149,33 +151,6 @@ func sameOrigin(r *http.Request) string {
 		}
 	}
 	return ""
-}
-
-// hostAllowed: a request that arrived on a loopback address must name a
-// loopback host, so that a web page on another name that resolves to
-// 127.0.0.1 (DNS rebinding) cannot read the dashboard.
-func hostAllowed(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return true // not from a listener (tests calling ServeHTTP)
-	}
-	host, _, err := net.SplitHostPort(local.String())
-	if err != nil {
-		return true
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return true
-	}
-	h := r.Host
-	if hh, _, err := net.SplitHostPort(h); err == nil {
-		h = hh
-	}
-	h = strings.Trim(h, "[]")
-	if strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // refuse answers a refused request: JSON for the API, text otherwise.

@@ -436,6 +436,11 @@ type RecordingStatus struct {
 	MinFree int64 `json:"minFree"`
 	Size    int64 `json:"size"`
 	MaxSize int64 `json:"maxSize,omitempty"`
+	// MaxAge is the age in seconds past which sessions are deleted (0:
+	// none); Pruned counts the sessions deleted for MaxSize and MaxAge
+	// since the store was opened.
+	MaxAge int64 `json:"maxAgeSeconds,omitempty"`
+	Pruned int64 `json:"pruned,omitempty"`
 }
 
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {

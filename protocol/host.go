@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"net"
+	"net/http"
 	"strings"
 )
 
@@ -21,4 +22,26 @@ func LoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// HostAllowed is the DNS-rebinding rule of every mcptape listener (the
+// proxy, the replay server, the dashboard, the recorder's local API), as go-sdk's servers apply it:
+// a request that arrived on a loopback address must name a loopback host
+// ([LoopbackHost]). A request that arrived elsewhere, or not from a
+// listener (a handler called directly), passes.
+func HostAllowed(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || la == nil {
+		return true
+	}
+	var ip net.IP
+	if ta, ok := la.(*net.TCPAddr); ok {
+		ip = ta.IP
+	} else if h, _, err := net.SplitHostPort(la.String()); err == nil {
+		ip = net.ParseIP(h)
+	}
+	if ip == nil || !ip.IsLoopback() {
+		return true
+	}
+	return LoopbackHost(r.Host)
 }

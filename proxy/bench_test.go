@@ -1,9 +1,7 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -58,22 +56,8 @@ func BenchmarkEcho(b *testing.B) {
 				i := 0
 				for pb.Next() {
 					i++
-					body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`, i)
-					req, _ := http.NewRequest("POST", t.url+fixtures.PathStateless, strings.NewReader(body))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("Accept", "application/json, text/event-stream")
-					req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-					req.Header.Set("Mcp-Method", "tools/call")
-					req.Header.Set("Mcp-Name", "echo")
-					res, err := c.Do(req)
-					if err != nil {
+					if err := echoCall(c, t.url, int64(i)); err != nil {
 						b.Error(err)
-						return
-					}
-					got, _ := io.ReadAll(res.Body)
-					res.Body.Close()
-					if !bytes.Contains(got, []byte(`"result"`)) {
-						b.Errorf("bad response %q", got)
 						return
 					}
 				}

@@ -80,6 +80,16 @@
 // CONNECT naming the proxy itself is a loop (508). The forward proxy never
 // uses the environment's proxy settings.
 //
+// The proxy itself is any address of this machine (loopback, unspecified,
+// an interface's, in any spelling a resolver takes, or a name resolving
+// to one) with the port of one of the process's listeners: the proxy's,
+// and those given to [Proxy.AddOwnAddr]. A tunnel's dialled connection is
+// checked again, and a CONNECT from one of the proxy's own tunnels, or
+// inside a tunnel (400), is refused too, so tunnels never nest; one
+// client holds at most [ForwardOptions.MaxTunnelsPerClient] tunnels at a
+// time (429 past it). Unrecorded tunnels copy through pooled buffers,
+// never splice(2), whose pipes the runtime keeps after a tunnel ends.
+//
 // # Legacy HTTP+SSE
 //
 // A reverse route rewrites the endpoint event of a 2024-11-05 GET stream

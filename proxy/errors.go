@@ -81,6 +81,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	status := http.StatusBadGateway
 	var msg, recorded string
+	body := reportByWriter
 	var tl *errTooLarge
 	var st *errStalled
 	var bad *errMalformed
@@ -101,10 +102,23 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		x.w.aborted = true
 		x.w.abortText = "reading the request body: " + ferr.Error()
 		return
-	case x.client.Err() != nil:
+	case x.client.Err() != nil && errors.Is(err, errClientGone):
+		// A held response whose client left: recorded as it came in
+		// (holdJSON), nobody is left to answer.
 		x.w.aborted = true
 		x.w.abortText = "the client went away before the upstream answered"
 		return
+	case x.client.Err() != nil:
+		// net/http ends the request's context when the client's side of
+		// the connection ends, and so does a client that half-closed once
+		// its request was sent (shutdown(SHUT_WR)): that one can still
+		// read, and gets a 502 (one that is gone gets nothing either way).
+		// The exchange is recorded cut (a call cancelled), with the status
+		// but without the body, which only a half-closed client reads.
+		x.w.aborted = true
+		x.w.abortText = "the client closed its connection (or its sending side) before the upstream answered; the request was cancelled upstream, and the proxy answered 502 in case the client still reads"
+		msg = "mcptape: the client closed its side of the connection before the upstream answered, so the request was cancelled upstream; keep the connection open until the response has arrived"
+		body = reportNone
 	case errors.Is(err, errSwitched), errors.Is(err, errTooManyInterim):
 		msg = fmt.Sprintf("mcptape: upstream %s: %v", up, err)
 	case strings.Contains(err.Error(), "response headers exceeded"):
@@ -129,6 +143,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		id = requestID(x.body)
 	}
 	x.w.synthesized = true
+	x.w.body = body // the proxy's own answer, not the upstream's body
 	x.w.upstreamErr = recorded
 	writeError(x.w, status, id, msg, map[string]any{"upstream": up, "status": status})
 }

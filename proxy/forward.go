@@ -33,6 +33,10 @@ type ForwardOptions struct {
 	// intercepted host (a leaf signed by a CA the client trusts). Required
 	// with MITM.
 	Certificate func(host string) (*tls.Certificate, error)
+	// MaxTunnelsPerClient bounds the CONNECT tunnels one client (by IP
+	// address) holds open at a time; past it a CONNECT is answered 429.
+	// Zero means DefaultMaxTunnelsPerClient; negative means no bound.
+	MaxTunnelsPerClient int
 }
 
 // forwardLeg is the forward proxy: plain-HTTP requests in absolute form
@@ -49,6 +53,7 @@ type forwardLeg struct {
 	mitm []string
 	cert func(host string) (*tls.Certificate, error)
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	self *selfGuard // the proxy's own addresses, tunnels per client (forward_guard.go)
 
 	// srv serves the intercepted tunnels' connections, handed to it
 	// through ln; started at the first one.
@@ -104,7 +109,8 @@ func hostKey(hostport, defPort string) string {
 }
 
 func newForwardLeg(p *Proxy, o *ForwardOptions, tr http.RoundTripper) (*forwardLeg, error) {
-	f := &forwardLeg{p: p, cert: o.Certificate, open: map[*tunnelConn]struct{}{}, ln: newConnListener()}
+	f := &forwardLeg{p: p, cert: o.Certificate, open: map[*tunnelConn]struct{}{}, ln: newConnListener(),
+		self: newSelfGuard(o.MaxTunnelsPerClient)}
 	for _, g := range o.MITM {
 		g = strings.ToLower(strings.TrimSpace(g))
 		if _, err := path.Match(g, "x"); err != nil || g == "" {
@@ -151,9 +157,10 @@ func newForwardLeg(p *Proxy, o *ForwardOptions, tr http.RoundTripper) (*forwardL
 	return f, nil
 }
 
-// configure takes the listener's bounds for the intercepted tunnels'
-// server, before it starts.
-func (f *forwardLeg) configure(headerTimeout, idle time.Duration, maxHeader int, logger *slog.Logger) {
+// configure takes the listener's address (which a tunnel must not reach)
+// and its bounds for the intercepted tunnels' server, before it starts.
+func (f *forwardLeg) configure(own net.Addr, headerTimeout, idle time.Duration, maxHeader int, logger *slog.Logger) {
+	f.self.addOwn(own.String())
 	f.srv.ReadHeaderTimeout, f.srv.IdleTimeout, f.srv.MaxHeaderBytes = headerTimeout, idle, maxHeader
 	if logger != nil {
 		f.srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
@@ -195,6 +202,10 @@ const peekWait = time.Second
 //   - anything else (TLS to another host, another protocol): tunnelled as
 //     bytes, unrecorded.
 func (f *forwardLeg) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+	if slot, _ := req.Context().Value(slotKey{}).(*tunnelSlot); slot != nil {
+		// The tunnel's slot is given back when its connection closes.
+		client, slot.taken = &slotConn{Conn: client, slot: slot}, true
+	}
 	host := req.URL.Host
 	mitm := f.intercepts(host)
 	var up net.Conn
@@ -202,7 +213,11 @@ func (f *forwardLeg) hijack(req *http.Request, client net.Conn, _ *goproxy.Proxy
 		var err error
 		if up, err = f.dialTunnel(req, "tcp", host); err != nil {
 			f.p.log.Debug("a CONNECT's host is unreachable", "host", host, "error", err)
-			_, _ = io.WriteString(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			status := "502 Bad Gateway"
+			if errors.Is(err, errDialledSelf) {
+				status = "508 Loop Detected"
+			}
+			_, _ = io.WriteString(client, "HTTP/1.1 "+status+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 			client.Close()
 			return
 		}
@@ -261,6 +276,17 @@ type peekedConn struct {
 	r *bufio.Reader
 }
 
+// CloseWrite half-closes the connection when it can, and closes it
+// otherwise.
+func (c *peekedConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
 func (c *peekedConn) Read(p []byte) (int, error) {
 	if c.r != nil {
 		if c.r.Buffered() > 0 {
@@ -274,15 +300,18 @@ func (c *peekedConn) Read(p []byte) (int, error) {
 // splice copies bytes both ways between a tunnel's client (read through
 // fromClient, which holds what was peeked) and its host until both
 // directions end, passing each end on as a half-close.
+//
+// It copies through pooled buffers, never with splice(2): the runtime
+// keeps the pipes splice(2) borrows in a pool that only a garbage
+// collection empties, so a burst of tunnels would leave the process
+// holding thousands of pipe descriptors long after the tunnels ended.
 func splice(fromClient io.Reader, client, up net.Conn) {
 	var wg sync.WaitGroup
 	half := func(dst net.Conn, src io.Reader) {
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
+		buf := tunnelBufs.Get().(*[]byte)
+		_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
+		tunnelBufs.Put(buf)
+		_ = closeWrite(dst)
 	}
 	wg.Go(func() { half(up, fromClient) })
 	wg.Go(func() { half(client, up) })
@@ -290,6 +319,10 @@ func splice(fromClient io.Reader, client, up net.Conn) {
 	client.Close()
 	up.Close()
 }
+
+// tunnelBufs are the copy buffers of unrecorded tunnels: two per tunnel
+// while it lives.
+var tunnelBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // connect answers a CONNECT request.
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
@@ -300,12 +333,49 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	case p.draining():
 		p.refuseAs(w, r, nil, nil, false, http.StatusServiceUnavailable,
 			"mcptape: the recorder is shutting down; connect again once it runs", true)
-	case isSelf(r, r.URL.Host):
-		p.refuseAs(w, r, nil, nil, false, http.StatusLoopDetected,
-			"mcptape: refused: a tunnel to the proxy itself would loop", true)
+	case tunnelOf(r) != nil:
+		p.refuseAs(w, r, nil, nil, false, http.StatusBadRequest, msgNestedTunnel, true)
+	case f.self.fromOwnTunnel(r) || f.self.targets(r.Context(), localAddr(r), r.URL.Host, ""):
+		p.refuseAs(w, r, nil, nil, false, http.StatusLoopDetected, msgSelfTunnel, true)
 	default:
-		f.gp.ServeHTTP(w, r)
+		slot, n, ok := f.self.admit(r.RemoteAddr)
+		if !ok {
+			p.refuseAs(w, r, nil, nil, false, http.StatusTooManyRequests, tooManyTunnels(n), true)
+			return
+		}
+		// The hijack takes the slot with the connection; a CONNECT that
+		// never got that far gives it back here.
+		defer func() {
+			if !slot.taken {
+				slot.done()
+			}
+		}()
+		f.gp.ServeHTTP(keepBuffered{w}, r.WithContext(context.WithValue(r.Context(), slotKey{}, slot)))
 	}
+}
+
+type slotKey struct{}
+
+// keepBuffered hands goproxy the hijacked connection with what the server
+// read past the CONNECT's head (a client may send its first bytes, a TLS
+// hello, with it), which goproxy's hijack would drop.
+type keepBuffered struct{ http.ResponseWriter }
+
+func (k keepBuffered) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(k.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rw.Reader.Buffered() > 0 {
+		c = &peekedConn{Conn: c, r: rw.Reader}
+	}
+	return c, rw, nil
+}
+
+// localAddr is the address of the listener r arrived on, or nil.
+func localAddr(r *http.Request) net.Addr {
+	a, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return a
 }
 
 // intercept serves a tunnel to a host --mitm names as a TLS server with a
@@ -345,7 +415,7 @@ func (f *forwardLeg) route(r *http.Request) (*route, *refusal) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, &refusal{http.StatusBadRequest, fmt.Sprintf("mcptape: the forward proxy takes http:// and https:// URLs, not %q", u.Scheme+"://")}
 	}
-	if isSelf(r, u.Host) {
+	if f.self.targets(r.Context(), localAddr(r), u.Host, map[string]string{"http": "80", "https": "443"}[u.Scheme]) {
 		return nil, &refusal{http.StatusLoopDetected, "mcptape: refused: the request names the proxy itself, which would loop; use a route's path, or the server's own URL"}
 	}
 	def := "80"
@@ -353,24 +423,6 @@ func (f *forwardLeg) route(r *http.Request) (*route, *refusal) {
 		def = "443"
 	}
 	return newRoute("", capture.LegForward, &url.URL{Scheme: u.Scheme, Host: hostKey(u.Host, def)}), nil
-}
-
-// isSelf reports whether hostport names the listener r arrived on.
-func isSelf(r *http.Request, hostport string) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	if !ok {
-		return false
-	}
-	h, port, err := net.SplitHostPort(hostport)
-	if err != nil || port != fmt.Sprint(la.Port) {
-		return false
-	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && (ip.IsLoopback() || ip.Equal(la.IP))
 }
 
 // dialTunnel dials a tunnel's host, keeping the connection so that a
@@ -384,14 +436,19 @@ func (f *forwardLeg) dialTunnel(req *http.Request, network, addr string) (net.Co
 	if err != nil {
 		return nil, err
 	}
+	if f.self.dialled(c) {
+		c.Close()
+		return nil, errDialledSelf
+	}
 	tcp, ok := c.(*net.TCPConn)
 	if !ok {
 		return c, nil
 	}
-	tc := &tunnelConn{TCPConn: tcp, f: f}
+	tc := &tunnelConn{TCPConn: tcp, f: f, forget: f.self.dialledOut(tcp)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
+		tc.forget()
 		tcp.Close()
 		return nil, errors.New("the recorder is shutting down")
 	}
@@ -399,11 +456,15 @@ func (f *forwardLeg) dialTunnel(req *http.Request, network, addr string) (net.Co
 	return tc, nil
 }
 
+// errDialledSelf is a tunnel whose host turned out to be the proxy itself.
+var errDialledSelf = errors.New("the tunnel's host is the proxy itself")
+
 // tunnelConn is an unrecorded tunnel's connection to its host.
 type tunnelConn struct {
 	*net.TCPConn
-	f    *forwardLeg
-	once sync.Once
+	f      *forwardLeg
+	forget func() // forgets its local end (selfGuard.dialledOut)
+	once   sync.Once
 }
 
 func (c *tunnelConn) Close() error {
@@ -411,6 +472,7 @@ func (c *tunnelConn) Close() error {
 		c.f.mu.Lock()
 		delete(c.f.open, c)
 		c.f.mu.Unlock()
+		c.forget()
 	})
 	return c.TCPConn.Close()
 }

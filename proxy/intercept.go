@@ -342,10 +342,11 @@ func (p *Proxy) callInfo(x *exchange, out *http.Request) *callInfo {
 }
 
 // interceptResponse, from ModifyResponse, takes over the body of a
-// response a rule or --answer may concern.
-func (p *Proxy) interceptResponse(res *http.Response, x *exchange) error {
+// response a rule or --answer may concern; took reports that the body
+// now reports its bytes to the recorder itself.
+func (p *Proxy) interceptResponse(res *http.Response, x *exchange) (took bool, _ error) {
 	if enc := res.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
-		return nil // compressed: nothing to read without decoding the stream
+		return false, nil // compressed: nothing to read without decoding the stream
 	}
 	c := p.callInfo(x, res.Request)
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
@@ -362,10 +363,10 @@ func (p *Proxy) interceptResponse(res *http.Response, x *exchange) error {
 	case protocol.ContentTypeSSE:
 		if respRule || mrtr || p.ans != nil || p.mayHoldServerRequests() || p.icpt.Wants(capture.InterceptNotification) {
 			res.Body = newSSEHold(c, res.Body)
-			x.w.bodyTapped = true
+			return true, nil
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // mayHoldInputs reports whether a request rule could hold an
@@ -384,42 +385,40 @@ func (p *Proxy) mayHoldInputs() bool {
 var errClientGone = errors.New("the client went away while its response was held")
 
 // holdJSON reads a JSON response whole and settles its message before a
-// byte of it goes out.
-func (c *callInfo) holdJSON(res *http.Response) error {
+// byte of it goes out; took reports that the body reports itself.
+func (c *callInfo) holdJSON(res *http.Response) (took bool, _ error) {
 	x := c.x
 	b, err := io.ReadAll(io.LimitReader(res.Body, maxHold+1))
 	if err != nil || len(b) > maxHold {
 		res.Body = &readCloser{Reader: io.MultiReader(bytes.NewReader(b), errOrRest(res.Body, err)), Closer: res.Body}
-		return nil
+		return false, nil
 	}
 	res.Body = &readCloser{Reader: bytes.NewReader(b), Closer: res.Body}
 	if protocol.IsBatch(b) {
-		return nil
+		return false, nil
 	}
 	m := protocol.Decode(b)
 	if !c.concerns(&m) {
-		return nil
+		return false, nil
 	}
 	out, note, after := c.settle(x.ctx, &m)
 	if after != nil {
 		defer after() // a response carries no server request; safe all the same
 	}
 	if note == nil {
-		return nil
+		return false, nil
 	}
 	if out == nil {
 		// The client went away: nothing goes out, the record says why.
 		x.tap.Response(res.StatusCode, res.Header, false)
 		x.tap.Intercepted(protocol.ServerToClient, note)
 		x.tap.ResponseBody(b)
-		x.w.bodyTapped = true
-		return errClientGone
+		return true, errClientGone
 	}
 	res.Body = &tappedBody{Reader: bytes.NewReader(out), Closer: res.Body, x: x, note: note, recv: b}
 	res.ContentLength = int64(len(out))
 	res.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	x.w.bodyTapped = true
-	return nil
+	return true, nil
 }
 
 type readCloser struct {

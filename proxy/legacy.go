@@ -51,9 +51,9 @@ func legacyStream(res *http.Response, x *exchange) bool {
 type endpointBody struct {
 	io.ReadCloser
 	x       *exchange
-	buf     []byte // read, not yet handed on (scanning)
-	out     []byte // to hand on
-	rec     []byte // read, not yet reported to the recorder (scanning)
+	split   protocol.SSESplitter // holds what was read, not yet handed on (scanning)
+	out     []byte               // to hand on
+	rec     []byte               // read, not yet reported to the recorder (scanning)
 	scanned int
 	events  int
 	done    bool // past the scan: bytes pass as they come
@@ -71,14 +71,18 @@ func (b *endpointBody) Read(p []byte) (int, error) {
 			return n, err
 		}
 		if n > 0 {
-			b.buf = append(b.buf, p[:n]...)
 			b.rec = append(b.rec, p[:n]...)
 			b.scanned += n
-			b.scan()
+			b.split.Feed(p[:n], b.event)
+			if !b.done && b.scanned > maxEndpointScan {
+				b.done = true
+			}
+			if b.done {
+				b.out = append(b.out, b.split.Rest()...)
+			}
 		}
 		if err != nil {
-			b.out = append(b.out, b.buf...)
-			b.buf = nil
+			b.out = append(b.out, b.split.Rest()...)
 			b.err = err
 		}
 		// The upstream's bytes reach the recorder once the client is to
@@ -93,61 +97,20 @@ func (b *endpointBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// scan moves every whole event from buf to out, rewriting the endpoint
-// event's URL; past the bounds it moves everything and stops scanning.
-func (b *endpointBody) scan() {
-	for !b.done {
-		end, sep := eventEnd(b.buf)
-		if end < 0 {
-			if b.scanned > maxEndpointScan {
-				b.finish()
-			}
-			return
-		}
-		ev := b.buf[:end+sep]
-		b.buf = b.buf[end+sep:]
-		rewritten, endpoint := b.x.rewriteEndpoint(ev)
-		b.out = append(b.out, rewritten...)
-		b.events++
-		if endpoint || b.events >= maxEndpointEvents {
-			b.finish()
-		}
+// event takes one event from the splitter while scanning: the endpoint
+// event's URL is rewritten; past the bounds, bytes pass untouched.
+func (b *endpointBody) event(ev []byte, whole bool) {
+	if b.done || !whole {
+		b.out = append(b.out, ev...)
+		b.done = true
+		return
 	}
-}
-
-func (b *endpointBody) finish() {
-	b.done = true
-	b.out = append(b.out, b.buf...)
-	b.buf = nil
-}
-
-// eventEnd finds the end of the first event in b: the index of its blank
-// line and the blank line's length, or -1.
-func eventEnd(b []byte) (int, int) {
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\n' && b[i] != '\r' {
-			continue
-		}
-		// A line ends at i; a blank line follows if the next line ending
-		// comes at once.
-		j := i + 1
-		if b[i] == '\r' && j < len(b) && b[j] == '\n' {
-			j++
-		}
-		if j < len(b) && (b[j] == '\n' || b[j] == '\r') {
-			k := j + 1
-			if b[j] == '\r' && k < len(b) && b[k] == '\n' {
-				k++
-			} else if b[j] == '\r' && k == len(b) {
-				return -1, 0 // a \r that may be followed by \n
-			}
-			return i, k - i
-		}
-		if j == len(b) {
-			return -1, 0
-		}
+	rewritten, endpoint := b.x.rewriteEndpoint(ev)
+	b.out = append(b.out, rewritten...)
+	b.events++
+	if endpoint || b.events >= maxEndpointEvents {
+		b.done = true
 	}
-	return -1, 0
 }
 
 // rewriteEndpoint rewrites the data of an endpoint event; endpoint reports
@@ -210,6 +173,9 @@ func (m frontMap) mapEndpoint(s string) (string, bool) {
 		return m.mapURL(u.String())
 	}
 	if m.prefix != "" && strings.HasPrefix(s, "/") {
+		if _, escapes := removeDotSegments(u.Path); escapes {
+			return s, false // "/../" after the prefix would name another route
+		}
 		return m.prefix + s, true
 	}
 	return s, false

@@ -35,8 +35,12 @@ import (
 const wellKnownPRM = "/.well-known/oauth-protected-resource"
 
 // maxMetadataBody bounds a protected-resource metadata document the proxy
-// reads to rewrite; a larger one passes unchanged.
-const maxMetadataBody = 64 << 10
+// reads to rewrite, as it arrives; maxMetadataDoc bounds it decoded (a
+// gzipped one). A larger one passes whole and unchanged.
+const (
+	maxMetadataBody = 64 << 10
+	maxMetadataDoc  = 4 * maxMetadataBody
+)
 
 // frontMap maps URLs on a route's upstream origin onto the proxy as a client
 // addressed it: a function of the route's upstream and the proxy's URL, so
@@ -84,11 +88,21 @@ func portOf(u *url.URL) string {
 
 // mapURL is s on the proxy: the upstream's origin replaced by the proxy's,
 // the route's prefix put before the path, path and query kept. ok is false
-// when s is not an absolute URL on the upstream's origin.
+// when s is not an absolute URL on the upstream's origin, or when its path
+// climbs above the root with dot segments: a client resolves those, and
+// under a route's prefix "/../" would lead into another route. A path with
+// dot segments that stays within the root is mapped resolved.
 func (m frontMap) mapURL(s string) (_ string, ok bool) {
 	u, err := url.Parse(s)
 	if err != nil || !u.IsAbs() || u.Host == "" || !sameOrigin(u, m.up) {
 		return s, false
+	}
+	p, escapes := removeDotSegments(u.Path)
+	if escapes {
+		return s, false
+	}
+	if p != u.Path {
+		u.Path, u.RawPath = p, ""
 	}
 	u.Scheme, u.Host, u.User = m.scheme, m.host, nil
 	if m.prefix != "" {
@@ -98,6 +112,35 @@ func (m frontMap) mapURL(s string) (_ string, ok bool) {
 		}
 	}
 	return u.String(), true
+}
+
+// removeDotSegments resolves the "." and ".." segments of an absolute
+// path as a client does (RFC 3986, 5.2.4); escapes reports a ".." above
+// the root, which the resolution drops.
+func removeDotSegments(p string) (_ string, escapes bool) {
+	if !strings.Contains(p, ".") {
+		return p, false
+	}
+	in := strings.Split(p, "/")
+	out := make([]string, 0, len(in))
+	for i, seg := range in {
+		switch seg {
+		case ".", "..":
+			if seg == ".." {
+				if len(out) > 1 {
+					out = out[:len(out)-1]
+				} else if i > 0 {
+					escapes = true
+				}
+			}
+			if i == len(in)-1 {
+				out = append(out, "") // a trailing slash
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return strings.Join(out, "/"), escapes
 }
 
 // upstreamPath is the upstream's path for a path a client asked the proxy
@@ -250,6 +293,15 @@ func (p *Proxy) rewriteChallenges(res *http.Response, rt *route, m frontMap, o *
 
 // warnForeign logs, once per URL, a metadata URL the proxy cannot route.
 func (p *Proxy) warnForeign(rt *route, what, u string) {
+	if pu, err := url.Parse(u); err == nil && pu.IsAbs() {
+		if _, escapes := removeDotSegments(pu.Path); escapes {
+			if rt.oauth.remember(&rt.oauth.warned, what+" "+u) {
+				p.log.Warn("OAuth metadata names a URL whose path climbs above its root with /../; the proxy leaves it as the upstream sent it rather than map it onto another route",
+					"what", what, "url", u, "upstream", rt.base, "route", rt.name)
+			}
+			return
+		}
+	}
 	if rt.oauth.remember(&rt.oauth.warned, what+" "+u) {
 		p.log.Warn("OAuth metadata names another origin than the upstream's, which reverse mode cannot route; a client that checks it against mcptape's address may refuse it, and must then reach the server by its own URL (through a forward proxy that records it)",
 			"what", what, "url", u, "upstream", rt.base, "route", rt.name)
@@ -387,10 +439,14 @@ func (p *Proxy) rewriteMetadata(res *http.Response, rt *route, m frontMap, o *or
 	if enc == "gzip" {
 		zr, err := gzip.NewReader(bytes.NewReader(raw))
 		if err == nil {
-			doc, err = io.ReadAll(io.LimitReader(zr, 4*maxMetadataBody))
+			doc, err = io.ReadAll(io.LimitReader(zr, maxMetadataDoc+1))
 		}
-		if err != nil {
+		if err != nil || len(doc) > maxMetadataDoc {
+			// Never a cut document: the upstream's bytes, whole.
 			res.Body = io.NopCloser(bytes.NewReader(raw))
+			if err == nil {
+				p.log.Warn("protected-resource metadata larger than the proxy rewrites once unzipped; passed unchanged", "limit", maxMetadataDoc, "path", res.Request.URL.Path)
+			}
 			return nil
 		}
 	}

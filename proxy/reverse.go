@@ -41,7 +41,9 @@ type Options struct {
 	// Transport carries requests upstream. Nil means [DefaultTransport]: no
 	// environment proxy, no transparent compression (bytes pass
 	// unchanged), generous idle connections, a bounded response head,
-	// HTTP/2 to https upstreams.
+	// HTTP/2 to https upstreams; plain-HTTP upstreams then get the proxy's
+	// own HTTP/1.1 client, with the same settings and net/http's wire
+	// format, which writes and reads each request on one goroutine.
 	Transport http.RoundTripper
 	// TLSConfig, when Transport is nil, is used for https upstreams (a
 	// custom CA, say). Nil means the system roots.
@@ -188,8 +190,15 @@ func New(opts *Options) (*Proxy, error) {
 		}
 	}
 	tr := opts.Transport
+	up := tr
 	if tr == nil {
-		tr = DefaultTransport(opts.TLSConfig)
+		dt := DefaultTransport(opts.TLSConfig)
+		tr, up = dt, dt
+		if h1Supported {
+			// Plain-HTTP upstreams over the proxy's own HTTP/1.1 client
+			// (h1.go), the rest over this transport.
+			up = newH1Transport(dt)
+		}
 	}
 	if opts.Forward != nil {
 		var err error
@@ -205,7 +214,7 @@ func New(opts *Options) (*Proxy, error) {
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
-		Transport: newUpstream(tr, p.upTimeout),
+		Transport: newUpstream(up, tr, p.upTimeout),
 		// SSE and bodies of unknown length are flushed after every write
 		// (ReverseProxy does so for them whatever this says). A body of
 		// known length goes through the server's small write buffer, so
@@ -263,9 +272,6 @@ type exchange struct {
 	inbound            // the request as received, for the hold points (intercept.go)
 	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
 	orig     *original // set when the response was rewritten (oauth.go)
-	// recordsUpstream: the upstream's body reports its bytes to the
-	// recorder itself (legacy.go), not the teeWriter
-	recordsUpstream bool
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -363,6 +369,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the transport never reads the inbound body again (that extra
 		// read races the server closing it, and cuts streamed responses).
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	default:
 		out.Body = &forwardBody{prefix: body, rest: in, remain: r.ContentLength - int64(len(body)), tap: tap, mx: &x.mx}
 	}
@@ -376,6 +383,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v := recover()
 		if v == nil {
 			tap.End(x.w.endText(), x.w.aborted)
+			if x.w.aborted && !x.w.wroteHeader {
+				// Nothing was answered: net/http would send an empty 200
+				// that nobody sent. The connection is closed instead.
+				panic(http.ErrAbortHandler)
+			}
 			return
 		}
 		tap.End(x.abortReason(), true)
@@ -412,7 +424,7 @@ func (p *Proxy) target(w http.ResponseWriter, r *http.Request) (t target, ok boo
 		}
 		return target{rt: rt, path: r.URL.Path, rawPath: r.URL.RawPath}, true
 	}
-	if p.checkHost && !hostAllowed(r) {
+	if p.checkHost && !protocol.HostAllowed(r) {
 		p.refuseHost(w, r)
 		return t, false
 	}
@@ -506,19 +518,41 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		return errSwitched
 	}
 	x, _ := res.Request.Context().Value(ctxKey{}).(*exchange)
+	if x == nil {
+		return nil
+	}
 	if err := p.rewriteOAuth(res, x); err != nil {
 		return err
 	}
-	if x != nil && res.Body != nil && res.Body != http.NoBody {
-		res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
-		if legacyStream(res, x) {
-			res.Body = &endpointBody{ReadCloser: res.Body, x: x}
-			x.recordsUpstream = true
-		} else if p.examines() {
-			return p.interceptResponse(res, x)
+	by, err := p.takeBody(res, x)
+	x.w.body = by
+	return err
+}
+
+// takeBody wraps the upstream's response body for what the proxy does
+// with it, and decides, once for the response, who reports its bytes to
+// the recorder: the teeWriter, as they are written to the client, unless
+// a wrapper reports them as it reads them (the legacy endpoint rewrite,
+// the hold points) or the OAuth rewrite kept the original body whole.
+func (p *Proxy) takeBody(res *http.Response, x *exchange) (bodyReporter, error) {
+	by := reportByWriter
+	if x.orig != nil && x.orig.body != nil {
+		by = reportWithHead
+	}
+	if res.Body == nil || res.Body == http.NoBody {
+		return by, nil
+	}
+	res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
+	switch {
+	case legacyStream(res, x):
+		res.Body = &endpointBody{ReadCloser: res.Body, x: x}
+		return reportByBody, nil
+	case p.examines():
+		if took, err := p.interceptResponse(res, x); took || err != nil {
+			return reportByBody, err
 		}
 	}
-	return nil
+	return by, nil
 }
 
 // track registers an exchange in flight; false means the proxy is
@@ -583,20 +617,6 @@ func (p *Proxy) InFlight() int {
 	p.liveMu.Lock()
 	defer p.liveMu.Unlock()
 	return len(p.live)
-}
-
-// hostAllowed is go-sdk's DNS-rebinding rule: a request that arrives on a
-// loopback address must name a loopback host.
-func hostAllowed(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return true
-	}
-	ta, ok := la.(*net.TCPAddr)
-	if !ok || !ta.IP.IsLoopback() {
-		return true
-	}
-	return protocol.LoopbackHost(r.Host)
 }
 
 type bufferPool struct{}

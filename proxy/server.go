@@ -76,7 +76,7 @@ func Listen(addr string, h http.Handler, o *ServerOptions) (*Server, error) {
 	}}
 	if p, ok := h.(*Proxy); ok && p.forward != nil {
 		// Requests read from intercepted tunnels get the same bounds.
-		p.forward.configure(s.srv.ReadHeaderTimeout, s.srv.IdleTimeout, s.srv.MaxHeaderBytes, o.Logger)
+		p.forward.configure(ln.Addr(), s.srv.ReadHeaderTimeout, s.srv.IdleTimeout, s.srv.MaxHeaderBytes, o.Logger)
 	}
 	return s, nil
 }

@@ -33,9 +33,9 @@ type sseHold struct {
 	consumed chan struct{}
 	done     chan struct{} // the pump has ended
 
-	split    sseSplitter
-	out      []byte // what to return next
-	upDone   bool   // the upstream ended (upErr, or io.EOF)
+	split    protocol.SSESplitter // Max: maxHold
+	out      []byte               // what to return next
+	upDone   bool                 // the upstream ended (upErr, or io.EOF)
 	upErr    error
 	pending  int          // held events not released yet
 	released chan release // decided
@@ -61,6 +61,7 @@ type release struct {
 
 func newSSEHold(c *callInfo, up io.ReadCloser) *sseHold {
 	h := &sseHold{c: c, up: up, chunks: make(chan chunk), consumed: make(chan struct{}, 1), done: make(chan struct{}), released: make(chan release)}
+	h.split.Max = maxHold
 	h.ctx, h.cancel = context.WithCancel(c.x.ctx)
 	go h.pump()
 	return h
@@ -101,7 +102,7 @@ func (h *sseHold) Read(p []byte) (int, error) {
 		if h.upDone && h.pending == 0 {
 			// What is left is an event the stream ended in the middle of:
 			// it goes on as it is.
-			if rest := h.split.rest(); len(rest) > 0 {
+			if rest := h.split.Rest(); len(rest) > 0 {
 				h.pass(rest)
 				continue
 			}
@@ -114,7 +115,7 @@ func (h *sseHold) Read(p []byte) (int, error) {
 		select {
 		case c := <-chunks:
 			if len(c.data) > 0 {
-				h.split.feed(c.data, h.segment) // copies what it keeps
+				h.split.Feed(c.data, h.segment) // copies what it keeps
 			}
 			if c.err != nil {
 				h.upDone, h.upErr = true, c.err
@@ -270,67 +271,4 @@ func splitLines(b []byte) [][]byte {
 		b = b[i+1:]
 	}
 	return out
-}
-
-// sseSplitter cuts a stream into SSE events (each with the blank line
-// that ends it), without decoding them. An event longer than maxHold is
-// not held: its bytes go on as they come.
-type sseSplitter struct {
-	pend      []byte
-	scanned   int  // bytes of pend already scanned
-	lineStart bool // the last byte scanned ended a line
-	cr        bool // the last byte scanned was CR
-	through   bool // passing an oversize event through
-	started   bool
-}
-
-// feed scans b and calls emit for each complete event (event true) and
-// for the bytes of an oversize one (event false).
-func (s *sseSplitter) feed(b []byte, emit func([]byte, bool)) {
-	if !s.started {
-		s.started, s.lineStart = true, true
-	}
-	s.pend = append(s.pend, b...)
-	for i := s.scanned; i < len(s.pend); i++ {
-		c := s.pend[i]
-		if s.cr && c == '\n' {
-			s.cr = false
-			continue // the LF of a CRLF
-		}
-		s.cr = false
-		if c != '\r' && c != '\n' {
-			s.lineStart = false
-			continue
-		}
-		s.cr = c == '\r'
-		if !s.lineStart {
-			s.lineStart = true
-			continue
-		}
-		// A blank line: the event ends here (with the LF of a CRLF, when
-		// it has come).
-		end := i + 1
-		if c == '\r' && end < len(s.pend) && s.pend[end] == '\n' {
-			end++
-			s.cr = false
-		}
-		ev := s.pend[:end]
-		emit(ev, !s.through)
-		s.through = false
-		s.pend = append([]byte(nil), s.pend[end:]...)
-		i = -1
-	}
-	s.scanned = len(s.pend)
-	if len(s.pend) > maxHold || s.through && len(s.pend) > 0 {
-		emit(s.pend, false)
-		s.through = true
-		s.pend, s.scanned = nil, 0
-	}
-}
-
-// rest is what is left of an event the stream ended in the middle of.
-func (s *sseSplitter) rest() []byte {
-	r := s.pend
-	s.pend, s.scanned = nil, 0
-	return r
 }

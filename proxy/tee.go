@@ -23,6 +23,24 @@ const (
 	lazyFlushDelay = time.Millisecond
 )
 
+// bodyReporter is who reports a response's body bytes to the recorder.
+type bodyReporter uint8
+
+const (
+	// reportByWriter: the teeWriter, as the bytes go to the client.
+	reportByWriter bodyReporter = iota
+	// reportByBody: the response body the proxy took over, as it reads
+	// the upstream's bytes (the legacy endpoint rewrite, the hold points).
+	reportByBody
+	// reportWithHead: the upstream's original body, kept whole by the
+	// OAuth rewrite, reported with the head.
+	reportWithHead
+	// reportNone: nobody; the proxy answers a client that went away only
+	// in case it still reads (it half-closed), and the record keeps the
+	// exchange cut, with the status.
+	reportNone
+)
+
 // teeWriter is the ResponseWriter the ReverseProxy writes to: it reports
 // the headers and every byte that went to the client to the Tap, so the
 // record shows what the client actually received.
@@ -37,9 +55,9 @@ type teeWriter struct {
 	aborted     bool
 	abortText   string
 	upstreamErr string
-	// bodyTapped: the response body reports itself to the Tap (a body the
-	// hold points took over, intercept.go), so Write does not.
-	bodyTapped bool
+	// body is who reports the response's body bytes to the Tap, decided
+	// once per response (takeBody; the proxy's own answers by the writer).
+	body bodyReporter
 
 	// mu orders the writes and flushes to ResponseWriter once a put-off
 	// flush (lazyFlushDelay) may run on its timer's goroutine.
@@ -80,7 +98,7 @@ func (t *teeWriter) WriteHeader(code int) {
 		// Rewritten (oauth.go): the record keeps the upstream's original.
 		t.x.tap.Rewritten(strings.Join(o.note, "; "))
 		t.x.tap.Response(code, o.recorded(h), false)
-		if o.body != nil {
+		if t.body == reportWithHead {
 			t.x.tap.ResponseBody(o.body)
 		}
 	} else {
@@ -97,7 +115,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	// The recorder hears of the bytes before the client can: a reader that
 	// asks the recorder (a Sync) after the client had them finds them.
 	// Should the write fail, the exchange ends aborted with the reason.
-	if o := t.x.orig; !t.bodyTapped && ((o == nil || o.body == nil) && !t.x.recordsUpstream || t.synthesized) {
+	if t.body == reportByWriter {
 		t.x.tap.ResponseBody(p)
 	}
 	t.mu.Lock()

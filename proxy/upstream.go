@@ -36,9 +36,11 @@ type upstream struct {
 	timeout time.Duration     // <= 0: no limit
 }
 
-func newUpstream(rt http.RoundTripper, timeout time.Duration) *upstream {
-	u := &upstream{rt: rt, fresh: rt, timeout: timeout}
-	if t, ok := rt.(*http.Transport); ok {
+// newUpstream wraps rt; base, the transport under it (rt itself unless
+// it is the h1 transport), makes the fresh connection of a retry.
+func newUpstream(rt, base http.RoundTripper, timeout time.Duration) *upstream {
+	u := &upstream{rt: rt, fresh: base, timeout: timeout}
+	if t, ok := base.(*http.Transport); ok {
 		f := t.Clone()
 		f.DisableKeepAlives = true
 		u.fresh = f
@@ -66,23 +68,25 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange) (_ *http.Response, retry bool, _ error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	a := &attemptState{cancel: cancel, d: u.timeout}
-	trace := &httptrace.ClientTrace{
-		GotConn:              func(ci httptrace.GotConnInfo) { a.reused.Store(ci.Reused) },
-		WroteRequest:         func(httptrace.WroteRequestInfo) { a.arm() },
-		GotFirstResponseByte: func() { a.gotByte.Store(true) },
-		// net/http leaves bounding interim responses to whoever sees them
-		// (ReverseProxy relays each to the client). The error a hook
-		// returns is lost when traces are composed: cancel instead.
-		Got1xxResponse: func(int, textproto.MIMEHeader) error {
-			if a.interim.Add(1) > maxInterim {
-				cancel(errTooManyInterim)
-				return errTooManyInterim
-			}
-			return nil
-		},
-	}
 	x.mx.forwarded = time.Now()
-	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	var res *http.Response
+	var err error
+	if h, ok := rt.(*h1Transport); ok && h.handles(req) {
+		// The h1 transport calls the attempt's hooks itself: no trace to
+		// compose with ReverseProxy's (which net/http builds with
+		// reflection, per request).
+		res, err = h.roundTrip(req.WithContext(ctx), a)
+	} else {
+		trace := &httptrace.ClientTrace{
+			GotConn:              func(ci httptrace.GotConnInfo) { a.gotConn(ci.Reused) },
+			WroteRequest:         func(httptrace.WroteRequestInfo) { a.arm() },
+			GotFirstResponseByte: a.gotFirstByte,
+			// The error a hook returns is lost when traces are composed:
+			// got1xx cancels as well.
+			Got1xxResponse: func(int, textproto.MIMEHeader) error { return a.got1xx() },
+		}
+		res, err = rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	}
 	a.disarm()
 	if err == nil && a.timedOut.Load() {
 		// The wait was over and the request cancelled before this response
@@ -123,6 +127,31 @@ type attemptState struct {
 	mu                        sync.Mutex
 	t                         *time.Timer
 	over                      bool
+}
+
+// attemptHooks are what the h1 transport tells an attempt of its
+// connection, as net/http's transport does through a ClientTrace.
+type attemptHooks interface {
+	gotConn(reused bool)
+	arm() // the request was written
+	gotFirstByte()
+	got1xx() error
+}
+
+var _ attemptHooks = (*attemptState)(nil)
+
+func (a *attemptState) gotConn(reused bool) { a.reused.Store(reused) }
+
+func (a *attemptState) gotFirstByte() { a.gotByte.Store(true) }
+
+// got1xx counts an interim response. net/http leaves bounding them to
+// whoever sees them (ReverseProxy relays each to the client).
+func (a *attemptState) got1xx() error {
+	if a.interim.Add(1) > maxInterim {
+		a.cancel(errTooManyInterim)
+		return errTooManyInterim
+	}
+	return nil
 }
 
 func (a *attemptState) arm() {

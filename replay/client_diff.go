@@ -1,12 +1,12 @@
 package replay
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mcptape/mcptape/capture"
 )
 
 // ErrBadIgnorePath is returned for an ignore path that cannot be parsed.
@@ -101,17 +101,6 @@ func (ig *ignoreRules) skip(path []string) bool {
 	return false
 }
 
-func renderPath(path []string) string {
-	var b strings.Builder
-	for i, s := range path {
-		if i > 0 && !strings.HasPrefix(s, "[") {
-			b.WriteByte('.')
-		}
-		b.WriteString(s)
-	}
-	return b.String()
-}
-
 // maxDiffs bounds the differences listed for one call.
 const maxDiffs = 50
 
@@ -122,104 +111,14 @@ const absent = "(absent)"
 // left out.
 func diffDocs(recorded, live any, ig *ignoreRules) []Difference {
 	var out []Difference
-	more := 0
-	var walk func(path []string, a, b any, hasA, hasB bool)
-	walk = func(path []string, a, b any, hasA, hasB bool) {
-		if len(path) > 0 && ig.skip(path) {
-			return
+	for _, c := range capture.DiffJSON(recorded, live, ig.skip, maxDiffs, maxRendered) {
+		if c.Path == "" {
+			c.Path = "(the whole response)"
 		}
-		am, aok := a.(map[string]any)
-		bm, bok := b.(map[string]any)
-		if aok && bok {
-			keys := make([]string, 0, len(am)+len(bm))
-			for k := range am {
-				keys = append(keys, k)
-			}
-			for k := range bm {
-				if _, ok := am[k]; !ok {
-					keys = append(keys, k)
-				}
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				av, ha := am[k]
-				bv, hb := bm[k]
-				walk(append(slices.Clip(path), k), av, bv, ha, hb)
-			}
-			return
-		}
-		al, alok := a.([]any)
-		bl, blok := b.([]any)
-		if alok && blok {
-			for i := range max(len(al), len(bl)) {
-				var av, bv any
-				if i < len(al) {
-					av = al[i]
-				}
-				if i < len(bl) {
-					bv = bl[i]
-				}
-				walk(append(slices.Clip(path), "["+strconv.Itoa(i)+"]"), av, bv, i < len(al), i < len(bl))
-			}
-			return
-		}
-		if hasA == hasB && sameScalar(a, b) {
-			return
-		}
-		if len(out) >= maxDiffs {
-			more++
-			return
-		}
-		d := Difference{Path: renderPath(path), Recorded: absent, Live: absent}
-		if hasA {
-			d.Recorded = render(a)
-		}
-		if hasB {
-			d.Live = render(b)
-		}
-		if d.Path == "" {
-			d.Path = "(the whole response)"
-		}
-		out = append(out, d)
-	}
-	walk(nil, recorded, live, true, true)
-	if more > 0 {
-		out = append(out, Difference{Path: "…", Recorded: fmt.Sprintf("%d more difference(s) not listed", more), Live: ""})
+		out = append(out, Difference{Path: c.Path, Recorded: c.Old, Live: c.New})
 	}
 	return out
 }
 
-// sameScalar compares two JSON values that are not both objects or both
-// lists: numbers by value, everything else exactly.
-func sameScalar(a, b any) bool {
-	an, aok := a.(json.Number)
-	bn, bok := b.(json.Number)
-	if aok && bok {
-		if an == bn {
-			return true
-		}
-		af, err1 := an.Float64()
-		bf, err2 := bn.Float64()
-		return err1 == nil && err2 == nil && af == bf
-	}
-	switch a.(type) {
-	case map[string]any, []any:
-		return false
-	}
-	switch b.(type) {
-	case map[string]any, []any:
-		return false
-	}
-	return a == b
-}
-
 // maxRendered bounds a value's JSON in a Difference.
 const maxRendered = 2000
-
-func render(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return clip(string(b), maxRendered)
-}

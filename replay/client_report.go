@@ -162,6 +162,11 @@ func (r *ClientReport) WriteJUnit(w io.Writer) error {
 		out.Errors += suite.Errors
 		out.Suites = append(out.Suites, suite)
 	}
+	return writeJUnitXML(w, out)
+}
+
+// writeJUnitXML writes a JUnit document, with its XML header.
+func writeJUnitXML(w io.Writer, out junitSuites) error {
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}

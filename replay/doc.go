@@ -133,6 +133,23 @@
 // ([ClientReport.WriteJUnit]), and gives the replay's [TranscriptEntry]
 // list, the same for two replays of a tape against a deterministic server.
 //
+// # Checking and comparing recordings
+//
+// [Check] tells whether recordings — the sessions of tape files
+// ([TapeRecording]) or of a store ([StoreRecording]) — are healthy: each
+// client call with its status, and every [Problem] by rule (a JSON-RPC
+// error or isError result, a call with no answer, lost messages, findings
+// of a kind), failing as [CheckOptions].FailOn says ([DefaultFailOn]).
+// The [CheckReport] writes a line per problem at the tape's file:line
+// ([CheckReport.WriteText]), JUnit XML with a test case per call
+// ([CheckReport.WriteJUnit]) and SARIF 2.1.0 for code-scanning tabs
+// ([CheckReport.WriteSARIF]). [Diff] compares two recordings: tools,
+// prompts and resources added, removed and changed, each field as a path
+// ([capture.CatalogChange]), the calls whose params or answers differ
+// (the replay client's comparison), the calls only one made, and latency
+// per method. A project's own tests gate on them with [AssertHealthy] and
+// [AssertSameRecording].
+//
 // # Testing profiles
 //
 // A [Profile] (docs/testing-profiles.md) answers what a recording cannot:

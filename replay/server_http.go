@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -17,7 +16,7 @@ import (
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.opts.AllowAnyHost && !hostAllowed(r) {
+	if !s.opts.AllowAnyHost && !protocol.HostAllowed(r) {
 		msg := fmt.Sprintf("mcptape replay: refused: Host %q is not a loopback name, but the request arrived on a loopback address (DNS rebinding protection; run with --allow-any-host to turn it off)", r.Host)
 		s.log.Warn(msg)
 		http.Error(w, msg, http.StatusForbidden)
@@ -36,19 +35,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
-}
-
-// hostAllowed applies the DNS-rebinding rule: a request that arrived on a
-// loopback address must name a loopback host.
-func hostAllowed(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return true
-	}
-	if ta, ok := la.(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		return true
-	}
-	return protocol.LoopbackHost(r.Host)
 }
 
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {

@@ -367,11 +367,23 @@ type ImportOptions struct {
 // renumbered after it otherwise, links rewritten alike. It streams: a
 // tape OpenTape opened is read from its file a record at a time and
 // written in batches (of at most 2048 records or 8 MiB of bodies), so
-// importing it costs about its index, not its size.
-func Import(ctx context.Context, store capture.Store, t *Tape, opts *ImportOptions) ([]string, error) {
+// importing it costs about its index, not its size. It is all or
+// nothing: what would fail is found before anything is written
+// ([PlanImport]), and a write that fails all the same has the sessions
+// written before it removed again.
+func Import(ctx context.Context, store capture.Store, t *Tape, opts *ImportOptions) (ids []string, err error) {
 	if opts == nil {
 		opts = &ImportOptions{}
 	}
+	plan, err := PlanImport(ctx, store, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			ids, err = nil, undoImport(store, plan, err)
+		}
+	}()
 	lastSeq, lastX, err := store.LastIDs(ctx)
 	if err != nil {
 		return nil, err
@@ -403,7 +415,6 @@ func Import(ctx context.Context, store capture.Store, t *Tape, opts *ImportOptio
 		seqMap.sort()
 		xMap.sort()
 	}
-	var ids []string
 	for i, ts := range t.Sessions {
 		ix, ld := idx[i], t.loaderFor(i)
 		s := *ts.Session

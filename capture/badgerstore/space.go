@@ -63,9 +63,10 @@ func (e *spaceError) Is(target error) bool { return target == capture.ErrStoreFu
 // space is a store's guard against a full disk and its size bound.
 type space struct {
 	s       *Store
-	floor   int64 // free space kept; 0 when the floor is off
-	resume  int64 // free space at which a store paused at the floor writes again
-	maxSize int64 // 0: no bound
+	floor   int64         // free space kept; 0 when the floor is off
+	resume  int64         // free space at which a store paused at the floor writes again
+	maxSize int64         // 0: no bound
+	maxAge  time.Duration // 0: sessions are kept whatever their age
 
 	mu    sync.Mutex
 	why   pause
@@ -74,7 +75,7 @@ type space struct {
 	free  int64 // the latest measurement; -1 when unknown
 
 	refused atomic.Int64 // messages refused for space
-	deleted atomic.Int64 // sessions deleted to stay under the bound
+	deleted atomic.Int64 // sessions deleted to stay under the bound and the age limit
 
 	// round is closed, and replaced, when a retention round ends; stuck
 	// says the last round found nothing it may delete.
@@ -87,9 +88,9 @@ type space struct {
 }
 
 func newSpace(s *Store, o *Options, memtable int64) *space {
-	g := &space{s: s, maxSize: max(o.MaxSize, 0), free: -1}
+	g := &space{s: s, maxSize: max(o.MaxSize, 0), maxAge: max(o.MaxAge, 0), free: -1}
 	if o.InMemory || o.ReadOnly {
-		g.maxSize = 0
+		g.maxSize, g.maxAge = 0, 0
 		return g
 	}
 	switch {
@@ -105,9 +106,9 @@ func newSpace(s *Store, o *Options, memtable int64) *space {
 	return g
 }
 
-// start runs retention when the store has a size bound.
+// start runs retention when the store has a size bound or an age limit.
 func (g *space) start() {
-	if g.maxSize == 0 {
+	if g.maxSize == 0 && g.maxAge == 0 {
 		return
 	}
 	g.kick = make(chan struct{}, 1)
@@ -269,8 +270,11 @@ type SpaceStatus struct {
 	// bound, 0 when none.
 	Size    int64 `json:"size"`
 	MaxSize int64 `json:"maxSize,omitempty"`
+	// MaxAge is the age past which sessions are deleted, 0 when none.
+	MaxAge time.Duration `json:"maxAge,omitempty"`
 	// Refused counts the messages the store refused for space since it
-	// opened; Deleted the sessions it deleted to stay under MaxSize.
+	// opened; Deleted the sessions it deleted to stay under MaxSize and
+	// MaxAge.
 	Refused int64 `json:"refused"`
 	Deleted int64 `json:"deleted"`
 }
@@ -285,7 +289,7 @@ func (s *Store) Space() SpaceStatus {
 		g.evaluate(0)
 	}
 	st := SpaceStatus{Paused: g.why != pauseNone, Reason: g.text, Since: g.since, Free: g.free, MinFree: g.floor,
-		MaxSize: g.maxSize, Refused: g.refused.Load(), Deleted: g.deleted.Load()}
+		MaxSize: g.maxSize, MaxAge: g.maxAge, Refused: g.refused.Load(), Deleted: g.deleted.Load()}
 	g.mu.Unlock()
 	if !st.Paused {
 		st.Since = time.Time{}
@@ -327,11 +331,20 @@ func (g *space) retain() {
 	}
 }
 
-// retainOnce deletes the oldest finished sessions while the store is over
-// retainStartPct of its bound, down to retainTargetPct. stuck reports that
-// it stopped over the bound for want of a session it may delete.
+// retainOnce deletes the finished sessions older than the age limit, then
+// the oldest finished sessions while the store is over retainStartPct of
+// its bound, down to retainTargetPct. stuck reports that it stopped over
+// the bound for want of a session it may delete.
 func (s *Store) retainOnce(ctx context.Context) (stuck bool, err error) {
 	g := s.space
+	if g.maxAge > 0 {
+		if err := s.retainAge(ctx); err != nil {
+			return false, err
+		}
+	}
+	if g.maxSize == 0 {
+		return false, nil
+	}
 	if _, err := s.measureSize(true); err != nil {
 		return false, err
 	}
@@ -370,15 +383,20 @@ func (s *Store) retainOnce(ctx context.Context) (stuck bool, err error) {
 	}
 	if freed {
 		// Exchanges with large headers live in the value log: give back
-		// what the deleted ones took, unless space is short (a rewrite
-		// needs room).
-		g.mu.Lock()
-		short := g.why == pauseFloor
-		g.mu.Unlock()
-		for !short && ctx.Err() == nil && s.runValueLogGC() {
-		}
+		// what the deleted ones took.
+		s.reclaim(ctx, false)
 	}
 	return stuck, nil
+}
+
+// retainAge deletes the finished sessions whose latest traffic is older
+// than the age limit (Options.MaxAge), as Prune would.
+func (s *Store) retainAge(ctx context.Context) error {
+	rep, err := s.prune(ctx, capture.PruneOptions{OlderThan: s.space.maxAge}, false)
+	if rep != nil {
+		s.space.deleted.Add(int64(len(rep.Deleted)))
+	}
+	return err
 }
 
 func (s *Store) runValueLogGC() bool {
@@ -501,7 +519,7 @@ func (s *Store) registerSpace(reg prometheus.Registerer) (func(), error) {
 			Help: "Messages the store refused to record for space; they also count in mcptape_capture_messages_lost_total."},
 			func() float64 { return float64(g.refused.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mcptape_store_sessions_deleted_total",
-			Help: "Sessions deleted, oldest first, to keep the store under --max-store-size."},
+			Help: "Sessions deleted, oldest first, to keep the store under --max-store-size and --max-age."},
 			func() float64 { return float64(g.deleted.Load()) }),
 	}
 	for i, c := range cs {
@@ -526,4 +544,5 @@ const (
 	logKeyMaxSize  = "maxSize"
 	logKeyExchange = "exchange"
 	logKeySeq      = "seq"
+	logKeyWhy      = "why"
 )

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -89,6 +90,11 @@ type Options struct {
 	// Badger gives deleted records' space back as it compacts, so the
 	// directory can stay above the bound for a while. Zero means no bound.
 	MaxSize int64
+	// MaxAge, when positive, deletes sessions whose latest traffic is
+	// older than this, checked every 30 seconds: sessions that are open
+	// or active in the last five minutes are kept (see Prune). Zero keeps
+	// sessions whatever their age.
+	MaxAge time.Duration
 	// ReadOnly opens the store for reading only: nothing in the directory
 	// is written, so it opens on a full disk, and Write, DeleteSession and
 	// the edits return ErrReadOnly. A store a process was killed in

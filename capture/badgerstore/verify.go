@@ -183,8 +183,8 @@ func verifyTable(name string) (damage string, ok bool) {
 	if err != nil {
 		// OpenTable closed mf. A table whose index is damaged keeps
 		// Badger from opening the store at all.
-		return "its index is damaged, so the store does not open: move this file out of the directory to read " +
-			"the rest (the records in it are lost): " + err.Error(), true
+		return "its index is damaged, so the store does not open: `mcptape verify --repair` recovers the rest " +
+			"into a new directory (the records in this table are lost): " + err.Error(), true
 	}
 	// Never DecrRef a table opened here: at zero references Badger
 	// deletes the file. Unmap it instead.

@@ -229,19 +229,30 @@ func (s *Store) writeBatch(b *capture.Batch) (err error) {
 }
 
 func validate(b *capture.Batch) error {
+	// A session id is in the key of every record of its session: one
+	// past the bound is refused before a key is built for it.
 	for _, x := range b.Sessions {
 		if x == nil {
 			return errors.New("badgerstore: nil session in batch")
+		}
+		if len(x.ID) > capture.MaxSessionIDLen {
+			return fmt.Errorf("badgerstore: session: %w", capture.CheckSessionID(x.ID))
 		}
 	}
 	for _, x := range b.Exchanges {
 		if x == nil {
 			return errors.New("badgerstore: nil exchange in batch")
 		}
+		if len(x.SessionID) > capture.MaxSessionIDLen {
+			return fmt.Errorf("badgerstore: exchange %d: %w", x.ID, capture.CheckSessionID(x.SessionID))
+		}
 	}
 	for _, m := range b.Messages {
 		if m == nil {
 			return errors.New("badgerstore: nil message in batch")
+		}
+		if len(m.SessionID) > capture.MaxSessionIDLen {
+			return fmt.Errorf("badgerstore: message %d: %w", m.Seq, capture.CheckSessionID(m.SessionID))
 		}
 	}
 	return nil

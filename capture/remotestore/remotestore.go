@@ -9,7 +9,9 @@
 //
 // # API
 //
-// All endpoints are GET and need `Authorization: Bearer TOKEN`. They answer
+// All endpoints are GET and need `Authorization: Bearer TOKEN` and a Host
+// header that names the loopback host (localhost, 127.0.0.1, [::1]; else
+// 403, as the dashboard does). They answer
 // in encoding/gob (application/x-gob), which keeps raw JSON fields byte for
 // byte where encoding/json would compact and re-escape them; lists are a
 // stream of frames, each a record or an error:
@@ -30,6 +32,10 @@
 // another upstream, 400 for a bad name or URL, 404 when the recorder has
 // no routes.
 //
+// One more writes, for a store that prunes (capture.Pruner): POST
+// /v1/prune with a JSON capture.PruneOptions answers the
+// capture.PruneReport; 404 when the store does not prune.
+//
 // Ids travel in the query string, since session ids are arbitrary text.
 //
 // Errors are an errorBody frame, with 404 for capture.ErrNotFound and 503
@@ -37,6 +43,7 @@
 package remotestore
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -57,6 +64,7 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // Status is what the recording process reports about itself.
@@ -116,6 +124,7 @@ func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Hand
 	mux.HandleFunc("GET /v1/message", h.message)
 	mux.HandleFunc("GET /v1/lastids", h.lastIDs)
 	mux.HandleFunc("GET /v1/verify", h.verify)
+	mux.HandleFunc("POST /v1/prune", h.prune)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		if status == nil {
 			writeErr(w, http.StatusNotFound, errors.New("no status"))
@@ -144,6 +153,13 @@ func Handler(store capture.Reader, token string, opts *HandlerOptions) http.Hand
 		}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The rule of every mcptape listener (the dashboard's too): on
+		// loopback, a request naming another host is a page that rebound
+		// its name to 127.0.0.1 (DNS rebinding).
+		if !protocol.HostAllowed(r) {
+			writeErr(w, http.StatusForbidden, errors.New("the Host header names no loopback host, on a loopback listener (DNS rebinding?)"))
+			return
+		}
 		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			writeErr(w, http.StatusUnauthorized, errors.New("missing or wrong token"))
@@ -305,6 +321,25 @@ func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
 	writeOne(w, *rep)
 }
 
+func (h *handler) prune(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.store.(capture.Pruner)
+	if !ok {
+		writeErr(w, http.StatusNotFound, errors.New("this store does not prune"))
+		return
+	}
+	var o capture.PruneOptions
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&o); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("reading what to prune: %w", err))
+		return
+	}
+	rep, err := p.Prune(r.Context(), o)
+	if err != nil {
+		storeErr(w, err)
+		return
+	}
+	writeOne(w, *rep)
+}
+
 type lastIDs struct{ Seq, Exchange uint64 }
 
 func (h *handler) lastIDs(w http.ResponseWriter, r *http.Request) {
@@ -357,26 +392,13 @@ func (c *Client) get(ctx context.Context, path string) (*http.Response, error) {
 // AddRoute asks the recorder to add a route to upstream under name; see
 // the package documentation.
 func (c *Client) AddRoute(ctx context.Context, name, upstream string) (*RouteInfo, error) {
-	b, _ := json.Marshal(map[string]string{"name": name, "upstream": upstream})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/routes", strings.NewReader(string(b)))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("asking the running recorder at %s: %w", c.base, err)
-	}
-	defer res.Body.Close()
-	var f frame[RouteInfo]
-	if err := gob.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&f); err != nil {
-		return nil, fmt.Errorf("the running recorder answered %s", res.Status)
-	}
+	f, status, err := postOne[RouteInfo](c, ctx, "/v1/routes", map[string]string{"name": name, "upstream": upstream})
 	switch {
-	case f.Err != nil && res.StatusCode == http.StatusConflict:
+	case err != nil:
+		return nil, err
+	case f.Err != nil && status == http.StatusConflict:
 		return nil, fmt.Errorf("%w: %s", ErrRouteConflict, f.Err.Error)
-	case f.Err != nil && res.StatusCode == http.StatusNotFound:
+	case f.Err != nil && status == http.StatusNotFound:
 		return nil, ErrNoRoutes
 	case f.Err != nil:
 		return nil, errors.New(f.Err.Error)
@@ -384,6 +406,50 @@ func (c *Client) AddRoute(ctx context.Context, name, upstream string) (*RouteInf
 		return nil, errors.New("the recorder's answer was empty")
 	}
 	return f.V, nil
+}
+
+// Prune implements capture.Pruner: the process that holds the store
+// prunes it.
+func (c *Client) Prune(ctx context.Context, o capture.PruneOptions) (*capture.PruneReport, error) {
+	f, status, err := postOne[capture.PruneReport](c, ctx, "/v1/prune", o)
+	switch {
+	case err != nil:
+		return nil, err
+	case f.Err != nil && status == http.StatusNotFound:
+		return nil, fmt.Errorf("the process that holds the store does not prune (an older mcptape?): %s", f.Err.Error)
+	case f.Err != nil:
+		return nil, f.Err.err()
+	case f.V == nil:
+		return nil, errors.New("the recorder's answer was empty")
+	}
+	return f.V, nil
+}
+
+var _ capture.Pruner = (*Client)(nil)
+
+// postOne posts body as JSON to path and decodes the one frame answered,
+// with the answer's status.
+func postOne[T any](c *Client, ctx context.Context, path string, body any) (*frame[T], int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("asking the running recorder at %s: %w", c.base, err)
+	}
+	defer res.Body.Close()
+	var f frame[T]
+	if err := gob.NewDecoder(io.LimitReader(res.Body, 16<<20)).Decode(&f); err != nil {
+		return nil, 0, fmt.Errorf("the running recorder answered %s", res.Status)
+	}
+	return &f, res.StatusCode, nil
 }
 
 func getOne[T any](c *Client, ctx context.Context, path string) (*T, error) {

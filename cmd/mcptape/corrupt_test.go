@@ -26,6 +26,28 @@ import (
 func damagedStore(t *testing.T) (dir string, ids []string, blobSession string) {
 	t.Helper()
 	dir = t.TempDir()
+	ids, blobSession = soundStore(t, dir)
+	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table files after closing the store")
+	}
+	slices.SortFunc(tables, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
+	// Two places: the message index records sort first, their raw bytes
+	// after them.
+	overwrite(t, tables[0], fileSize(t, tables[0])/10, 512)
+	overwrite(t, tables[0], fileSize(t, tables[0])*6/10, 512)
+	blobs, _ := filepath.Glob(filepath.Join(dir, "blobs", "*"))
+	if len(blobs) != 1 {
+		t.Fatalf("%d blob files, want 1", len(blobs))
+	}
+	overwrite(t, blobs[0], 1000, 64)
+	return dir, ids, blobSession
+}
+
+// soundStore writes damagedStore's sessions into a store in dir and
+// closes it.
+func soundStore(t *testing.T, dir string) (ids []string, blobSession string) {
+	t.Helper()
 	st, err := badgerstore.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -59,21 +81,7 @@ func damagedStore(t *testing.T) (dir string, ids []string, blobSession string) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
-	if len(tables) == 0 {
-		t.Fatal("no table files after closing the store")
-	}
-	slices.SortFunc(tables, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
-	// Two places: the message index records sort first, their raw bytes
-	// after them.
-	overwrite(t, tables[0], fileSize(t, tables[0])/10, 512)
-	overwrite(t, tables[0], fileSize(t, tables[0])*6/10, 512)
-	blobs, _ := filepath.Glob(filepath.Join(dir, "blobs", "*"))
-	if len(blobs) != 1 {
-		t.Fatalf("%d blob files, want 1", len(blobs))
-	}
-	overwrite(t, blobs[0], 1000, 64)
-	return dir, ids, blobSession
+	return ids, blobSession
 }
 
 func fileSize(t *testing.T, path string) int64 {

@@ -41,6 +41,10 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	listen := fs.String("listen", dashboard.DefaultAddr, "address the dashboard listens on (loopback unless told otherwise)")
 	token := fs.String("token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var maxAge age
+	fs.Var(&maxAge, "max-age", "delete sessions whose latest traffic is older than this while the dashboard runs, e.g. 30d (d is a day, w a week); open sessions are kept")
+	maxStoreSize := fs.String("max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
+	otlp := fs.String("otlp", "", otlpUsage+" (what this process records from wraps)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -51,22 +55,40 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger})
+	maxSize, err := parseSize(*maxStoreSize)
+	if err != nil {
+		return usagef("--max-store-size: %v", err)
+	}
+	store, err := openDashboardStore(ctx, *data, &badgerstore.Options{Logger: logger, MaxSize: maxSize, MaxAge: time.Duration(maxAge)})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	warnNoRoom(stderr, *data, store) // it records what wraps hand over
 	replays := &replayServers{store: store, data: *data, logger: logger}
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(newMetricsRegistry()), replays, nil, nil, logger, nil)
+	reg := newMetricsRegistry()
+	status := func() dashboard.RecordingStatus { return storeStatus(store) }
+	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(reg), replays, status, nil, logger, nil)
 	if err != nil {
 		return err
 	}
+	tr, err := startTraces(ctx, *otlp, registerer(reg), logger, stdout)
+	if err != nil {
+		return errors.Join(err, d.close())
+	}
+	ro := &capture.RecorderOptions{Logger: logger}
+	if tr != nil {
+		ro.OnBatch = tr.OnBatch
+	}
 	// What `mcptape wrap` records reaches the store through this process
 	// while it holds the store (the live page polls the store).
-	rec, err := capture.NewRecorder(ctx, store, &capture.RecorderOptions{Logger: logger})
+	// (Each wrap compares its server's tools/list with the baselines
+	// itself: what is ingested comes with its drift findings.)
+	rec, err := capture.NewRecorder(ctx, store, ro)
 	if err != nil {
+		closeTraces(tr, logger)
 		return errors.Join(err, d.close())
 	}
 	ing := startIngest(*data, rec, store, logger)
@@ -75,6 +97,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = rec.Close(cctx)
 		cancel()
+		closeTraces(tr, logger)
 	}()
 	// Like a recorder, announce a read API, so that `ls` and `show` work
 	// while the dashboard holds the store, and point others at it.

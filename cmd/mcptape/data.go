@@ -73,7 +73,7 @@ func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error
 				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)
 			}
 		}
-		return nil, err
+		return nil, notOpening(dir, err)
 	}
 	if err := repairStale(dir, st); err != nil {
 		st.Close()
@@ -136,7 +136,7 @@ func openRead(ctx context.Context, dir string) (openedStore, error) {
 		}
 		return nil, fmt.Errorf("%s is locked by another process that offers no API (an older mcptape, or a crashed one still running?); stop it, then try again", dir)
 	}
-	return nil, err
+	return nil, notOpening(dir, err)
 }
 
 // noStore says why dir holds no store, or nil when it holds one. Reading

@@ -105,24 +105,47 @@ func runFixtureClient(ctx context.Context, args []string, stdout, stderr io.Writ
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	only := fs.String("only", "", "comma-separated steps to run (default all): "+strings.Join(fixtures.StepNames(), ","))
 	version := fs.String("protocol-version", "", "offer this protocol version instead of the latest")
-	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
+	timeout := fs.Duration("timeout", 60*time.Second, "give up on a run after this long")
+	every := fs.Duration("every", 0, "run again this long after each run starts, until stopped (traffic for a dashboard to show); a failed run is reported and the next one goes on")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *u == "" {
 		return usagef("--url is required")
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	if *every < 0 {
+		return usagef("--every %v: give a positive duration, e.g. 10s", *every)
+	}
 	opts := &fixtures.ClientOptions{ProtocolVersion: *version, HTTPClient: &http.Client{Transport: &http.Transport{Proxy: nil}}}
 	if *only != "" {
 		opts.Only = strings.Split(*only, ",")
 	}
-	rep, err := fixtures.RunClient(ctx, *u, opts)
+	if *every == 0 {
+		return fixtureClientRun(ctx, *u, opts, *timeout, *asJSON, stdout)
+	}
+	tick := time.NewTicker(*every)
+	defer tick.Stop()
+	for run := 1; ; run++ {
+		if err := fixtureClientRun(ctx, *u, opts, *timeout, *asJSON, stdout); err != nil {
+			fmt.Fprintf(stderr, "mcptape fixture client: run %d: %v\n", run, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// fixtureClientRun runs the scripted client once and prints its report.
+func fixtureClientRun(ctx context.Context, u string, opts *fixtures.ClientOptions, timeout time.Duration, asJSON bool, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rep, err := fixtures.RunClient(ctx, u, opts)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {

@@ -23,6 +23,9 @@ var subcommands = map[string][2]string{
 	"ca init":           {"[--force] [--data DIR]", "Create mcptape's own CA (for intercepting HTTPS) in DATA/ca: a certificate for clients to trust, and its private key (mode 0600)."},
 	"ca path":           {"[--data DIR]", "Print the path of mcptape's CA certificate (for NODE_EXTRA_CA_CERTS, curl --cacert, …)."},
 	"metrics grafana":   {"", "Print a Grafana dashboard (JSON) for the metrics `mcptape record` serves."},
+	"baseline accept":   {"[--data DIR] [UPSTREAM | ROUTE | stdio NAME]...", "Trust the tools each named upstream (every upstream, when none is named) listed last: a tools/list of it that differs from then on is marked with a drift finding."},
+	"baseline show":     {"[--data DIR] [--json] [UPSTREAM | stdio NAME]...", "Print the trusted tool lists."},
+	"baseline reset":    {"[--data DIR] (UPSTREAM | stdio NAME)... | --all", "Forget trusted tool lists."},
 	"bench plain-proxy": {"--upstream URL [--listen ADDR]", "A plain Go reverse proxy that records nothing (used by `mcptape bench`)."},
 }
 

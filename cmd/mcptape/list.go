@@ -29,7 +29,13 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	return listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout)
+	if err := listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout); err != nil {
+		return err
+	}
+	if !*asJSON {
+		printLost(ctx, stdout, *data, store)
+	}
+	return nil
 }
 
 func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQuery, asJSON bool, w io.Writer) error {
@@ -166,7 +172,7 @@ func interleave(args []string) []string {
 
 func takesValue(flag string) bool {
 	switch strings.TrimLeft(flag, "-") {
-	case "data", "o", "config":
+	case "data", "o", "config", "tape", "fail-on", "junit", "sarif", "ignore", "ignore-in", "format":
 		return true
 	}
 	return false
@@ -199,8 +205,11 @@ func findSession(ctx context.Context, store capture.Reader, id string) (*capture
 	return nil, fmt.Errorf("%q matches %d sessions (%s); give more of the id", id, len(matches), strings.Join(ids, ", "))
 }
 
-// shownMessage is the JSON form of one message in `show --json`.
+// shownMessage is the JSON form of one message in `show --json` and
+// `export --format jsonl`.
 type shownMessage struct {
+	// Session is the message's session (export, of several sessions).
+	Session  string            `json:"session,omitempty"`
 	Seq      uint64            `json:"seq"`
 	Offset   float64           `json:"offset"` // seconds since the session's start
 	Time     time.Time         `json:"time"`
@@ -227,17 +236,7 @@ func showSession(ctx context.Context, store capture.Reader, s *capture.Session, 
 			if err != nil {
 				return err
 			}
-			sm := shownMessage{
-				Seq: m.Seq, Offset: m.Time.Sub(s.Start).Seconds(), Time: m.Time, Dir: m.Direction.String(),
-				Kind: m.Kind.String(), Method: m.Method, Name: m.Name, ID: m.ID, Size: m.Size, Exchange: m.ExchangeID,
-				SSE: m.SSE, Links: m.Links, Findings: m.Findings,
-			}
-			if m.Kind != protocol.KindInvalid && m.Kind != protocol.KindFrame && json.Valid(m.Raw) {
-				sm.Raw = m.Raw
-			} else {
-				sm.RawText = string(m.Raw)
-			}
-			if err := enc.Encode(sm); err != nil {
+			if err := enc.Encode(shownOf(s, m)); err != nil {
 				return err
 			}
 		}
@@ -265,6 +264,21 @@ func showSession(ctx context.Context, store capture.Reader, s *capture.Session, 
 			dash(clean(method)), dash(clean(string(m.ID))), m.Size, clean(strings.Join(notes, "; ")))
 	}
 	return tw.Flush()
+}
+
+// shownOf is message m of session s as `show --json` prints it.
+func shownOf(s *capture.Session, m *capture.Message) shownMessage {
+	sm := shownMessage{
+		Seq: m.Seq, Offset: m.Time.Sub(s.Start).Seconds(), Time: m.Time, Dir: m.Direction.String(),
+		Kind: m.Kind.String(), Method: m.Method, Name: m.Name, ID: m.ID, Size: m.Size, Exchange: m.ExchangeID,
+		SSE: m.SSE, Links: m.Links, Findings: m.Findings,
+	}
+	if m.Kind != protocol.KindInvalid && m.Kind != protocol.KindFrame && json.Valid(m.Raw) {
+		sm.Raw = m.Raw
+	} else {
+		sm.RawText = string(m.Raw)
+	}
+	return sm
 }
 
 func frameNote(m *capture.Message) string {

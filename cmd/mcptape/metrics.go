@@ -104,15 +104,16 @@ type metricsServer struct {
 	ln  net.Listener
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry) (*metricsServer, error) {
+func serveMetrics(addr string, reg *prometheus.Registry, ready readiness) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w (choose another address)", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	healthHandlers(mux, ready)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "mcptape: metrics are at /metrics")
+		fmt.Fprintln(w, "mcptape: metrics are at /metrics; /healthz says whether it runs, /readyz whether it records")
 	})
 	s := &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = s.srv.Serve(ln) }()

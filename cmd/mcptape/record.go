@@ -27,6 +27,7 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/capture/traces"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/proxy"
@@ -37,6 +38,7 @@ type recordConfig struct {
 	routes       []string // NAME=URL
 	routesOnly   bool     // --routes: a recorder of routes, maybe none yet
 	forward      bool
+	maxTunnels   int
 	mitm         []string
 	listen       string
 	data         string
@@ -48,6 +50,7 @@ type recordConfig struct {
 	logLevel     string
 	memoryLimit  string
 	metrics      string
+	otlp         string // --otlp: where spans go
 	// dashboard is where the dashboard listens; "" or "off" means none.
 	// dashboardFixed says the address was asked for (not the default).
 	dashboard      string
@@ -55,6 +58,7 @@ type recordConfig struct {
 	dashboardFixed bool
 	// Store bounds (sizes as flags give them, e.g. 256MiB).
 	minFree, maxStoreSize, maxRecordBytes string
+	maxAge                                age // 0: sessions kept whatever their age
 	// The proxy's bounds (zero: the proxy's defaults).
 	upstreamTimeout time.Duration
 	maxRequestBody  int64
@@ -83,6 +87,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var((*stringList)(&c.routes), "route", "record a server under /`NAME=URL`'s NAME/ on the proxy, e.g. github=https://api.example.com/mcp is reached at http://127.0.0.1:7411/github/mcp (repeatable; --upstream is the one-route form)")
 	fs.BoolVar(&c.routesOnly, "routes", false, "serve routes, none yet or those --route names: mcptape attach CLIENT NAME adds a client's HTTP server as a route while this runs")
 	fs.BoolVar(&c.forward, "forward", false, "also be an HTTP(S) proxy: set HTTPS_PROXY/HTTP_PROXY to the proxy's URL in a client and it records plain-HTTP requests; CONNECT tunnels pass unrecorded unless --mitm names their host")
+	fs.IntVar(&c.maxTunnels, "max-tunnels-per-client", proxy.DefaultMaxTunnelsPerClient, "with --forward, the most CONNECT tunnels one client (by IP address) may hold open at a time; past it a CONNECT gets 429")
 	fs.Var((*stringList)(&c.mitm), "mitm", "with --forward, intercept and record the HTTPS tunnels to hosts matching this `GLOB` (e.g. '*.example.com'; repeatable), with mcptape's own CA (`mcptape ca init`), which the client must trust")
 	fs.StringVar(&c.listen, "listen", defaultListen, "address the proxy listens on")
 	fs.StringVar(&c.data, "data", defaultDataDir(), "directory of the capture store")
@@ -94,10 +99,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
+	otlpFlag(fs, &c.otlp)
 	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off")
 	fs.StringVar(&c.dashboardToken, "dashboard-token", "", "the token the dashboard asks for, on loopback too (default: a random one, printed once in its URL)")
 	fs.StringVar(&c.minFree, "min-free", defaultMinFree, "free disk space to keep: under it, recording pauses (traffic still flows) until there is room; 0 turns this off, and a full disk can then stop mcptape")
 	fs.StringVar(&c.maxStoreSize, "max-store-size", "0", "bound the store's size on disk, e.g. 10GiB: past it, the oldest finished sessions are deleted; 0 means no bound")
+	fs.Var(&c.maxAge, "max-age", "delete sessions whose latest traffic is older than this as recording runs, e.g. 30d (d is a day, w a week); open sessions are kept; unset keeps every session")
 	fs.StringVar(&c.maxRecordBytes, "max-record-bytes", defaultMaxRecordBytes, "the largest message stored whole; a larger one is forwarded whole and stored cut, with a finding (headers: at most 1MiB)")
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "how long to wait for the upstream's response head before answering 504 (a stream, once begun, may stay idle); 0 waits forever")
 	maxBody := fs.String("max-request-body", "64MiB", "the largest request body forwarded (larger: 413); 0 means no limit")
@@ -143,10 +150,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return usagef("%v", err)
 	}
+	started := time.Now()
 	rs, err := startRecording(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
+	warnNoRoom(stderr, c.data, rs.store)
 	if c.forward && !loopbackAddr(rs.srv.Addr()) {
 		fmt.Fprintf(stderr, "mcptape: WARNING: --forward on %s, which is not a loopback address, is an open proxy: anyone who reaches it can use it, to this machine's own services too. Listen on 127.0.0.1 unless that is what you want.\n", rs.srv.Addr())
 	}
@@ -154,6 +163,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "mcptape: WARNING: --no-redact: Authorization headers, cookies, API keys and session ids are stored as they are. Do not share this store.")
 	}
 	rs.printHow(stdout, &c)
+	if rs.traces != nil {
+		fmt.Fprintf(stdout, "mcptape: exporting each call as a span to %s\n", rs.traces.Endpoint())
+	}
 	if rs.metrics != nil {
 		fmt.Fprintf(stdout, "mcptape: Prometheus metrics at %s\n", rs.metrics.URL())
 	}
@@ -172,6 +184,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case err = <-errc:
 	}
 	stats, cerr := rs.close()
+	saveLost(c.data, started, stats, "")
 	fmt.Fprintf(stdout, "mcptape: stopped: %d exchanges, %d messages stored, %d lost\n", stats.Exchanges, stats.Stored, stats.Lost+stats.Dropped)
 	return errors.Join(err, cerr)
 }
@@ -192,7 +205,9 @@ type recording struct {
 	api      *http.Server
 	unann    func()
 	upstream string
+	upURL    *url.URL // --upstream, nil with routes or the forward proxy alone
 	metrics  *metricsServer
+	traces   *traces.Exporter // nil without --otlp
 	dash     *runningDashboard
 	replays  *replayServers
 	ingest   *ingesting
@@ -222,7 +237,10 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	var fwd *proxy.ForwardOptions
 	if c.forward {
-		fwd = &proxy.ForwardOptions{MITM: c.mitm}
+		fwd = &proxy.ForwardOptions{MITM: c.mitm, MaxTunnelsPerClient: c.maxTunnels}
+		if c.maxTunnels <= 0 {
+			return nil, usagef("--max-tunnels-per-client %d: want 1 or more", c.maxTunnels)
+		}
 		if len(c.mitm) > 0 {
 			auth, err := ca.Load(caDir(c.data))
 			if errors.Is(err, ca.ErrNoCA) {
@@ -274,6 +292,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	if up != nil {
 		rs.upstream = up.Redacted()
+		rs.upURL = up
 	}
 	if rs.shutdown <= 0 {
 		rs.shutdown = defaultShutdownTimeout
@@ -287,6 +306,9 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		Logger: logger, IdleGap: c.idleGap, MaxMessageSize: maxRecord,
 		Redact:     capture.RedactOptions{Disabled: c.noRedact, Headers: c.redact},
 		Registerer: registerer(reg),
+		// Drift: every tools/list is compared with its upstream's
+		// baseline, read again whenever `baseline accept` changes it.
+		Baselines: capture.OpenBaselines(c.data),
 	}
 	if up != nil {
 		ro.Upstream = up.Scheme + "://" + up.Host
@@ -335,6 +357,12 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
 	}
+	if rs.traces, err = startTraces(ctx, c.otlp, registerer(reg), logger, nil); err != nil {
+		return nil, err
+	}
+	if rs.traces != nil {
+		ro.OnBatch = fanOut(ro.OnBatch, rs.traces.OnBatch)
+	}
 	rs.rec, err = capture.NewRecorder(ctx, store, ro)
 	if err != nil {
 		return nil, err
@@ -375,8 +403,16 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		return nil, err
 	}
 	if c.metrics != "" {
-		if rs.metrics, err = serveMetrics(metricsAt, reg); err != nil {
+		if rs.metrics, err = serveMetrics(metricsAt, reg, rs.readiness()); err != nil {
 			return nil, err
+		}
+		p.AddOwnAddr(rs.metrics.ln.Addr().String())
+	}
+	// A tunnel into this process's other listeners is refused like one
+	// into the proxy's own.
+	if rs.dash != nil {
+		if u, err := url.Parse(rs.dash.base); err == nil {
+			p.AddOwnAddr(u.Host)
 		}
 	}
 	return rs, nil
@@ -396,6 +432,7 @@ func (c *recordConfig) storeOptions() (*badgerstore.Options, int, error) {
 	if o.MaxSize, err = parseSize(orDefault(c.maxStoreSize, "0")); err != nil {
 		return nil, 0, usagef("--max-store-size: %v", err)
 	}
+	o.MaxAge = time.Duration(c.maxAge)
 	maxRecord, err := parseSize(orDefault(c.maxRecordBytes, defaultMaxRecordBytes))
 	if err != nil || maxRecord < 1<<10 || maxRecord > 1<<30 {
 		return nil, 0, usagef("--max-record-bytes %q: want a size from 1KiB to 1GiB, like 16MiB", c.maxRecordBytes)
@@ -413,14 +450,21 @@ func orDefault(v, def string) string {
 // status is what the dashboard's banner reports: whether recording is
 // paused for space, and what was lost.
 func (rs *recording) status() dashboard.RecordingStatus {
-	sp := rs.store.Space()
-	st := dashboard.RecordingStatus{Recording: true, Paused: sp.Paused, Reason: sp.Reason, Since: sp.Since,
-		Free: sp.Free, MinFree: sp.MinFree, Size: sp.Size, MaxSize: sp.MaxSize}
+	st := storeStatus(rs.store)
+	st.Recording = true
 	if rec := rs.live.Load(); rec != nil {
 		s := rec.Stats()
 		st.Stored, st.Lost = s.Stored, s.Lost+s.Dropped
 	}
 	return st
+}
+
+// storeStatus is what the dashboard's status reports of the store itself:
+// room, size and retention.
+func storeStatus(store *badgerstore.Store) dashboard.RecordingStatus {
+	sp := store.Space()
+	return dashboard.RecordingStatus{Paused: sp.Paused, Reason: sp.Reason, Since: sp.Since, Free: sp.Free, MinFree: sp.MinFree,
+		Size: sp.Size, MaxSize: sp.MaxSize, MaxAge: int64(sp.MaxAge / time.Second), Pruned: sp.Deleted}
 }
 
 // serveAPI lets `ls` and `show` read the store while this process holds it.
@@ -442,6 +486,7 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 		Sync: rs.rec.Sync,
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = rs.api.Serve(ln) }()
+	rs.proxy.AddOwnAddr(ln.Addr().String())
 	a := remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token}
 	if rs.dash != nil {
 		a.Dashboard = rs.dash.url()
@@ -494,6 +539,7 @@ func (rs *recording) close() (capture.Stats, error) {
 		}
 		stats = rs.rec.Stats()
 	}
+	closeTraces(rs.traces, rs.log) // after the recorder: its last batches are in
 	if rs.unann != nil {
 		rs.unann()
 	}

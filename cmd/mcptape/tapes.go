@@ -15,14 +15,21 @@ import (
 	"github.com/mcptape/mcptape/replay"
 )
 
-// runExport is `mcptape export`: sessions of a store as a tape file.
+// runExport is `mcptape export`: sessions of a store as a tape file (or a
+// HAR log, or JSON Lines).
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("export", stderr)
 	data := fs.String("data", defaultDataDir(), "directory of the capture store")
-	out := fs.String("o", "-", "the tape file to write; - is stdout")
+	out := fs.String("o", "-", "the file to write; - is stdout")
 	quiet := fs.Bool("q", false, "no progress or summary on stderr")
+	format := fs.String("format", formatTape, "tape (mcptape's, for import and replay), har (HAR 1.2, for a browser's developer tools) or jsonl (a JSON object per message, as show --json prints them)")
 	if err := parse(fs, interleave(args)); err != nil {
 		return err
+	}
+	switch *format {
+	case formatTape, formatHAR, formatJSONL:
+	default:
+		return usagef("--format %q: want tape, har or jsonl", *format)
 	}
 	// Past damage: the tape holds what can be read, and the damage is
 	// named after it is written.
@@ -78,7 +85,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !*quiet {
 		stop = progress(stderr, "export", cw, messages)
 	}
-	counts, err := replay.ExportCounted(ctx, store, ids, bw, "mcptape "+version)
+	var counts replay.ExportCounts
+	if *format == formatTape {
+		counts, err = replay.ExportCounted(ctx, store, ids, bw, "mcptape "+version)
+	} else {
+		counts, err = exportAs(ctx, *format, store, ids, bw)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -144,6 +156,10 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer tape.Close()
+	// What the tape alone makes impossible, before a store is created.
+	if _, err := replay.PlanImport(ctx, nil, tape, &replay.ImportOptions{Rename: *rename}); err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
 	store, err := openWrite(*data, nil)
 	if err != nil {
 		return err

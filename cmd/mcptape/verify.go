@@ -21,13 +21,21 @@ import (
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("verify", stderr)
 	data := fs.String("data", defaultDataDir(), "directory of the capture store")
+	var rf repairFlags
+	rf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	if err := rf.check(); err != nil {
+		return err
+	}
 	rep, err := verifyStore(ctx, *data)
+	if rf.repair {
+		return runRepair(ctx, *data, &rf, rep, err, stdout, stderr)
+	}
 	if err != nil {
 		return err
 	}
@@ -37,9 +45,10 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "damaged: %s\n", clean(d.String()))
 	}
 	if !rep.OK() {
-		return fmt.Errorf("the store in %s is damaged (%d problem(s), listed above). `mcptape show` and `mcptape export` "+
-			"still give what can be read, and exit 1 naming what cannot; export what you need to a tape, then record into a new directory",
-			*data, len(rep.Damage))
+		return fmt.Errorf("the store in %s is damaged (%d problem(s), listed above). `mcptape verify --repair --data %s` "+
+			"recovers what it holds into a new directory, leaving this one as it is; `mcptape show` and `mcptape export` "+
+			"still give what can be read, and exit 1 naming what cannot",
+			*data, len(rep.Damage), *data)
 	}
 	fmt.Fprintln(stdout, "ok: no damage found")
 	return nil
@@ -65,10 +74,12 @@ func verifyStore(ctx context.Context, dir string) (*capture.VerifyReport, error)
 		_, err = openRead(ctx, dir) // its error says what to do
 		return nil, err
 	case err != nil:
-		// Badger does not open it: a damaged table's index does that.
+		// Badger does not open it: a damaged log header or table index
+		// does that.
 		n, damage := badgerstore.VerifyTables(dir)
+		damage = append(badgerstore.VerifyLogs(dir), damage...)
 		if len(damage) == 0 {
-			return nil, err
+			return nil, notOpening(dir, err)
 		}
 		return &capture.VerifyReport{Tables: n, Damage: damage}, nil
 	}

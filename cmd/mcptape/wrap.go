@@ -19,7 +19,7 @@ import (
 	"github.com/mcptape/mcptape/proxy"
 )
 
-const wrapUsage = "[--data DIR] [--name NAME] -- COMMAND [ARG...]"
+const wrapUsage = "[--data DIR] [--name NAME] [--otlp URL] -- COMMAND [ARG...]"
 
 // exitCode is an exit status a command passes on as it is (wrap exits with
 // its server's).
@@ -41,6 +41,7 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	data := fs.String("data", defaultDataDir(), "directory of the capture store the recording goes to")
 	name := fs.String("name", "", "the server's name in the recording (default: from the command)")
 	noRedact := fs.Bool("no-redact", false, "store secrets unredacted (local debugging only)")
+	otlp := fs.String("otlp", "", otlpUsage)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: mcptape wrap %s\n\nRuns COMMAND as a stdio MCP server and records its traffic; put it in front of the\nserver's command in a client's config (or let `mcptape attach` do it).\n\n", wrapUsage)
 		fs.PrintDefaults()
@@ -64,7 +65,18 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	wd, _ := os.Getwd()
 
 	note := func(format string, a ...any) { fmt.Fprintf(stderr, "mcptape wrap: "+format+"\n", a...) }
-	rec, sp, err := openWrapRecording(ctx, *data, *name, *noRedact, stderr)
+	// Spans go out from here only when asked: a wrap never fails its server
+	// for them, so an endpoint it cannot use is said once and dropped.
+	tr, terr := startTraces(ctx, *otlp, nil, nil, nil)
+	if terr != nil {
+		note("not exporting spans (%v)", terr)
+	}
+	defer closeTraces(tr, nil)
+	var onBatch func(*capture.Batch)
+	if tr != nil {
+		onBatch = tr.OnBatch
+	}
+	rec, sp, err := openWrapRecording(ctx, *data, *name, *noRedact, stderr, onBatch)
 	var stream *capture.Stream
 	if err != nil {
 		note("not recording this server (%v); it runs as usual", err)
@@ -100,7 +112,7 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 }
 
 // openWrapRecording starts a recorder writing to a new spool in data.
-func openWrapRecording(ctx context.Context, data, name string, noRedact bool, stderr io.Writer) (*capture.Recorder, *spool.Writer, error) {
+func openWrapRecording(ctx context.Context, data, name string, noRedact bool, stderr io.Writer, onBatch func(*capture.Batch)) (*capture.Recorder, *spool.Writer, error) {
 	sp, err := spool.Create(data, name, nil)
 	if err != nil {
 		return nil, nil, err
@@ -111,6 +123,10 @@ func openWrapRecording(ctx context.Context, data, name string, noRedact bool, st
 		// A wrap never holds its server up for the record: with the
 		// queue full it gives the record up (counted) at once.
 		Backpressure: time.Millisecond, QueueBytes: 64 << 20,
+		// The wrap records its server's tools/list itself: it reads the
+		// baselines from the data directory, without the store.
+		Baselines: capture.OpenBaselines(data),
+		OnBatch:   onBatch,
 	}
 	if !noRedact {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {

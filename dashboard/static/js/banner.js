@@ -1,6 +1,7 @@
 // The recording banner, in the shared layout: it polls /api/v1/status and
 // says when recording is paused (the disk is short of space, or the store
-// is at its size bound) or has lost messages. Traffic flows either way;
+// is at its size bound) or has lost messages; under the footer, the
+// store's size on disk and how long sessions are kept. Traffic flows either way;
 // the banner says what is not being kept. Text only: the reason quotes a
 // directory, which may hold anything.
 
@@ -13,6 +14,23 @@ function fmtBytes(n) {
   if (n >= 2 ** 30) return `${(n / 2 ** 30).toFixed(1)} GiB`;
   if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(1)} MiB`;
   return `${Math.round(n / 2 ** 10)} KiB`;
+}
+
+// ageText is a retention age in seconds as people say it: 30 days, 12 h.
+function ageText(sec) {
+  if (sec % 86400 === 0) return `${sec / 86400} day${sec === 86400 ? '' : 's'}`;
+  if (sec % 3600 === 0) return `${sec / 3600} h`;
+  return `${Math.round(sec / 60)} min`;
+}
+
+// storeText is the store's size on disk and what retention keeps.
+function storeText(st) {
+  if (!(st.size > 0)) return '';
+  let text = `Store: ${fmtBytes(st.size)} on disk`;
+  if (st.maxSize > 0) text += ` of at most ${fmtBytes(st.maxSize)}`;
+  text += st.maxAgeSeconds > 0 ? ` · sessions kept ${ageText(st.maxAgeSeconds)} after their last traffic` : ' · sessions kept whatever their age';
+  if (st.pruned > 0) text += ` · ${st.pruned} old session(s) deleted since start`;
+  return text;
 }
 
 // sentence makes the store's reason read as one.
@@ -37,6 +55,11 @@ export function watchStatus() {
     el.textContent = text;
     el.hidden = !text;
     el.dataset.state = st.paused ? 'paused' : (st.lost > 0 ? 'lost' : 'ok');
+    const store = document.getElementById('store-size');
+    if (store) {
+      store.textContent = storeText(st);
+      store.hidden = !store.textContent;
+    }
   };
   const poll = () => api('/status').then(show).catch(() => {}).finally(() => setTimeout(poll, every));
   poll();

@@ -1,0 +1,353 @@
+package traces
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+// call is a request waiting for its answer.
+type call struct {
+	seq     uint64
+	session string
+	span    trace.Span
+	ctx     context.Context // carries span: children start from it
+	start   time.Time
+	// root is the logical call of a multi round-trip request this round
+	// belongs to (nil for a call of one round): the round's span is the
+	// root's child, and the root ends with the last round's answer.
+	root *call
+	// rounds counts the rounds of a logical call (on the root).
+	rounds int
+	// method and name are the request's, for a round's span.
+	method, name string
+	// waiting is set on a root whose answer asked for more input: it ends
+	// when a later round is answered without asking.
+	waiting bool
+}
+
+// builder turns items into spans, on one goroutine: the spans of one
+// session arrive in recorded order, so a request's span is open when its
+// answer, its notifications and its children come.
+type builder struct {
+	e        *Exporter
+	sessions map[string]*sessInfo
+	open     map[uint64]*call            // by the request's seq
+	bySess   map[string]map[uint64]*call // the open calls of each session
+	// chains maps a round's request seq to its logical call, so that the
+	// next round (Links.Previous) finds it; kept while the root is open.
+	chains map[uint64]*call
+	prop   propagation.TextMapPropagator
+}
+
+func newBuilder(e *Exporter) *builder {
+	return &builder{
+		e: e, sessions: map[string]*sessInfo{}, open: map[uint64]*call{},
+		bySess: map[string]map[uint64]*call{}, chains: map[uint64]*call{},
+		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+	}
+}
+
+func (b *builder) run() {
+	defer close(b.e.done)
+	sweep := time.NewTicker(30 * time.Second)
+	defer sweep.Stop()
+	for {
+		select {
+		case it, ok := <-b.e.queue:
+			if !ok {
+				b.endAll(time.Now(), "the recorder stopped before an answer")
+				return
+			}
+			if it.sess != nil {
+				b.session(it.sess)
+			} else {
+				b.message(it.msg)
+			}
+		case now := <-sweep.C:
+			b.expire(now)
+		}
+	}
+}
+
+func (b *builder) session(s *sessInfo) {
+	if len(b.sessions) > 4*b.e.opts.MaxOpen {
+		// A bound on sessions remembered: forget those with nothing open.
+		for id := range b.sessions {
+			if len(b.bySess[id]) == 0 {
+				delete(b.sessions, id)
+			}
+		}
+	}
+	b.sessions[s.id] = s
+	if s.ended {
+		for _, c := range b.bySess[s.id] {
+			b.unanswered(c, s.end, "the session ended before an answer")
+		}
+	}
+}
+
+func (b *builder) message(m *msgInfo) {
+	switch m.kind {
+	case protocol.KindRequest:
+		b.request(m)
+	case protocol.KindResult, protocol.KindError:
+		if c := b.open[m.links.Request]; c != nil {
+			b.answer(c, m)
+		}
+	case protocol.KindNotification:
+		if c := b.open[m.links.Request]; c != nil {
+			attrs := make([]attribute.KeyValue, 0, len(m.event)+1)
+			attrs = append(attrs, attribute.Int64("mcptape.message.seq", int64(m.seq)))
+			for k, v := range m.event {
+				attrs = append(attrs, attribute.String(k, v))
+			}
+			c.span.AddEvent(m.method, trace.WithTimestamp(m.at), trace.WithAttributes(attrs...))
+		}
+	}
+}
+
+func (b *builder) request(m *msgInfo) {
+	if len(b.open) >= b.e.opts.MaxOpen {
+		b.evictOldest(m.at)
+	}
+	ctx := context.Background()
+	var root *call
+	switch {
+	case m.links.Parent != 0 && b.open[m.links.Parent] != nil:
+		ctx = b.open[m.links.Parent].ctx // a server→client request under its call
+	case m.links.Previous != 0 && b.chains[m.links.Previous] != nil:
+		root = b.chains[m.links.Previous] // the next round of a multi round-trip request
+		ctx = root.ctx
+	case m.traceCtx != nil:
+		ctx = b.prop.Extract(ctx, propagation.MapCarrier(m.traceCtx))
+	}
+	if root != nil {
+		root.rounds++
+	}
+	name := spanName(m.method, m.name)
+	if root != nil {
+		name += " round " + strconv.Itoa(root.rounds)
+	}
+	ctx, span := b.e.tracer.Start(ctx, name, trace.WithTimestamp(m.at), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(b.requestAttrs(m)...))
+	c := &call{seq: m.seq, session: m.session, span: span, ctx: ctx, start: m.at, root: root, method: m.method, name: m.name}
+	b.open[m.seq] = c
+	if b.bySess[m.session] == nil {
+		b.bySess[m.session] = map[uint64]*call{}
+	}
+	b.bySess[m.session][m.seq] = c
+	if root != nil {
+		b.chains[m.seq] = root
+	}
+	b.e.open.Store(int64(len(b.open)))
+}
+
+// answer ends c's span with m, and the logical call's when this was its
+// last round.
+func (b *builder) answer(c *call, m *msgInfo) {
+	b.forget(c)
+	if c.root == nil && m.inputRequired && m.kind == protocol.KindResult {
+		// The first round of a multi round-trip request: c becomes the
+		// logical call, and its first round a child span of its own.
+		c.rounds = 1
+		c.waiting = true
+		b.chains[c.seq] = c
+		b.keep(c)
+		_, round := b.e.tracer.Start(c.ctx, spanName(c.method, c.name)+" round 1", trace.WithTimestamp(c.start),
+			trace.WithSpanKind(trace.SpanKindClient))
+		setAnswer(round, m)
+		round.End(trace.WithTimestamp(m.at))
+		c.span.SetAttributes(attribute.Bool("mcptape.mrtr", true))
+		return
+	}
+	setAnswer(c.span, m)
+	c.span.End(trace.WithTimestamp(m.at))
+	if root := c.root; root != nil && !(m.inputRequired && m.kind == protocol.KindResult) {
+		// The last round: the logical call ends with it.
+		root.span.SetAttributes(attribute.Int("mcptape.mrtr.rounds", root.rounds))
+		setAnswer(root.span, m)
+		root.span.End(trace.WithTimestamp(m.at))
+		b.endChain(root)
+	}
+}
+
+// setAnswer sets what an answer says on span.
+func setAnswer(span trace.Span, m *msgInfo) {
+	if m.status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", m.status))
+	}
+	switch {
+	case m.isErr:
+		code := strconv.FormatInt(m.errCode, 10)
+		span.SetAttributes(attribute.String("error.type", code), attribute.String("rpc.response.status_code", code))
+		span.SetStatus(codes.Error, m.errMsg)
+	case m.toolError:
+		span.SetAttributes(attribute.String("error.type", "tool_error"))
+		span.SetStatus(codes.Error, "the tool reported an error (isError)")
+	}
+}
+
+func (b *builder) unanswered(c *call, at time.Time, why string) {
+	b.forget(c)
+	if at.Before(c.start) {
+		at = c.start
+	}
+	span := c.span
+	span.SetAttributes(attribute.String("error.type", "unanswered"))
+	span.SetStatus(codes.Error, why)
+	span.End(trace.WithTimestamp(at))
+	if c.root != nil && c.root != c {
+		b.unanswered(c.root, at, why)
+	}
+	if c.waiting {
+		b.endChain(c)
+	}
+}
+
+// forget removes c from the open calls (it is being ended).
+func (b *builder) forget(c *call) {
+	delete(b.open, c.seq)
+	if s := b.bySess[c.session]; s != nil {
+		delete(s, c.seq)
+		if len(s) == 0 {
+			delete(b.bySess, c.session)
+		}
+	}
+	b.e.open.Store(int64(len(b.open)))
+}
+
+// keep puts a logical call waiting for its next round among the open
+// calls, so that expiry and session ends reach it; its seq is its first
+// round's, which answered already.
+func (b *builder) keep(c *call) {
+	b.open[c.seq] = c
+	if b.bySess[c.session] == nil {
+		b.bySess[c.session] = map[uint64]*call{}
+	}
+	b.bySess[c.session][c.seq] = c
+	b.e.open.Store(int64(len(b.open)))
+}
+
+func (b *builder) endChain(root *call) {
+	for seq, r := range b.chains {
+		if r == root {
+			delete(b.chains, seq)
+		}
+	}
+	b.forget(root)
+}
+
+func (b *builder) expire(now time.Time) {
+	limit := now.Add(-b.e.opts.OpenTimeout)
+	for _, c := range b.open {
+		if c.start.Before(limit) {
+			b.unanswered(c, now, "no answer within "+b.e.opts.OpenTimeout.String())
+		}
+	}
+}
+
+func (b *builder) evictOldest(at time.Time) {
+	var oldest *call
+	for _, c := range b.open {
+		if oldest == nil || c.start.Before(oldest.start) {
+			oldest = c
+		}
+	}
+	if oldest != nil {
+		b.unanswered(oldest, at, "too many calls waiting for an answer")
+	}
+}
+
+func (b *builder) endAll(at time.Time, why string) {
+	for _, c := range b.open {
+		if b.open[c.seq] == c {
+			b.unanswered(c, at, why)
+		}
+	}
+}
+
+// spanName follows the conventions: "{mcp.method.name} {target}", the
+// target a tool's or a prompt's name (low cardinality), else the method.
+func spanName(method, name string) string {
+	if method == "" {
+		method = "request"
+	}
+	switch method {
+	case protocol.MethodToolsCall, protocol.MethodPromptsGet:
+		if name != "" {
+			return method + " " + name
+		}
+	}
+	return method
+}
+
+func (b *builder) requestAttrs(m *msgInfo) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("mcp.method.name", m.method),
+		attribute.String("mcp.session.id", m.session),
+		attribute.Int64("mcptape.message.seq", int64(m.seq)),
+		attribute.String("mcptape.direction", m.dir.String()),
+	}
+	if m.id != "" {
+		attrs = append(attrs, attribute.String("jsonrpc.request.id", m.id))
+	}
+	switch m.method {
+	case protocol.MethodToolsCall:
+		if m.name != "" {
+			attrs = append(attrs, attribute.String("gen_ai.tool.name", m.name))
+		}
+		attrs = append(attrs, attribute.String("gen_ai.operation.name", "execute_tool"))
+	case protocol.MethodPromptsGet:
+		if m.name != "" {
+			attrs = append(attrs, attribute.String("gen_ai.prompt.name", m.name))
+		}
+	case protocol.MethodResourcesRead, "resources/subscribe", "resources/unsubscribe":
+		if m.name != "" {
+			attrs = append(attrs, attribute.String("mcp.resource.uri", m.name))
+		}
+	}
+	s := b.sessions[m.session]
+	version := m.version
+	if s != nil {
+		if version == "" {
+			version = s.version
+		}
+		attrs = append(attrs, attribute.String("mcptape.era", s.era.String()), attribute.String("mcptape.leg", s.leg.String()))
+		if s.route != "" {
+			attrs = append(attrs, attribute.String("mcptape.route", s.route))
+		}
+		if s.leg == capture.LegStdio {
+			attrs = append(attrs, attribute.String("network.transport", "pipe"))
+		} else {
+			attrs = append(attrs, attribute.String("network.transport", "tcp"), attribute.String("network.protocol.name", "http"))
+		}
+		if s.upstream != "" {
+			attrs = append(attrs, attribute.String("mcptape.upstream", s.upstream))
+			if u, err := url.Parse(s.upstream); err == nil && u.Host != "" {
+				host, port, err := net.SplitHostPort(u.Host)
+				if err != nil {
+					host = u.Hostname()
+				}
+				attrs = append(attrs, attribute.String("server.address", host))
+				if p, err := strconv.Atoi(port); err == nil {
+					attrs = append(attrs, attribute.Int("server.port", p))
+				}
+			}
+		}
+	}
+	if version != "" {
+		attrs = append(attrs, attribute.String("mcp.protocol.version", version))
+	}
+	return attrs
+}

@@ -1,0 +1,114 @@
+package traces_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/traces"
+	"github.com/mcptape/mcptape/protocol"
+)
+
+func TestEndpointURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:4318":              "http://127.0.0.1:4318/v1/traces",
+		"http://127.0.0.1:4318/":             "http://127.0.0.1:4318/v1/traces",
+		"https://otlp.example.com/v1/traces": "https://otlp.example.com/v1/traces",
+		"http://collector:4318/otlp/traces":  "http://collector:4318/otlp/traces",
+	} {
+		if got, err := traces.EndpointURL(in); err != nil || got != want {
+			t.Errorf("EndpointURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"127.0.0.1:4318", "grpc://collector:4317", "http://", ""} {
+		if _, err := traces.EndpointURL(bad); err == nil {
+			t.Errorf("EndpointURL(%q) accepted", bad)
+		}
+	}
+}
+
+// call is a recorded request and its answer, as the recorder hands them
+// over in a batch.
+func call(seq uint64, at time.Time) *capture.Batch {
+	id := json.RawMessage(fmt.Sprint(seq))
+	req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}`, seq)
+	res := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[]}}`, seq)
+	return &capture.Batch{Messages: []*capture.Message{
+		{Seq: seq, SessionID: "s1", Direction: protocol.ClientToServer, Kind: protocol.KindRequest, Method: "tools/call", Name: "echo", ID: id, Raw: []byte(req), Time: at},
+		{Seq: seq + 1, SessionID: "s1", Direction: protocol.ServerToClient, Kind: protocol.KindResult, ID: id, Raw: []byte(res), Time: at.Add(time.Millisecond), Links: capture.Links{Request: seq}},
+	}}
+}
+
+// TestCollectorStallNeverBlocks: a collector that takes every export and
+// never answers holds no recorder up: OnBatch returns at once, and what
+// does not fit in the queue is counted as dropped.
+func TestCollectorStallNeverBlocks(t *testing.T) {
+	stall := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(stall)
+	e, err := traces.New(context.Background(), &traces.Options{Endpoint: srv.URL, QueueSize: 64, ExportTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	const n = 20000
+	for i := range n {
+		e.OnBatch(call(uint64(2*i+1), start))
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("%d OnBatch calls took %v with the collector stalled: the exporter holds the recorder up", n, d)
+	}
+	if st := e.Stats(); st.Dropped == 0 {
+		t.Errorf("with the collector stalled, nothing was counted as dropped: %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = e.Close(ctx) // bounded by ctx whatever the collector does
+	if ctx.Err() != nil && time.Since(start) > 30*time.Second {
+		t.Errorf("Close did not return within its context")
+	}
+}
+
+// TestUnansweredCallEndsWithItsSession: a request whose answer never
+// comes is exported as unanswered when its session ends, not kept open.
+func TestUnansweredCallEndsWithItsSession(t *testing.T) {
+	got := make(chan []byte, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 1<<20)
+		n, _ := r.Body.Read(b)
+		got <- b[:n]
+	}))
+	defer srv.Close()
+	e, err := traces.New(context.Background(), &traces.Options{Endpoint: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	b := call(1, at)
+	b.Messages = b.Messages[:1] // the request, no answer
+	e.OnBatch(b)
+	e.OnBatch(&capture.Batch{Sessions: []*capture.Session{{ID: "s1", Status: capture.StatusClosed, Start: at, End: at.Add(time.Second)}}})
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Stats().Open != 0 || e.Stats().Exported == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unanswered call was not ended and exported with its session: %+v", e.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
