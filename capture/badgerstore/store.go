@@ -101,6 +101,15 @@ type Options struct {
 	// before it closed needs one read-write open (which replays Badger's
 	// log) before it opens read-only.
 	ReadOnly bool
+	// BulkLoad sizes the store for one large write, such as an import: its
+	// memtables (unless MemTableSize says otherwise) and tables are
+	// smaller, so that the table builders of Badger's compactions, which
+	// Badger keeps eight of at the size they grew to, stay small; and on
+	// Linux the pages of the table files Badger has mapped are let go of
+	// as the writes go (see releaseMapped), so that what was written does
+	// not stay in the process's resident memory. False sizes it for
+	// recording.
+	BulkLoad bool
 	// Registerer, if set, receives the store's metrics
 	// (mcptape_store_recording_paused, _free_bytes,
 	// _messages_refused_total, _sessions_deleted_total); Close
@@ -109,6 +118,11 @@ type Options struct {
 }
 
 const (
+	// bulkMemTableSize and bulkTableSize are Options.BulkLoad's memtable
+	// and base table sizes.
+	bulkMemTableSize = 1 << 20
+	bulkTableSize    = 512 << 10
+
 	defaultMemTableSize   = 4 << 20
 	defaultBlockCacheSize = 16 << 20
 	minSize               = 1 << 20
@@ -137,9 +151,15 @@ const (
 // value log would need garbage collection to give back deleted space).
 // Raw bytes of blobThreshold or more go to files on disk instead.
 func (o *Options) badgerOptions(dir string) (badger.Options, int) {
-	memtable := o.MemTableSize
+	memtable, table := o.MemTableSize, int64(1<<20)
 	if memtable == 0 {
 		memtable = defaultMemTableSize
+		if o.BulkLoad {
+			memtable = bulkMemTableSize
+		}
+	}
+	if o.BulkLoad {
+		table = bulkTableSize
 	}
 	memtable = max(memtable, minSize)
 	cache := o.BlockCacheSize
@@ -176,7 +196,7 @@ func (o *Options) badgerOptions(dir string) (badger.Options, int) {
 		// Table builders keep their buffers in a pool of eight (up to
 		// twice a table's uncompressed size each, released only after
 		// seconds of idleness): small tables keep that pool small.
-		WithBaseTableSize(1 << 20).
+		WithBaseTableSize(table).
 		WithNumLevelZeroTables(5).
 		WithNumLevelZeroTablesStall(15).
 		WithBlockCacheSize(cache).
@@ -218,7 +238,10 @@ type Store struct {
 	size      sizeCache
 	space     *space // the free-space floor and the size bound
 	readOnly  bool
-	unreg     func() // unregisters the metrics
+	// unmapper lets go of the mapped table files' pages now and then
+	// (Options.BulkLoad on disk); nil otherwise.
+	unmapper *unmapper
+	unreg    func() // unregisters the metrics
 }
 
 // Open opens the store in dir, creating the directory and an empty store if
@@ -285,6 +308,9 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 		}
 	}
 	s.space.start()
+	if opts.BulkLoad && !opts.InMemory && !opts.ReadOnly {
+		s.unmapper = startUnmapper(dir)
+	}
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
 	return s, nil
 }
@@ -462,6 +488,7 @@ func (s *Store) Close() error {
 			s.unreg()
 		}
 		s.gate.close()
+		s.unmapper.stop()
 		s.packs.close()
 		s.blobCache.close()
 		s.closeErr = s.db.Close()

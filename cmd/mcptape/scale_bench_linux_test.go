@@ -320,3 +320,119 @@ func reportMedians(b *testing.B, what string, cpus, walls []time.Duration) {
 		b.Errorf("%s took %v of CPU (median); the target is under %v", what, cpu.Round(time.Millisecond), listTarget)
 	}
 }
+
+// tapeStore is a store shaped like a long recording, whose tape is about
+// mb megabytes (its messages are nine tenths of it): four 2026-07-28 sessions of tools/call calls answered on an
+// SSE stream with a result of about 4 kB (every 500th, 1 MiB), every tenth
+// with a progress notification first.
+func tapeStore(b *testing.B, dir string, mb int) string {
+	data := filepath.Join(dir, fmt.Sprintf("tape-store-%dMB", mb))
+	if _, err := os.Stat(filepath.Join(data, "complete")); err == nil {
+		return data
+	}
+	os.RemoveAll(data)
+	st, err := badgerstore.Open(data, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	seq, xid, written := uint64(0), uint64(0), 0
+	words := []string{"alpha ", "bravo ", "charlie ", "delta ", "echo ", "foxtrot ", "golf ", "hotel ", "india ", "juliet "}
+	text := func(call, n int) string {
+		buf := make([]byte, 0, n+16)
+		for i := call; len(buf) < n; i = i*31 + 7 {
+			buf = append(buf, words[uint(i)%uint(len(words))]...)
+		}
+		return string(buf[:n])
+	}
+	const sessions = 4
+	for call := 0; written < mb*1e6*9/10; call++ {
+		batch := &capture.Batch{}
+		for k := range sessions {
+			id := fmt.Sprintf("20250601-000000-tape%02d", k)
+			at := t0.Add(time.Duration(call) * time.Second)
+			if call == 0 {
+				batch.Sessions = append(batch.Sessions, &capture.Session{ID: id, Start: t0, End: t0, Era: protocol.EraModern,
+					Version: "2026-07-28", Client: protocol.Implementation{Name: fmt.Sprintf("agent-%d", k), Version: "1"}, Status: capture.StatusClosed})
+			}
+			xid++
+			batch.Exchanges = append(batch.Exchanges, &capture.Exchange{ID: xid, SessionID: id, Method: "POST", URL: "/mcp", Start: at,
+				End: at.Add(3 * time.Millisecond), Status: 200, RequestBody: capture.BodyJSON, ResponseBody: capture.BodySSE})
+			add := func(dir protocol.Direction, kind protocol.Kind, raw []byte, link uint64) uint64 {
+				seq++
+				m := &capture.Message{Seq: seq, SessionID: id, ExchangeID: xid, Direction: dir, Time: at, Kind: kind, Method: "tools/call",
+					Name: "fetch", Batch: -1, Raw: raw, Size: len(raw), Links: capture.Links{Request: link}}
+				if dir == protocol.ServerToClient {
+					m.SSE = &capture.SSEInfo{Type: "message", Prefix: []byte("event: message\ndata: "), Suffix: []byte("\n\n")}
+				}
+				batch.Messages = append(batch.Messages, m)
+				written += len(raw)
+				return seq
+			}
+			req := add(protocol.ClientToServer, protocol.KindRequest, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fetch","arguments":{"page":"p%d"},"_meta":{"progressToken":%d}}}`, call, call, call), 0)
+			if call%10 == 0 {
+				add(protocol.ServerToClient, protocol.KindNotification, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%d,"progress":1}}`, call), req)
+			}
+			size := 4000
+			if call%500 == 499 {
+				size = 1 << 20
+			}
+			add(protocol.ServerToClient, protocol.KindResult, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":%q}]}}`, call, text(call+k, size)), req)
+		}
+		if err := st.Write(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "complete"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// scaleTapeMB is the size of BenchmarkScaleImport's tape.
+func scaleTapeMB() int {
+	if os.Getenv("MCPTAPE_SCALE") != "" {
+		return 530
+	}
+	return 40
+}
+
+// BenchmarkScaleImport imports a tape of a long recording (530 MB, four
+// sessions, with MCPTAPE_SCALE=1; 40 MB otherwise) into a new store with
+// `mcptape import` (a child process): its peak RSS must stay under 300 MB
+// (before: about 1 GB here, 1.7 GB on another machine), its CPU time is
+// reported.
+func BenchmarkScaleImport(b *testing.B) {
+	dir := scaleDir(b)
+	mb := scaleTapeMB()
+	tape := filepath.Join(dir, fmt.Sprintf("long-%dMB.tape.json", mb))
+	if _, err := os.Stat(tape); err != nil {
+		data := tapeStore(b, dir, mb)
+		child(b, "export", "--data", data, "-o", tape, "-q")
+	}
+	fi, err := os.Stat(tape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpus, walls []time.Duration
+	var peak int64
+	for b.Loop() {
+		data := filepath.Join(b.TempDir(), "imported")
+		cpu, rss, wall := child(b, "import", "--data", data, tape)
+		cpus, walls, peak = append(cpus, cpu), append(walls, wall), max(peak, rss)
+	}
+	b.ReportMetric(float64(fi.Size())/1e6, "tape-MB")
+	b.ReportMetric(float64(peak)/1e6, "peak-RSS-MB")
+	b.ReportMetric(slices.Min(cpus).Seconds(), "cpu-s")
+	b.ReportMetric(slices.Min(walls).Seconds(), "wall-s")
+	if peak > importRSSTarget {
+		b.Errorf("importing the %.0f MB tape peaked at %.0f MB of RSS; the target is under %.0f MB", float64(fi.Size())/1e6, float64(peak)/1e6, importRSSTarget/1e6)
+	}
+}
+
+// importRSSTarget is the most RSS an import may take at its peak.
+const importRSSTarget = 300e6
