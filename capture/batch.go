@@ -21,6 +21,11 @@ type batcher struct {
 	editor   bool             // the store keeps versions of messages (Editor)
 	bufs     *bigBuffers      // nil unless the store is a RawCopier
 	drift    *driftCheck      // nil without baselines; for the sessions' linkers
+	// skeletal is set while a long stream frame is recorded from its
+	// skeleton (see streamFileFrame): its message is classified and
+	// linked, but not checked against schemas, baselines or forms, whose
+	// content the skeleton may have left out.
+	skeletal bool
 	seq      uint64
 	strs     protocol.Strings   // the strings messages repeat
 	split    []protocol.Message // what splitBody returned last
@@ -210,6 +215,7 @@ func (b *batcher) messageWith(xs *exchange, dir protocol.Direction, pm *protocol
 		read, _ = b.strs.ParseParams(pm.Params)
 		params = &read
 	}
+	st.skeletal = b.skeletal
 	if again := st.link(xs, dir, pm, params, m); again != nil {
 		b.msgs = append(b.msgs, again)
 		b.dirtyS[st.s.ID] = st

@@ -56,10 +56,10 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 		case len(params.InputResponses) > 0:
 			st.chainStateless(pm.Method, params.Name, params.InputResponses, m)
 		}
-		if m.Links.Previous != 0 && len(params.InputResponses) > 0 {
+		if m.Links.Previous != 0 && len(params.InputResponses) > 0 && !st.skeletal {
 			m.Findings = append(m.Findings, st.checkInputAnswers(m.Links.Previous, params.InputResponses)...)
 		}
-		if pm.Method == protocol.MethodToolsCall {
+		if pm.Method == protocol.MethodToolsCall && !st.skeletal {
 			m.Findings = append(m.Findings, st.checkToolCall(params.Name, params.Arguments, xs.headers)...)
 		}
 	} else {
@@ -79,7 +79,7 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 		if params.ElicitationID != "" && len(st.elicit) < maxPending {
 			st.elicit[params.ElicitationID] = m.Seq
 		}
-		if pm.Method == protocol.MethodElicitation {
+		if pm.Method == protocol.MethodElicitation && !st.skeletal {
 			m.Findings = append(m.Findings, st.noteElicitation(elicitKey{seq: m.Seq}, pm.Params)...)
 		}
 		if st.s.Era == protocol.EraModern {
@@ -430,17 +430,19 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 		}
 	}
 	if dir != protocol.ServerToClient {
-		if pd.method == protocol.MethodElicitation {
+		if pd.method == protocol.MethodElicitation && !st.skeletal {
 			m.Findings = append(m.Findings, st.checkElicitAnswer(elicitKey{seq: pd.seq}, pm.Result)...)
 		}
 		return
 	}
 	st.learnServer(pd.method, &res)
-	switch pd.method {
-	case protocol.MethodToolsList:
+	switch {
+	case st.skeletal:
+		// What a check reads may be what the skeleton left out.
+	case pd.method == protocol.MethodToolsList:
 		m.Findings = append(m.Findings, st.learnTools(pm.Result, pd.paged)...)
 		m.Findings = append(m.Findings, st.drift.toolsList(&st.s, pm.Result, pd.paged)...)
-	case protocol.MethodToolsCall:
+	case pd.method == protocol.MethodToolsCall:
 		if res.ResultType != "input_required" {
 			m.Findings = append(m.Findings, st.checkStructured(pd.name, &res)...)
 		}
@@ -456,7 +458,9 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 		if caps == nil {
 			caps = st.s.ClientCapabilities
 		}
-		m.Findings = append(m.Findings, st.checkInputRequests(pd.seq, caps, res.InputRequests)...)
+		if !st.skeletal {
+			m.Findings = append(m.Findings, st.checkInputRequests(pd.seq, caps, res.InputRequests)...)
+		}
 	}
 }
 

@@ -44,6 +44,17 @@
 // whenever the store fails, traffic still flows and the loss is counted
 // ([Stats]), logged once, and marked on the session ([StatusIncomplete]).
 //
+// A leg whose transport frames the messages itself — a stdio server's
+// newline-delimited stdin and stdout, which `mcptape wrap` relays — reports
+// a [Stream] instead: one session and one exchange for the conversation,
+// each side's frames written through a [FrameWriter] (Write, End at each
+// frame's end, Flush once per read). The frames of one Flush travel as one
+// event weighed in bytes; when the queue is full they wait in order in a
+// backlog file in [RecorderOptions.SpillDir] rather than being dropped, and a
+// frame past 1 MiB is kept in a file there, never in memory: a [Writer] that
+// is a [RawReaderTaker] (the spool) copies it from there, classified from
+// the frame's skeleton.
+//
 // # Drift
 //
 // [RecorderOptions].Baselines gives each upstream's trusted tools/list
@@ -66,7 +77,11 @@
 // client secrets in query strings (a redirect's Location included), in the
 // form and JSON bodies of plain HTTP exchanges (members at any depth), and
 // the password of a Basic Authorization; and any of those secret values
-// wherever they reappear later, in any body. A plain body in a
+// wherever they reappear later, in any body. A stdio server's command line
+// and environment are redacted by the rules of [RedactArgs] and
+// [RedactEnvValue] (secret-named flags and variables, key-looking values,
+// secret headers, URL passwords), plus [RedactOptions.Args] and
+// [RedactOptions.Env]. A plain body in a
 // Content-Encoding the recorder cannot decode is not stored. Mcp-Session-Id
 // is stored as a stable pseudonym.
 //

@@ -2,15 +2,12 @@ package capture
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,6 +231,16 @@ type HeldMessage struct {
 	// Profile is, for a HeldAnswer, the testing profile --answer names
 	// (the page's default for Auto-respond), "" when none.
 	Profile string `json:"profile,omitempty"`
+	// MCPSession is the exchange's Mcp-Session-Id as the leg received
+	// it: Hold turns it into SessionKey (with InterceptorOptions.Pseudonym)
+	// and forgets it, so that it is never shown.
+	MCPSession string `json:"-"`
+	// SessionKey is the stored key of the legacy session the message
+	// belongs to (its Session.Key); Client is the clientInfo name the
+	// exchange's request gave, when it gave one (2026-07-28). Together
+	// with Upstream they let a reader find the message's session.
+	SessionKey string `json:"sessionKey,omitempty"`
+	Client     string `json:"client,omitempty"`
 	// Since is when it was held; Deadline when it goes on unchanged
 	// (zero: never).
 	Since    time.Time `json:"since"`
@@ -298,41 +305,47 @@ type InterceptorOptions struct {
 	MaxHeld int
 	// Now is the clock (tests). Nil means time.Now.
 	Now func() time.Time
+	// Pseudonym turns an Mcp-Session-Id into its stored key, as the
+	// recorder does (RedactOptions.Pseudonym with the recorder's
+	// options). Nil keeps no session key.
+	Pseudonym func(string) string
 }
+
+// Pseudonym is the stored key of an Mcp-Session-Id under these options
+// (Session.Key), as the recorder writes it.
+func (o RedactOptions) Pseudonym(id string) string { return (&redactor{opts: o}).pseudonym(id) }
 
 // DefaultInterceptTimeout is how long a message stays held by default.
 const DefaultInterceptTimeout = 5 * time.Minute
 
 // Interceptor holds the messages its rules match until someone decides
-// what goes on. It is safe for concurrent use; a nil *Interceptor holds
-// nothing and costs a nil check.
+// what goes on: a [HoldQueue] of held messages and their verdicts, and the
+// rules that fill it. It is safe for concurrent use; a nil *Interceptor
+// holds nothing and costs a nil check.
 type Interceptor struct {
-	timeout time.Duration
-	maxHeld int
-	now     func() time.Time
+	timeout   time.Duration
+	maxHeld   int
+	pseudonym func(string) string
+	q         *HoldQueue[HeldMessage, Verdict]
 
 	// wants is a bit per InterceptKind with an enabled rule: the legs'
 	// fast path (no rule, no cost).
 	wants atomic.Uint32
 
-	mu      sync.Mutex
-	rules   []InterceptRule
-	next    uint64
-	held    map[string]*heldItem
-	closed  bool
-	changed chan struct{}
-}
-
-type heldItem struct {
-	n       uint64
-	msg     HeldMessage
-	verdict chan Verdict // buffered: Decide never blocks
+	mu    sync.Mutex
+	rules []InterceptRule
 }
 
 // NewInterceptor returns a queue holding what rules match.
 func NewInterceptor(rules []InterceptRule, o *InterceptorOptions) (*Interceptor, error) {
-	i := &Interceptor{timeout: DefaultInterceptTimeout, maxHeld: 1000, now: time.Now,
-		held: map[string]*heldItem{}, changed: make(chan struct{})}
+	i := &Interceptor{timeout: DefaultInterceptTimeout, maxHeld: 1000}
+	qo := &HoldQueueOptions[HeldMessage, Verdict]{Check: func(m HeldMessage, v *Verdict) error {
+		if err := checkVerdict(m.What, v); err != nil {
+			return err
+		}
+		v.TimedOut, v.Stopped = false, false
+		return nil
+	}}
 	if o != nil {
 		switch {
 		case o.Timeout > 0:
@@ -343,10 +356,10 @@ func NewInterceptor(rules []InterceptRule, o *InterceptorOptions) (*Interceptor,
 		if o.MaxHeld > 0 {
 			i.maxHeld = o.MaxHeld
 		}
-		if o.Now != nil {
-			i.now = o.Now
-		}
+		qo.Now, i.pseudonym = o.Now, o.Pseudonym
 	}
+	qo.Max = i.maxHeld
+	i.q = NewHoldQueue(qo)
 	if err := i.SetRules(rules); err != nil {
 		return nil, err
 	}
@@ -381,8 +394,8 @@ func (i *Interceptor) SetRules(rules []InterceptRule) error {
 	i.mu.Lock()
 	i.rules = slices.Clone(rules)
 	i.wants.Store(wants)
-	i.changedLocked()
 	i.mu.Unlock()
+	i.q.Notify()
 	return nil
 }
 
@@ -415,78 +428,35 @@ func (i *Interceptor) Match(kind InterceptKind, method, name string) (InterceptR
 // the message leaves the queue, and nothing is to be sent on (the side
 // that waited for it went away).
 func (i *Interceptor) Hold(ctx context.Context, m HeldMessage) (Verdict, error) {
-	i.mu.Lock()
-	if i.closed {
-		i.mu.Unlock()
-		return Verdict{Action: ActionForward, Stopped: true}, nil
+	m.ID, m.Since, m.Deadline = "", time.Time{}, time.Time{}
+	if m.MCPSession != "" && i.pseudonym != nil {
+		m.SessionKey = i.pseudonym(m.MCPSession)
 	}
-	if len(i.held) >= i.maxHeld {
-		i.mu.Unlock()
-		return Verdict{Action: ActionForward, By: fmt.Sprintf("mcptape: %d messages were held already (the most it holds at once)", i.maxHeld)}, nil
-	}
-	i.next++
-	it := &heldItem{n: i.next, verdict: make(chan Verdict, 1)}
-	m.ID = strconv.FormatUint(i.next, 10)
-	m.Since = i.now()
+	m.MCPSession = ""
 	m.Actions = m.What.Actions()
 	m.Raw = bytes.Clone(m.Raw)
-	var timeout <-chan time.Time
-	if i.timeout > 0 {
-		m.Deadline = m.Since.Add(i.timeout)
-		t := time.NewTimer(i.timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	it.msg = m
-	i.held[m.ID] = it
-	i.changedLocked()
-	i.mu.Unlock()
-
-	select {
-	case v := <-it.verdict:
+	v, err := i.q.Hold(ctx, m, i.timeout)
+	switch {
+	case err == nil:
 		return v, nil
-	case <-timeout:
-		if i.withdraw(m.ID) {
-			return Verdict{Action: ActionForward, TimedOut: true}, nil
-		}
-	case <-ctx.Done():
-		if i.withdraw(m.ID) {
-			return Verdict{}, ctx.Err()
-		}
+	case errors.Is(err, ErrHoldClosed):
+		return Verdict{Action: ActionForward, Stopped: true}, nil
+	case errors.Is(err, ErrHoldFull):
+		return Verdict{Action: ActionForward, By: fmt.Sprintf("mcptape: %d messages were held already (the most it holds at once)", i.maxHeld)}, nil
+	case errors.Is(err, ErrHoldTimeout):
+		return Verdict{Action: ActionForward, TimedOut: true}, nil
 	}
-	// Decided (or closed) as the wait ended: the verdict wins.
-	return <-it.verdict, nil
-}
-
-// withdraw takes a message out of the queue; false when it was decided.
-func (i *Interceptor) withdraw(id string) bool {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if _, ok := i.held[id]; !ok {
-		return false
-	}
-	delete(i.held, id)
-	i.changedLocked()
-	return true
+	return Verdict{}, err
 }
 
 // Decide settles the held message id, after checking the verdict (see
 // ErrBadVerdict).
 func (i *Interceptor) Decide(id string, v Verdict) error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	it, ok := i.held[id]
-	if !ok {
+	err := i.q.Answer(id, v)
+	if errors.Is(err, ErrNotWaiting) {
 		return fmt.Errorf("%w %q: it went on already (decided, timed out, or the side waiting for it went away)", ErrNotHeld, id)
 	}
-	if err := checkVerdict(it.msg.What, &v); err != nil {
-		return err
-	}
-	v.TimedOut, v.Stopped = false, false
-	delete(i.held, id)
-	it.verdict <- v
-	i.changedLocked()
-	return nil
+	return err
 }
 
 // checkVerdict applies ErrBadVerdict's rules, and compacts a JSON edit's
@@ -541,23 +511,18 @@ func (i *Interceptor) Held() []HeldMessage {
 	if i == nil {
 		return nil
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	items := slices.SortedFunc(maps.Values(i.held), func(a, b *heldItem) int { return cmp.Compare(a.n, b.n) })
-	out := make([]HeldMessage, len(items))
-	for k, it := range items {
-		out[k] = it.msg
+	ws := i.q.Waiting()
+	out := make([]HeldMessage, len(ws))
+	for k, w := range ws {
+		out[k] = w.Q
+		out[k].ID, out[k].Since, out[k].Deadline = w.ID, w.Since, w.Deadline
 	}
 	return out
 }
 
 // Watch returns the number held and a channel closed on the next change
 // (a message held or released, the rules changed).
-func (i *Interceptor) Watch() (int, <-chan struct{}) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return len(i.held), i.changed
-}
+func (i *Interceptor) Watch() (int, <-chan struct{}) { return i.q.Watch() }
 
 // Close sends every held message on unchanged (Verdict.Stopped), and
 // every later one at once: the recorder is stopping, and holding must
@@ -566,21 +531,6 @@ func (i *Interceptor) Close() {
 	if i == nil {
 		return
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.closed {
-		return
-	}
-	i.closed = true
-	for id, it := range i.held {
-		it.verdict <- Verdict{Action: ActionForward, Stopped: true}
-		delete(i.held, id)
-	}
 	i.wants.Store(0)
-	i.changedLocked()
-}
-
-func (i *Interceptor) changedLocked() {
-	close(i.changed)
-	i.changed = make(chan struct{})
+	i.q.Close()
 }

@@ -21,6 +21,7 @@ type linker struct {
 	met         *recorderMetrics  // nil without metrics
 	strs        *protocol.Strings // what its results' strings are read into
 	drift       *driftCheck       // nil without baselines
+	skeletal    bool              // the message being linked is a skeleton's (batcher.skeletal)
 	scope       string            // keyScope of its traffic
 	last        time.Time
 	keyed       bool // has an Mcp-Session-Id

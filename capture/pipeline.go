@@ -181,17 +181,11 @@ func (p *pipeline) handle(ev event) {
 	xs := p.xs[ev.x]
 	if xs == nil {
 		releaseChunk(ev.data, ev.pooled)
+		ev.block.release()
 		return
 	}
 	if xs.stream {
-		switch ev.kind {
-		case evLine:
-			p.streamLine(xs, ev)
-		case evStderr:
-			p.streamStderr(xs, ev)
-		case evEnd:
-			p.streamEnd(xs, ev)
-		}
+		p.streamEvent(xs, ev)
 		return
 	}
 	if !xs.reqDone && (ev.kind == evResp || ev.kind == evRespBody || ev.resp != nil && ev.kind != evEnd ||

@@ -7,6 +7,7 @@ import (
 	"encoding/base32"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -24,6 +25,15 @@ type RedactOptions struct {
 	// Set-Cookie, and every header whose name contains "api-key",
 	// "apikey", "api_key", "token", "secret" or "password".
 	Headers []string
+	// Args adds patterns for secrets in a stdio server's arguments (wrap
+	// --redact-arg), beyond the default rules (see RedactArgs): the part
+	// of an argument a pattern matches, or its first group when it has
+	// one, is redacted, and scrubbed from messages too.
+	Args []*regexp.Regexp
+	// Env adds names of environment variables whose values are secrets
+	// (wrap --redact-env), beyond the default rules (see RedactEnvValue):
+	// shell patterns (path.Match: DB_*), matched without regard to case.
+	Env []string
 	// PseudonymKey keys the HMAC that turns an Mcp-Session-Id into its
 	// stored pseudonym; keep it per store so pseudonyms are stable across
 	// restarts. Nil means a fixed, public key (pseudonyms are then stable
@@ -287,101 +297,11 @@ func (r *redactor) pseudonym(id string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(id))
 	p := "sid-" + strings.ToLower(pseudoEnc.EncodeToString(m.Sum(nil))[:16])
-	if len(r.pseudonyms) >= seenNames {
-		clear(r.pseudonyms)
+	if r.pseudonyms != nil { // nil in a redactor made for one pseudonym
+		if len(r.pseudonyms) >= seenNames {
+			clear(r.pseudonyms)
+		}
+		r.pseudonyms[id] = p
 	}
-	r.pseudonyms[id] = p
 	return p
-}
-
-// secretWords mark a name (a flag, an environment variable) whose value is
-// a secret.
-var secretWords = []string{"key", "token", "secret", "password", "passwd", "auth", "credential", "cookie", "private"}
-
-// secretName reports whether a flag or variable name names a secret.
-func secretName(name string) bool {
-	l := strings.ToLower(name)
-	for _, w := range secretWords {
-		if strings.Contains(l, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// secretPrefixes start well-known credential formats.
-var secretPrefixes = []string{"sk-", "sk_", "pk_live_", "rk_live_", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "glpat-",
-	"xoxb-", "xoxp-", "xoxa-", "AKIA", "ASIA", "AIza", "ya29.", "eyJ", "npm_", "hf_", "Bearer "}
-
-// secretValue reports whether a value looks like a credential by itself:
-// a known prefix, or a long run of token characters with letters and digits
-// mixed (a random key), as opposed to a path, a URL or a word.
-func secretValue(v string) bool {
-	for _, p := range secretPrefixes {
-		if strings.HasPrefix(v, p) && len(v) >= len(p)+8 {
-			return true
-		}
-	}
-	if len(v) < 24 || strings.ContainsAny(v, "/\\:. ") {
-		return false
-	}
-	var letters, digits int
-	for _, c := range v {
-		switch {
-		case c >= '0' && c <= '9':
-			digits++
-		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			letters++
-		case c == '-' || c == '_' || c == '+' || c == '=':
-		default:
-			return false
-		}
-	}
-	return letters > 0 && digits > 0
-}
-
-// command redacts a stdio server's command line and environment: the
-// value of a secret-named flag (--api-key=V, or --api-key V), of a
-// secret-named variable, and any value that looks like a credential. The
-// values it removes are learned, so they are scrubbed from messages too.
-func (r *redactor) command(c Command) Command {
-	out := Command{Dir: c.Dir, PID: c.PID, Exit: c.Exit}
-	out.Args = make([]string, len(c.Args))
-	copy(out.Args, c.Args)
-	out.Env = make([]string, len(c.Env))
-	copy(out.Env, c.Env)
-	if len(out.Env) == 0 {
-		out.Env = nil
-	}
-	if r.opts.Disabled {
-		return out
-	}
-	for i := 1; i < len(out.Args); i++ {
-		a := out.Args[i]
-		if name, val, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-") {
-			if secretName(name) || secretValue(val) {
-				r.learn(val)
-				out.Args[i] = name + "=" + Redacted
-			}
-			continue
-		}
-		if strings.HasPrefix(a, "-") && secretName(a) && i+1 < len(out.Args) && !strings.HasPrefix(out.Args[i+1], "-") {
-			r.learn(out.Args[i+1])
-			out.Args[i+1] = Redacted
-			i++
-			continue
-		}
-		if secretValue(a) {
-			r.learn(a)
-			out.Args[i] = Redacted
-		}
-	}
-	for i, kv := range out.Env {
-		name, val, ok := strings.Cut(kv, "=")
-		if ok && val != "" && (secretName(name) || secretValue(val)) {
-			r.learn(val)
-			out.Env[i] = name + "=" + Redacted
-		}
-	}
-	return out
 }

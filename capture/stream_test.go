@@ -2,6 +2,8 @@ package capture_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +168,163 @@ func TestStreamCountsEveryLineItCannotRecord(t *testing.T) {
 	}
 	if sessions[0].Status != capture.StatusIncomplete {
 		t.Errorf("session %+v: want it marked incomplete", sessions[0])
+	}
+}
+
+// While the store does not keep up, a stream's frames wait in its backlog
+// file instead of being dropped: a burst many times the queue is recorded
+// whole and in order once the store takes writes again, with nothing
+// counted lost.
+func TestStreamBacklogKeepsABurst(t *testing.T) {
+	mem := memstore.New()
+	st := &gatedStore{Store: mem, open: make(chan struct{})}
+	spill := t.TempDir()
+	rec, err := capture.NewRecorder(context.Background(), st, &capture.RecorderOptions{
+		QueueSize: 8, QueueBytes: 64 << 10, Backpressure: time.Millisecond, SpillDir: spill,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rec.OpenStream(&capture.StreamInfo{Name: "burst", Command: capture.Command{Args: []string{"burst"}}})
+	w := s.Writer(protocol.ServerToClient)
+	const n = 20000
+	for i := range n {
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":%d}}`, i)
+		w.End()
+		if i%50 == 49 {
+			w.Flush() // one read's lines
+		}
+	}
+	w.Flush()
+	if entries, _ := os.ReadDir(spill); len(entries) != 0 {
+		t.Errorf("the backlog left a name in the folder: %v", entries)
+	}
+	close(st.open)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close("exited with code 0")
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if stats := rec.Stats(); stats.Dropped != 0 || stats.Lost != 0 || stats.Stored != n {
+		t.Errorf("stats %+v; want %d stored, none lost", stats, n)
+	}
+	var sess *capture.Session
+	for x, err := range mem.Sessions(context.Background(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess = x
+	}
+	next := 0
+	for m, err := range mem.Messages(context.Background(), sess.ID, capture.MessageQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`"data":%d}`, next); !strings.Contains(string(m.Raw), want) {
+			t.Fatalf("message %d is %s; want the line with %s (in order)", next, m.Raw, want)
+		}
+		next++
+	}
+	if next != n || sess.Status != capture.StatusClosed || sess.Lost != 0 {
+		t.Errorf("%d messages stored, session %s with %d lost; want %d, closed, none", next, sess.Status, sess.Lost, n)
+	}
+}
+
+// A frame longer than the recorder keeps in memory goes through a file: it
+// is stored whole and classified (a result linked to its request) when it
+// fits the message size limit, and cut and marked when it does not.
+func TestStreamLongFrames(t *testing.T) {
+	d := newDriver(t, &capture.RecorderOptions{SpillDir: t.TempDir(), MaxMessageSize: 4 << 20})
+	s := d.rec.OpenStream(&capture.StreamInfo{Name: "long", Command: capture.Command{Args: []string{"long"}}})
+	s.Line(protocol.ClientToServer, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"}}`))
+	w := s.Writer(protocol.ServerToClient)
+	body := strings.Repeat("x", 3<<20)
+	parts := []string{`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"`, body, `"}]}}`}
+	for _, part := range parts {
+		w.Write([]byte(part))
+	}
+	w.End()
+	w.Write([]byte(strings.Repeat("y", 6<<20)))
+	w.End()
+	w.Flush()
+	s.Close("")
+	ms := d.messages("s01")
+	if len(ms) != 3 {
+		t.Fatalf("%d messages, want 3", len(ms))
+	}
+	if r := ms[1]; r.Kind != protocol.KindResult || r.Links.Request != ms[0].Seq || r.Size != len(strings.Join(parts, "")) || !strings.HasSuffix(string(r.Raw), `"}]}}`) {
+		t.Errorf("the 3 MiB result: kind %s, linked to %d (the request is %d), size %d", r.Kind, r.Links.Request, ms[0].Seq, r.Size)
+	}
+	if c := ms[2]; c.Size != 4<<20 || len(c.Findings) == 0 || c.Findings[0].Kind != capture.FindingOversize {
+		t.Errorf("the 6 MiB line: size %d, findings %v; want it cut at 4 MiB and marked", c.Size, c.Findings)
+	}
+}
+
+// rawReaderStore is a memory store that takes messages whose bytes are in
+// a file (capture.RawReaderTaker), as the spool does, reading them itself.
+type rawReaderStore struct{ *memstore.Store }
+
+func (rawReaderStore) TakesRawReaders() {}
+
+func (s rawReaderStore) Write(ctx context.Context, b *capture.Batch) error {
+	for i, m := range b.Messages {
+		if rr, ok := m.File.(capture.RawReader); ok && m.Raw == nil {
+			c := *m
+			c.Raw = make([]byte, rr.Len())
+			if _, err := rr.ReadAt(c.Raw, 0); err != nil {
+				return err
+			}
+			c.File = nil
+			b.Messages[i] = &c
+		}
+	}
+	return s.Store.Write(ctx, b)
+}
+
+// A long frame recorded from its skeleton (its bytes never in memory) is
+// classified and linked, and not checked against what the skeleton left
+// out: a 2 MiB tools/call whose arguments satisfy the tool's schema gets no
+// schema finding (its skeleton's arguments are empty).
+func TestStreamSkeletonIsNotChecked(t *testing.T) {
+	mem := memstore.New()
+	rec, err := capture.NewRecorder(context.Background(), rawReaderStore{mem}, &capture.RecorderOptions{SpillDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rec.OpenStream(&capture.StreamInfo{Name: "big", Command: capture.Command{Args: []string{"big"}}})
+	s.Line(protocol.ClientToServer, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"write","inputSchema":{"type":"object","required":["text"],"properties":{"text":{"type":"string"}}}}]}}`))
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{"text":"` + strings.Repeat("z", 2<<20) + `"}}}`
+	s.Line(protocol.ClientToServer, []byte(call))
+	s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`))
+	s.Close("")
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ms []*capture.Message
+	for sess, err := range mem.Sessions(context.Background(), capture.SessionQuery{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, err := range mem.Messages(context.Background(), sess.ID, capture.MessageQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) != 4 {
+		t.Fatalf("%d messages", len(ms))
+	}
+	c := ms[2]
+	if c.Kind != protocol.KindRequest || c.Method != "tools/call" || c.Name != "write" || string(c.Raw) != call || ms[3].Links.Request != c.Seq {
+		t.Errorf("the long call: kind %s method %s name %q, whole %v, answered by %d", c.Kind, c.Method, c.Name, string(c.Raw) == call, ms[3].Links.Request)
+	}
+	if len(c.Findings) != 0 {
+		t.Errorf("the long call got findings from its skeleton: %v", c.Findings)
 	}
 }

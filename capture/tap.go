@@ -21,9 +21,9 @@ const (
 	evRespBody
 	evEnd
 	evSync
-	evStreamOpen // a stdio stream starts (Stream)
-	evLine       // one line of a stdio stream
-	evStderr     // one line of a stdio server's stderr
+	evStreamOpen // a stream starts (Stream)
+	evLine       // frames of a stream (a streamBlock); a frame's kind when in one
+	evStderr     // a frame of a stream's stderr, in a streamBlock
 	evIngest     // records of another recorder (Recorder.Ingest)
 	evIntercept  // what became of the exchange's next message (Tap.Intercepted)
 )
@@ -33,8 +33,11 @@ type event struct {
 	x     uint64
 	at    time.Time
 	begin *beginInfo
-	// stdio streams
+	// streams: evStreamOpen's info, evLine's frames, evEnd's count of
+	// frames not recorded
 	stream *StreamInfo
+	block  *streamBlock
+	lost   int64
 	dir    protocol.Direction
 	ingest *ingestReq
 	// evIntercept

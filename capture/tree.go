@@ -24,6 +24,10 @@ type Tree struct {
 	Messages int `json:"messages"`
 	Frames   int `json:"frames"`
 	Stderr   int `json:"stderr,omitempty"`
+	// StderrLines are a stdio server's stderr lines, in order (the first
+	// maxTreeStderr of them, each cut at maxStderrText bytes): what a
+	// server says of itself beside its messages.
+	StderrLines []StderrLine `json:"stderrLines,omitempty"`
 	// Findings counts the findings recorded on the session's messages and
 	// exchanges, all of which are on the tree's nodes: the session's own
 	// count when the tree holds the whole session. Unanswered counts those
@@ -31,6 +35,20 @@ type Tree struct {
 	Findings   int `json:"findings"`
 	Unanswered int `json:"unanswered"`
 }
+
+// StderrLine is a line a stdio server wrote to its standard error.
+type StderrLine struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Text string    `json:"text"`
+}
+
+// A Tree keeps the first maxTreeStderr stderr lines, each cut at
+// maxStderrText bytes.
+const (
+	maxTreeStderr = 1000
+	maxStderrText = 300
+)
 
 // NodeKind says what a node stands for.
 type NodeKind string
@@ -226,6 +244,9 @@ func (b *treeBuilder) add(m *Message) {
 		return
 	case protocol.KindStderr:
 		b.t.Stderr++
+		if len(b.t.StderrLines) < maxTreeStderr {
+			b.t.StderrLines = append(b.t.StderrLines, StderrLine{Seq: m.Seq, Time: m.Time, Text: clip(string(m.Raw), maxStderrText)})
+		}
 		return
 	}
 	b.t.Messages++

@@ -41,7 +41,25 @@ type treePrinter struct {
 }
 
 func (p *treePrinter) print(t *Tree) {
+	stderr := t.StderrLines
+	// A stdio server's stderr lines go among the calls, in time order.
+	upTo := func(at time.Time, all bool) {
+		for len(stderr) > 0 && (all || stderr[0].Time.Before(at)) {
+			fmt.Fprintln(p.w, clean("[2]"+p.clock(stderr[0].Time)+" stderr: "+stderr[0].Text))
+			stderr = stderr[1:]
+		}
+	}
+	defer func() {
+		upTo(time.Time{}, true)
+		if more := t.Stderr - len(t.StderrLines); more > 0 {
+			fmt.Fprintf(p.w, "[2] (%d more stderr lines)\n", more)
+		}
+		if s := t.Session; s != nil && s.Command != nil && s.Command.Exit != "" {
+			fmt.Fprintln(p.w, clean("[.] server process: "+s.Command.Exit))
+		}
+	}()
 	for _, n := range t.Roots {
+		upTo(n.Start, false)
 		marker := "[>]"
 		switch {
 		case n.Kind == NodeNotification:

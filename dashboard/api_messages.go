@@ -41,9 +41,9 @@ type messageDetail struct {
 	// tools/call names, as the session's last tools/list described it.
 	Related *related `json:"related"`
 	Tool    *toolDef `json:"tool,omitempty"`
-	// Answer is the raw response to a server→client request (sampling,
-	// elicitation, roots), shown with the request; "" when there is none
-	// or it is larger than maxPageAnswer.
+	// Answer is the raw response to a request (a client's call, or a
+	// server's sampling, elicitation, roots), shown beside the request;
+	// "" when there is none or it is larger than maxPageAnswer.
 	Answer string `json:"answer,omitempty"`
 }
 
@@ -116,7 +116,7 @@ func (s *Server) apiMessage(w http.ResponseWriter, r *http.Request) {
 	if m.Kind == protocol.KindResult && m.Direction == protocol.ServerToClient {
 		rel.Inputs = inputsOf(m.Raw, rel.NextRound)
 	}
-	if m.Kind == protocol.KindRequest && m.Direction == protocol.ServerToClient && rel.Response != 0 {
+	if m.Kind == protocol.KindRequest && rel.Response != 0 {
 		if a, err := s.store.Message(ctx, rel.Response); err == nil && len(a.Raw) <= maxPageAnswer && utf8.Valid(a.Raw) {
 			d.Answer = string(a.Raw)
 		}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -68,7 +69,33 @@ type sessionFilter struct {
 	findings                               string // "", "1" (some) or "0" (none)
 	since, until                           time.Time
 	limit, offset                          int
+	// sort is the column the list is sorted by ("" is start, newest
+	// first), asc its order.
+	sort string
+	asc  bool
 }
+
+// sortKeys are the columns the list sorts by, each compared ascending.
+var sortKeys = map[string]func(a, b *sessionRow) int{
+	"start":   func(a, b *sessionRow) int { return a.Start.Compare(b.Start) },
+	"session": func(a, b *sessionRow) int { return strings.Compare(a.ID, b.ID) },
+	"era":     func(a, b *sessionRow) int { return strings.Compare(a.Era+a.Version, b.Era+b.Version) },
+	"client": func(a, b *sessionRow) int {
+		return strings.Compare(strings.ToLower(a.Client.String()), strings.ToLower(b.Client.String()))
+	},
+	"server": func(a, b *sessionRow) int {
+		return strings.Compare(strings.ToLower(a.Server.String()), strings.ToLower(b.Server.String()))
+	},
+	"duration": func(a, b *sessionRow) int { return cmp.Compare(a.DurationMs, b.DurationMs) },
+	"calls":    func(a, b *sessionRow) int { return cmp.Compare(a.Calls, b.Calls) },
+	"errors":   func(a, b *sessionRow) int { return cmp.Compare(a.Errors, b.Errors) },
+	"findings": func(a, b *sessionRow) int { return cmp.Compare(a.Findings, b.Findings) },
+	"status":   func(a, b *sessionRow) int { return strings.Compare(a.Status, b.Status) },
+}
+
+// maxSorted bounds the sessions a sort by a column other than start
+// reads: past it, the list says it sorted the newest maxSorted only.
+const maxSorted = 20000
 
 const (
 	defaultPage = 50
@@ -117,6 +144,16 @@ func parseFilter(r *http.Request) (sessionFilter, error) {
 		if f.offset, err = strconv.Atoi(v); err != nil || f.offset < 0 {
 			return f, errors.New("offset: want a number ≥ 0")
 		}
+	}
+	if f.sort = q.Get("sort"); f.sort != "" && sortKeys[f.sort] == nil {
+		return f, errors.New("sort: want start, session, era, client, server, duration, calls, errors, findings or status")
+	}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		f.asc = true
+	default:
+		return f, errors.New("order: want asc or desc")
 	}
 	return f, nil
 }
@@ -170,6 +207,11 @@ type sessionsPage struct {
 	Offset int  `json:"offset"`
 	Limit  int  `json:"limit"`
 	More   bool `json:"more"`
+	// Sort and Order are the list's order; Capped says a sort read only
+	// the newest maxSorted sessions.
+	Sort   string `json:"sort"`
+	Order  string `json:"order"`
+	Capped bool   `json:"capped,omitempty"`
 }
 
 // apiSessions is GET /api/v1/sessions: sessions newest first, filtered and
@@ -189,13 +231,16 @@ func (s *Server) apiSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSessions(ctx context.Context, f *sessionFilter) (*sessionsPage, error) {
-	page := &sessionsPage{Sessions: []sessionRow{}, Offset: f.offset, Limit: f.limit}
+	if f.sort != "" && !(f.sort == "start" && !f.asc) {
+		return s.sortedSessions(ctx, f)
+	}
+	page := &sessionsPage{Sessions: []sessionRow{}, Offset: f.offset, Limit: f.limit, Sort: "start", Order: "desc"}
 	matched := 0
 	text := []byte(f.text)
 	// Unfiltered, a store that counts its sessions spares the walk past
 	// the page to count them (a million sessions took seconds).
 	counter, counts := s.store.(capture.SessionCounter)
-	counts = counts && *f == sessionFilter{limit: f.limit, offset: f.offset}
+	counts = counts && *f == sessionFilter{limit: f.limit, offset: f.offset, sort: f.sort, asc: f.asc}
 	for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Since: f.since, Until: f.until}) {
 		if err != nil {
 			return nil, err
@@ -208,17 +253,10 @@ func (s *Server) listSessions(ctx context.Context, f *sessionFilter) (*sessionsP
 			page.Total, page.More = n, true
 			return page, nil
 		}
-		if !f.cheap(x) {
+		if ok, err := s.passes(ctx, f, x); err != nil {
+			return nil, err
+		} else if !ok {
 			continue
-		}
-		if f.method != "" || f.tool != "" {
-			sum, err := s.index.get(ctx, x)
-			if err != nil {
-				return nil, err
-			}
-			if (f.method != "" && !sum.hasMethod(f.method)) || (f.tool != "" && !sum.hasTool(f.tool)) {
-				continue
-			}
 		}
 		if len(text) > 0 {
 			if matched >= f.offset+f.limit {
@@ -248,6 +286,74 @@ func (s *Server) listSessions(ctx context.Context, f *sessionFilter) (*sessionsP
 	}
 	page.Total = matched
 	page.More = matched > f.offset+len(page.Sessions)
+	return page, nil
+}
+
+// passes reports whether x passes the filters but the text: those of the
+// session itself, and its methods and tools from the index.
+func (s *Server) passes(ctx context.Context, f *sessionFilter, x *capture.Session) (bool, error) {
+	if !f.cheap(x) {
+		return false, nil
+	}
+	if f.method == "" && f.tool == "" {
+		return true, nil
+	}
+	sum, err := s.index.get(ctx, x)
+	if err != nil {
+		return false, err
+	}
+	return (f.method == "" || sum.hasMethod(f.method)) && (f.tool == "" || sum.hasTool(f.tool)), nil
+}
+
+// sortedSessions is the list sorted by a column: every match (the newest
+// maxSorted) is read, sorted, and paged.
+func (s *Server) sortedSessions(ctx context.Context, f *sessionFilter) (*sessionsPage, error) {
+	page := &sessionsPage{Sessions: []sessionRow{}, Offset: f.offset, Limit: f.limit, Sort: f.sort, Order: "desc"}
+	if f.asc {
+		page.Order = "asc"
+	}
+	text := []byte(f.text)
+	var rows []sessionRow
+	for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Since: f.since, Until: f.until}) {
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == maxSorted {
+			page.Capped = true
+			break
+		}
+		if ok, err := s.passes(ctx, f, x); err != nil {
+			return nil, err
+		} else if !ok {
+			continue
+		}
+		if len(text) > 0 {
+			ok, err := s.sessionHasText(ctx, x, text)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		rows = append(rows, rowOf(x))
+	}
+	by := sortKeys[f.sort]
+	slices.SortStableFunc(rows, func(a, b sessionRow) int {
+		c := by(&a, &b)
+		if !f.asc {
+			c = -c
+		}
+		if c == 0 {
+			c = b.Start.Compare(a.Start) // the newest first among equals
+		}
+		return c
+	})
+	page.Total = len(rows)
+	if f.offset < len(rows) {
+		page.Sessions = rows[f.offset:min(len(rows), f.offset+f.limit)]
+	}
+	page.More = f.offset+len(page.Sessions) < len(rows)
 	return page, nil
 }
 
@@ -317,13 +423,12 @@ type sessionDetail struct {
 }
 
 func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
-	x, err := s.store.Session(r.Context(), pathVar(r, "id"))
-	if err != nil {
-		storeError(w, err)
+	x, ok := s.sessionVar(w, r)
+	if !ok {
 		return
 	}
 	d := sessionDetail{Session: rowOf(x), ClientCapabilities: string(x.ClientCapabilities),
-		ServerCapabilities: string(x.ServerCapabilities), Key: x.Key, Replay: s.replayInfo(x.ID),
+		ServerCapabilities: string(x.ServerCapabilities), Key: x.Key, Replay: s.replayInfo(x),
 		Methods: []string{}, Tools: []string{}}
 	if sum, err := s.index.get(r.Context(), x); err == nil {
 		d.Methods = append(d.Methods, sum.methods...)
@@ -344,17 +449,19 @@ func (s *Server) apiDeleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // treeAnswer is GET /api/v1/sessions/{id}/tree: the causal tree
-// (capture.Tree), and which of its messages were edited.
+// (capture.Tree), which of its messages were edited, and a stdio server's
+// stderr lines (the last maxStderr; StderrMore counts the earlier ones).
 type treeAnswer struct {
-	Tree   *capture.Tree  `json:"tree"`
-	Edited map[string]int `json:"edited"`
+	Tree       *capture.Tree  `json:"tree"`
+	Edited     map[string]int `json:"edited"`
+	Stderr     []stderrLine   `json:"stderr,omitempty"`
+	StderrMore int            `json:"stderrMore,omitempty"`
 }
 
 func (s *Server) apiTree(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	x, err := s.store.Session(ctx, pathVar(r, "id"))
-	if err != nil {
-		storeError(w, err)
+	x, ok := s.sessionVar(w, r)
+	if !ok {
 		return
 	}
 	var msgs []*capture.Message
@@ -381,7 +488,8 @@ func (s *Server) apiTree(w http.ResponseWriter, r *http.Request) {
 	if t.Roots == nil {
 		t.Roots = []*capture.Node{}
 	}
-	writeJSON(w, http.StatusOK, treeAnswer{Tree: t, Edited: edited})
+	lines, more := stderrOf(msgs)
+	writeJSON(w, http.StatusOK, treeAnswer{Tree: t, Edited: edited, Stderr: lines, StderrMore: more})
 }
 
 // messageRow is a message as the API lists it: the index, not the bytes.

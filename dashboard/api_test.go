@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,7 +18,6 @@ import (
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/replay"
 )
 
 // The JSON the API answers, as far as the tests read it.
@@ -224,7 +222,7 @@ func TestAPIRead(t *testing.T) {
 			t.Errorf("replay commands: %q / %q", d.Replay.Command, d.Replay.Replay)
 		}
 		if d.Replay.CanStart {
-			t.Error("canStart without Options.StartReplay")
+			t.Error("canStart without Options.Backend")
 		}
 		code, body, _ := c.do(http.MethodGet, "/api/v1/sessions/no-such-session", nil, nil)
 		if code != http.StatusNotFound || !contains(body, `"code":"not_found"`) {
@@ -636,24 +634,15 @@ func TestAPIEdits(t *testing.T) {
 	}
 }
 
-// tapeOptions wires tapes and replay the way cmd/mcptape does.
+// tapeOptions wires tapes and replay the way cmd/mcptape does; started
+// collects the sessions a replay server was started for.
 func tapeOptions(started *[]string) *dashboard.Options {
 	return &dashboard.Options{
 		DataDir: "/data dir",
-		Export: func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
-			return replay.Export(ctx, store, ids, w, "test")
-		},
-		Import: func(ctx context.Context, store capture.Store, r io.Reader) ([]string, error) {
-			tape, err := replay.ReadTape(r)
-			if err != nil {
-				return nil, err
-			}
-			return replay.Import(ctx, store, tape, &replay.ImportOptions{Rename: true})
-		},
-		StartReplay: func(ctx context.Context, id string) (string, error) {
+		Backend: &testBackend{start: func(ctx context.Context, id string) (string, error) {
 			*started = append(*started, id)
 			return "http://127.0.0.1:1/mcp", nil
-		},
+		}},
 	}
 }
 
@@ -762,7 +751,7 @@ func TestAPIRelated(t *testing.T) {
 	for path, says := range map[string]string{
 		fmt.Sprintf("/api/v1/messages/%d/inputs/nope", round): `asks for no input named \"nope\"`,
 		fmt.Sprintf("/api/v1/messages/%d/inputs/x", round-1):  "is not an input_required result",
-		"/api/v1/exchanges/999999":                            "not found",
+		"/api/v1/exchanges/999999":                            "No exchange 999999 in this store",
 	} {
 		code, body, _ := c.do(http.MethodGet, path, nil, nil)
 		if code != http.StatusNotFound || !contains(body, says) {

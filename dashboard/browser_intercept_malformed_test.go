@@ -68,7 +68,10 @@ func TestBrowserInterceptMalformedEdit(t *testing.T) {
 	b.waitFor("the editor's verdict", `document.querySelector('`+card+` .json-state').textContent.startsWith('not JSON')`, 5*time.Second)
 	b.click(card + " button.send-edit")
 	b.waitFor("the refusal", `document.querySelector('`+card+` > .check').textContent.includes('Tick the box to send it anyway')`, 5*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	// Refused on the page, nothing was decided: the queue still holds it.
+	if held := ir.icpt.Held(); len(held) != 1 {
+		t.Fatalf("%d held after the refused edit, want the request still held", len(held))
+	}
 	select {
 	case a := <-got:
 		t.Fatalf("the call went on before the confirmation: %+v", a)

@@ -23,7 +23,6 @@ import (
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
-	"github.com/mcptape/mcptape/replay"
 )
 
 // interceptRig is what `mcptape record --intercept …` runs: an upstream
@@ -46,7 +45,7 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 		}
 		rs = append(rs, r)
 	}
-	icpt, err := capture.NewInterceptor(rs, &capture.InterceptorOptions{Timeout: 2 * time.Minute})
+	icpt, err := capture.NewInterceptor(rs, &capture.InterceptorOptions{Timeout: 2 * time.Minute, Pseudonym: capture.RedactOptions{}.Pseudonym})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,43 +55,14 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 	}
 	t.Cleanup(func() { store.Close() })
 	ir := &interceptRig{rig: &rig{store: store}, icpt: icpt, profiles: t.TempDir()}
+	var routes []dashboard.Route // the proxy's one upstream, once known
 	r := ir.rig
 	r.dash, err = dashboard.New(store, &dashboard.Options{Feed: dashboard.FeedPublish, Intercept: icpt, Profiles: ir.profiles,
-		AnswerFromProfile: func(ctx context.Context, name, method string, params json.RawMessage) (json.RawMessage, error) {
-			var p *replay.Profile
-			if name != "" {
-				if p, err = replay.LoadProfile(filepath.Join(ir.profiles, name+".json")); err != nil {
-					return nil, err
-				}
-			}
-			switch method {
-			case protocol.MethodSampling:
-				return p.AnswerSampling(params)
-			case protocol.MethodElicitation:
-				return p.AnswerElicitation(params)
-			}
-			return p.AnswerRoots(), nil
-		},
-		// As cmd wires it: the recorder's Sync, and replay.Send as the
-		// dashboard's own client.
-		Sync: func(ctx context.Context) error {
-			if r.rec == nil {
-				return nil
-			}
-			return r.rec.Sync(ctx)
-		},
-		Send: func(ctx context.Context, sr dashboard.SendRequest) (*dashboard.SendResult, error) {
-			res, err := replay.Send(ctx, &replay.SendOptions{URL: sr.URL, Method: sr.Method, Params: sr.Params, Body: sr.Body, Header: sr.Header,
-				Version: sr.Version, Client: protocol.Implementation{Name: "mcptape-dashboard"}, Profile: &replay.Profile{}})
-			if err != nil {
-				return nil, err
-			}
-			out := &dashboard.SendResult{Version: res.Version, Status: res.Status, Response: res.Response, Body: res.Body, Rounds: res.Rounds, Ms: res.Ms}
-			for _, e := range res.Events {
-				out.Events = append(out.Events, dashboard.SendEvent{Dir: e.Dir, Message: e.Message, Text: e.Text, Note: e.Note})
-			}
-			return out, nil
-		}})
+		// As cmd wires it: replay's profiles, the recorder's Sync, and
+		// replay.Send as the dashboard's own client.
+		Backend: &testRecording{testBackend: &testBackend{profiles: ir.profiles}, rec: func() *capture.Recorder { return r.rec },
+			routes: func() []dashboard.Route { return routes }},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +73,7 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 		upstream = r.up.URL
 	}
 	up, _ := url.Parse(upstream)
+	routes = []dashboard.Route{{Upstream: upstream}}
 	r.rec, err = capture.NewRecorder(context.Background(), store, &capture.RecorderOptions{OnBatch: r.dash.Publish, Upstream: up.Scheme + "://" + up.Host})
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +100,23 @@ func newInterceptRig(t testing.TB, upstream string, rules ...string) *interceptR
 	t.Cleanup(func() { r.srv.CloseClientConnections(); r.srv.Close() })
 	knowToken(t, r.srv.URL, r.dash.Token())
 	return ir
+}
+
+// waitHeld waits, on the queue's own signal, until n messages are held.
+func (ir *interceptRig) waitHeld(t testing.TB, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		held, changed := ir.icpt.Watch()
+		if held >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%d messages held, want %d", held, n)
+		}
+	}
 }
 
 // bareClient connects a go-sdk client through the proxy, on the legacy
@@ -443,14 +431,11 @@ func TestInterceptAPI(t *testing.T) {
 	}
 	cs := ir.bareClient(t, ir.px.URL+fixtures.PathStateful)
 	got := callTool(cs, "echo", map[string]any{"text": "x"})
+	ir.waitHeld(t, 1)
 	var st struct {
 		Held []capture.HeldMessage `json:"held"`
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(st.Held) == 0 && time.Now().Before(deadline) {
-		c.get("/api/v1/intercept", &st)
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.get("/api/v1/intercept", &st)
 	if len(st.Held) != 1 {
 		t.Fatalf("held: %+v", st.Held)
 	}
@@ -476,7 +461,10 @@ func TestBrowserInterceptPageClosed(t *testing.T) {
 	heldCard(b, "request", "tools/call")
 	// The page goes away (another site, as a closed tab), and comes back.
 	b.run("leave the page", chromedp.Navigate("about:blank"))
-	time.Sleep(200 * time.Millisecond)
+	// Still held (the call cannot have returned): the queue says so.
+	if held := ir.icpt.Held(); len(held) != 1 {
+		t.Fatalf("%d held once the page went, want the call still held", len(held))
+	}
 	select {
 	case a := <-got:
 		t.Fatalf("the call returned while nobody looked: %+v", a)

@@ -54,6 +54,9 @@ func TestBrowserInteropIntercept(t *testing.T) {
 	// echo, edited.
 	card := heldCard(b, "request", "tools/call")
 	b.click(card + " details.edit-box summary")
+	// The session listed the tool: the form is offered first; this edit
+	// is made as JSON.
+	eval[bool](b, `(document.querySelector('`+card+` details.edit-box button.mode-json')?.click(), true)`)
 	edited := strings.Replace(eval[string](b, `document.querySelector('`+card+` textarea.edit-json').value`), "interop-hello", "edited in mcptape", 1)
 	b.run("the edit", chromedp.SetValue(chromedp.CSS(card+" textarea.edit-json"), edited))
 	b.click(card + " button.send-edit")

@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -21,7 +20,6 @@ import (
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/replay"
 )
 
 // jsString quotes s for a JavaScript expression.
@@ -37,15 +35,11 @@ const treeReady = `document.querySelector('[role=tree][data-ready]') !== null`
 func TestBrowser(t *testing.T) {
 	var started, stopped []string
 	opts := tapeOptions(&started)
-	opts.StopReplay = func(_ context.Context, url string) error {
+	opts.Backend.(*testBackend).stop = func(_ context.Context, url string) error {
 		stopped = append(stopped, url)
 		return nil
 	}
 	opts.Profiles = t.TempDir()
-	opts.ValidateProfile = func(b []byte) error {
-		_, err := replay.ReadProfile(bytes.NewReader(b))
-		return err
-	}
 	r := newRig(t, opts)
 	r.runClient(t, fixtures.PathStateful)
 	legacy := r.sessionOn(t, fixtures.PathStateful)
@@ -334,7 +328,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("Latency", func(t *testing.T) {
 		b.t = t
 		b.open(base + "/latency")
-		b.waitFor("the chart", `document.querySelectorAll('svg.chart polyline').length > 0`, 10*time.Second)
+		b.waitFor("the chart", `document.querySelectorAll('svg.chart circle').length > 0`, 10*time.Second)
 		if n := eval[int](b, `[...document.querySelectorAll('table.grid tbody tr')].filter(tr => tr.cells[0].textContent.trim().startsWith('tools/call')).length`); n != 1 {
 			t.Errorf("%d tools/call rows in the latency table", n)
 		}
@@ -354,20 +348,21 @@ func TestBrowser(t *testing.T) {
 				seen[l] = true
 			}
 		}
-		// Each method its own colour, and the legend names "none".
-		colours := eval[[]string](b, `[...document.querySelectorAll('svg.chart polyline:not(.dashed)')].map(p => p.getAttribute('stroke'))`)
-		if len(colours) < 8 {
-			t.Errorf("%d series, want the fixtures' many methods", len(colours))
+		// The eight methods with the most samples are charted, each in a
+		// colour of its own; "none" is explained where it is listed.
+		colours := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('svg.chart circle.dot')].map(p => [p.dataset.method, getComputedStyle(p).fill]))`)
+		if len(colours) != 8 {
+			t.Errorf("%d series charted, want the 8 with the most samples of the fixtures' many methods: %v", len(colours), colours)
 		}
-		seen := map[string]bool{}
-		for _, c := range colours {
-			if seen[c] {
-				t.Errorf("the colour %s is used twice: %q", c, colours)
+		seen := map[string]string{}
+		for m, c := range colours {
+			if other, ok := seen[c]; ok {
+				t.Errorf("the colour %s is used for %s and %s", c, m, other)
 			}
-			seen[c] = true
+			seen[c] = m
 		}
-		if l := eval[string](b, `document.querySelector('ul.legend li[data-method=none]')?.textContent || ''`); !strings.Contains(l, "exchanges that carried no JSON-RPC message") {
-			t.Errorf("the legend's none: %q", l)
+		if l := eval[string](b, `[...document.querySelectorAll('table.grid tbody tr')].find(tr => tr.cells[0].textContent.trim().startsWith('none'))?.textContent || ''`); !strings.Contains(l, "exchanges that carried no JSON-RPC message") {
+			t.Errorf("the table's none: %q", l)
 		}
 		b.shots("latency")
 		b.checkClean()
@@ -543,7 +538,7 @@ func TestBrowserHostile(t *testing.T) {
 			const bad = [];
 			if (window.__pwned !== undefined) bad.push('window.__pwned is set');
 			if (document.scripts.length !== 1) bad.push(document.scripts.length + ' scripts');
-			for (const a of document.querySelectorAll('a')) { const h = a.getAttribute('href') || ''; if (!h.startsWith('/') || h.startsWith('//')) bad.push('link ' + h); }
+			for (const a of document.querySelectorAll('a:not(.skip-link)')) { const h = a.getAttribute('href') || ''; if (!h.startsWith('/') || h.startsWith('//')) bad.push('link ' + h); }
 			for (const i of document.querySelectorAll('img')) if (!i.src.startsWith('data:image/png;base64,')) bad.push('img ' + i.src.slice(0, 60));
 			for (const e of document.querySelectorAll('iframe, object, embed, svg image, [onerror], [onload], [onclick]')) bad.push('element ' + e.tagName);
 			return bad;
@@ -578,7 +573,7 @@ func TestBrowserHostile(t *testing.T) {
 		// Open everything there is: the raw tree (and its first levels),
 		// the raw text, the editor, the versions.
 		eval[bool](b, `(() => { for (const d of document.querySelectorAll('details')) { d.open = true; d.dispatchEvent(new Event('toggle')); } return true })()`)
-		time.Sleep(100 * time.Millisecond)
+		b.settle() // the folds' toggle events have run
 		for range 3 {
 			eval[bool](b, `[...document.querySelectorAll('.j-toggle[aria-expanded=false]')].slice(0, 50).forEach(t => t.click()), true`)
 		}
@@ -641,7 +636,8 @@ func TestBrowserStdioSession(t *testing.T) {
 	s.Line(protocol.ClientToServer, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-ai","version":"0.1.0"}}}`))
 	s.Line(protocol.ServerToClient, []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"weather","version":"1"}}}`))
 	s.Stderr([]byte("weather: ready"))
-	s.Close("exited with code 0")
+	s.Stderr([]byte("weather: <b>warning</b> the API key expires soon"))
+	s.Close("exited with code 3")
 	r.sync(t)
 	var id string
 	for sess, err := range r.store.Sessions(t.Context(), capture.SessionQuery{}) {
@@ -660,13 +656,24 @@ func TestBrowserStdioSession(t *testing.T) {
 	b.open(r.srv.URL + "/sessions/" + id)
 	b.waitFor("the session's facts", `document.querySelector('.facts') !== null`, 10*time.Second)
 	facts := eval[string](b, `document.querySelector('.facts').innerText`)
-	for _, want := range []string{"stdio: weather", "node build/index.js --api-key [redacted]", "/srv/weather", "exited with code 0"} {
+	for _, want := range []string{"stdio: weather", "node build/index.js --api-key [redacted]", "/srv/weather", "exited with code 3"} {
 		if !strings.Contains(facts, want) {
 			t.Errorf("the session page lacks %q:\n%s", want, facts)
 		}
 	}
 	if strings.Contains(facts, "sk-live") {
 		t.Errorf("the session page shows the command's secret:\n%s", facts)
+	}
+	// The server's stderr, as text, with how it ended; and the replay
+	// command a stdio session needs (--stdio, for a client config).
+	stderr := eval[string](b, `[...document.querySelectorAll('section.panel')].find(s => s.querySelector('h2')?.textContent.startsWith('Standard error'))?.innerText || ''`)
+	for _, want := range []string{"Standard error (2 lines)", "weather: ready", "weather: <b>warning</b> the API key expires soon", "exited with code 3"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the stderr section lacks %q:\n%s", want, stderr)
+		}
+	}
+	if cmd := eval[string](b, `document.querySelector('pre.command').textContent`); !strings.Contains(cmd, "mcptape replay server --stdio --tape") {
+		t.Errorf("the replay command for a stdio session: %q", cmd)
 	}
 	b.shots("session-stdio")
 	b.checkClean()

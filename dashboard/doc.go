@@ -9,8 +9,9 @@
 //
 // It reads the store and changes it only through [capture.Editor] (message
 // edits, labels) and DeleteSession. What it cannot do itself — tapes,
-// replay servers, testing profiles' format — cmd injects through
-// [Options], so that the package depends on capture and protocol only.
+// replay servers, testing profiles' format, and in front of a recorder its
+// status and sending through it — cmd implements as a [Backend] (and a
+// [Recording]), so that the package depends on capture and protocol only.
 //
 // # Pages
 //
@@ -18,7 +19,11 @@
 // (no build step). Every page is a deep link the server answers with
 // index.html: /sessions (filters in the query string), /sessions/{id},
 // /sessions/{id}/messages/{seq}, /live, /latency, /profiles, /import,
-// /pending, /intercept, /tools, /send?from={seq}.
+// /pending, /intercept, /tools, /send?from={seq}. They are listed once, in
+// static/js/pages.json ([Server.Pages]), which the app routes on too. The
+// modules import one another without a cycle (a test checks the graph):
+// pages import nav.js to navigate, never app.js, which loads them; the
+// live tail is one connection (tail.js) that pages subscribe to.
 //
 // # API
 //
@@ -27,33 +32,39 @@
 // or host, 401 token, 501 unsupported).
 //
 //	GET    /info                              version, data dir, which features cmd wired
-//	GET    /status                            the recording's state (Options.Status): {"recording", "paused",
+//	GET    /status                            the recording's state (Recording.Status): {"recording", "paused",
 //	                                          "reason", "since", "stored", "lost", "free", "minFree", "size",
 //	                                          "maxSize"}; the page polls it and shows a banner when recording is
 //	                                          paused or messages were lost
 //	GET    /sessions                          sessions newest first: ?method= (or its start) &tool= &status=open|closed|incomplete|errors|ok
 //	                                          &era=legacy|modern|http &findings=1|0 &label= &since= &until= (RFC 3339)
 //	                                          &q= (text in params and results) &limit= (≤500) &offset=
-//	GET    /sessions/{id}                     one session, its methods and tools, how to replay it
+//	                                          &sort=start|session|era|client|server|duration|calls|errors|findings|status &order=asc|desc
+//	GET    /search?q=TEXT&limit=N             the messages that hold TEXT (≤200), newest sessions first, with the text around it
+//	GET    /sessions/{id}                     one session, its methods and tools, how to replay it; {id} may be
+//	                                          the start of one session's id, here and below
+//	GET    /sessions/{id}/search?q=TEXT       the seqs of the session's messages that hold TEXT
 //	DELETE /sessions/{id}                     delete it
-//	GET    /sessions/{id}/tree                the causal tree (capture.Tree) and which messages were edited
+//	GET    /sessions/{id}/tree                the causal tree (capture.Tree), which messages were edited, a stdio
+//	                                          server's stderr lines (the last 500)
 //	GET    /sessions/{id}/messages            message index: ?after=SEQ &limit=N (≤10000)
 //	GET    /sessions/{id}/exchanges           the HTTP exchanges, headers redacted
 //	PUT    /sessions/{id}/labels              {"labels": [...]}
-//	GET    /sessions/{id}/tape                download the session as a tape (Options.Export)
+//	GET    /sessions/{id}/tape                download the session as a tape (Backend.ExportTape)
 //	GET    /sessions/{id}/har                 download it as HAR 1.2 (opens in Chrome DevTools)
 //	GET    /sessions/{id}/replay              the commands that replay it
-//	POST   /sessions/{id}/replay              start a replay server (Options.StartReplay): {"url": ...}
-//	DELETE /sessions/{id}/replay              ?url=URL: stop one it started (Options.StopReplay)
+//	POST   /sessions/{id}/replay              start a replay server (Backend.StartReplay): {"url": ...}
+//	DELETE /sessions/{id}/replay              ?url=URL: stop one it started (Backend.StopReplay)
 //	GET    /messages/{seq}                    one message: raw, exchange and headers, SSE info, curl (or why
-//	                                          none), request, related messages, the tool's schema, the answer
+//	                                          none), request, related messages, the tool's schema, a request's answer
 //	GET    /messages/{seq}/inputs/{key}       a request inside an MRTR input_required result, with its answer
 //	GET    /exchanges/{id}                    one HTTP exchange and its messages
 //	GET    /messages/{seq}/edits              every version, the recorded one first
 //	POST   /messages/{seq}/edits              {"raw": "<json>", "note": "..."}: a new version
-//	POST   /tapes                             import the tape in the body (Options.Import): {"sessions": [...]}
+//	POST   /tapes                             import the tape in the body (Backend.ImportTape): {"sessions": [...]}
 //	GET    /live/recent                       the latest messages (oldest first), their sessions, the proxy's URL
-//	GET    /live                              SSE: message, session and lagged events as they are recorded, pending
+//	GET    /live                              SSE: message (with a progress notification's numbers), session and
+//	                                          lagged events as they are recorded, pending
 //	                                          events (Options.Pending) as requests start and stop waiting, intercept
 //	                                          events (Options.Intercept) as messages are held and released
 //	GET    /latency                           p50/p99 per method and per tool over time: ?measure=upstream (the
@@ -72,18 +83,22 @@
 //	                                          400 says what is wrong with an answer (it stays pending), 404 when
 //	                                          nothing waits under id, 501 without Options.Pending
 //	GET    /intercept                         what a recorder holds (Options.Intercept): {"active", "timeoutMs",
-//	                                          "rules": [{rule, enabled}], "held": [capture.HeldMessage + ageMs, leftMs],
+//	                                          "rules": [{rule, enabled}], "held": [capture.HeldMessage + ageMs, leftMs,
+//	                                          rpcId, session (id, client, server, status; null until stored), tool],
 //	                                          "profiles", "suggest"}
 //	PUT    /intercept/rules                   {"rules": [{"rule": "tools/call:delete_*", "enabled": true}, …]}
 //	POST   /intercept/{id}                    a capture.Verdict: {"action": "forward"|"edit"|"answer"|"fail", "raw",
 //	                                          "malformed", "result", "error", "by"}; 400 says what is wrong (it
 //	                                          stays held), 404 when it went on already
-//	GET    /intercept/{id}/suggest?profile=N  a testing profile's answer to a held request (Options.AnswerFromProfile)
+//	GET    /intercept/{id}/suggest?profile=N  a testing profile's answer to a held request (Backend.AnswerFromProfile)
 //	POST   /send                              {"session"|"path", "method", "params" | "raw" (+ "malformed": true),
-//	                                          "headers", "version"}: sent through the recording proxy in a session
-//	                                          of the dashboard's own (Options.Send): a SendResult
-//	GET    /tools                             the latest tools/list of each upstream: {"upstreams", "send"}
-//	GET    /tools/history?upstream=&path=&name=  the recorded calls of a tool, newest first (at most 200)
+//	                                          "headers", "version"}: sent through the recording proxy, to the route
+//	                                          that reaches the session's upstream, in a session of the dashboard's
+//	                                          own (Recording.Send): replay's SendResult; 409 says why it cannot go
+//	GET    /tools                             every tool each upstream listed: {"upstreams": [{…, "tools", "seen",
+//	                                          "send": {ok, route, reason}}], "send"}
+//	GET    /tools/history?upstream=&path=&name=&offset=&limit=  the recorded calls of a tool, newest first (20 a
+//	                                          page, at most 200), and whether there are more
 //
 // With Options.Metrics the same listener serves /metrics.
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -34,6 +35,25 @@ type heldRow struct {
 	// unchanged (-1: it waits as long as it takes).
 	AgeMs  int64 `json:"ageMs"`
 	LeftMs int64 `json:"leftMs"`
+	// RPCID is the held message's JSON-RPC id (the held request's, or
+	// the request's a response answers), as its raw JSON.
+	RPCID json.RawMessage `json:"rpcId,omitempty"`
+	// Session is the session the message belongs to, when the store
+	// shows which (null: not found, e.g. a session's first request); Tool
+	// is the tool a held tools/call names, as that session's tools/list
+	// described it.
+	Session *heldSession `json:"session"`
+	Tool    *toolDef     `json:"tool,omitempty"`
+}
+
+// heldSession is the little of a session a held message's card shows.
+type heldSession struct {
+	ID      string                  `json:"id"`
+	Client  protocol.Implementation `json:"client"`
+	Server  protocol.Implementation `json:"server"`
+	Era     string                  `json:"era"`
+	Version string                  `json:"version,omitempty"`
+	Status  string                  `json:"status"`
 }
 
 // ruleRow is one rule, as the page shows and sends it.
@@ -55,7 +75,7 @@ func (s *Server) apiIntercept(w http.ResponseWriter, r *http.Request) {
 		Suggest bool `json:"suggest"`
 	}{Rules: []ruleRow{}, Held: []heldRow{}, Profiles: s.profileNames()}
 	if i := s.opts.Intercept; i != nil {
-		out.Active, out.TimeoutMs, out.Suggest = true, i.Timeout().Milliseconds(), s.opts.AnswerFromProfile != nil
+		out.Active, out.TimeoutMs, out.Suggest = true, i.Timeout().Milliseconds(), s.opts.Backend != nil
 		for _, rule := range i.Rules() {
 			out.Rules = append(out.Rules, ruleRow{rule.String(), rule.Enabled})
 		}
@@ -65,6 +85,7 @@ func (s *Server) apiIntercept(w http.ResponseWriter, r *http.Request) {
 			if !h.Deadline.IsZero() {
 				row.LeftMs = max(0, h.Deadline.Sub(now).Milliseconds())
 			}
+			s.heldContext(r.Context(), &row)
 			out.Held = append(out.Held, row)
 		}
 	}
@@ -144,7 +165,7 @@ func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request) {
 // Auto-respond and as a start for Edit & Send.
 func (s *Server) apiSuggest(w http.ResponseWriter, r *http.Request) {
 	i := s.opts.Intercept
-	if i == nil || s.opts.AnswerFromProfile == nil {
+	if i == nil || s.opts.Backend == nil {
 		writeError(w, http.StatusNotImplemented, "this dashboard cannot answer from testing profiles", "unsupported")
 		return
 	}
@@ -176,12 +197,106 @@ func (s *Server) apiSuggest(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	res, err := s.opts.AnswerFromProfile(ctx, profile, held.Method, params)
+	res, err := s.opts.Backend.AnswerFromProfile(ctx, profile, held.Method, params)
 	if err != nil {
 		badRequest(w, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": res, "profile": profile})
+}
+
+// heldContext fills in a held message's JSON-RPC id, its session and the
+// tool it calls.
+func (s *Server) heldContext(ctx context.Context, row *heldRow) {
+	h := &row.HeldMessage
+	switch {
+	case h.What == capture.HeldResponse && len(h.Request) > 0:
+		row.RPCID = protocol.Decode(h.Request).ID
+	case h.What != capture.HeldAnswer:
+		row.RPCID = protocol.Decode(h.Raw).ID
+	}
+	sess := s.heldSessionOf(ctx, h)
+	if sess == nil {
+		return
+	}
+	row.Session = &heldSession{ID: sess.ID, Client: sess.Client, Server: sess.Server, Era: eraName(sess), Version: sess.Version, Status: sess.Status.String()}
+	if h.Method == protocol.MethodToolsCall && h.Name != "" {
+		row.Tool = s.sessionTool(ctx, sess.ID, h.Name)
+	}
+}
+
+// maxHeldScan bounds the sessions read to find a held message's.
+const maxHeldScan = 500
+
+// heldSessionOf finds the session a held message belongs to: the legacy
+// session whose stored key the message's Mcp-Session-Id has, or else the
+// newest open session with its upstream and client. What it found is
+// kept for the message's next showing.
+func (s *Server) heldSessionOf(ctx context.Context, h *capture.HeldMessage) *capture.Session {
+	s.heldMu.Lock()
+	id, known := s.heldSessions[h.ID]
+	s.heldMu.Unlock()
+	if known {
+		if x, err := s.store.Session(ctx, id); err == nil {
+			return x
+		}
+	}
+	up := h.Upstream
+	if u, err := url.Parse(h.Upstream); err == nil && u.Host != "" {
+		up = u.Scheme + "://" + u.Host
+	}
+	var found *capture.Session
+	n := 0
+	for x, err := range s.store.Sessions(ctx, capture.SessionQuery{}) {
+		if err != nil || n == maxHeldScan {
+			break
+		}
+		n++
+		if x.Upstream != up {
+			continue
+		}
+		if h.SessionKey != "" {
+			if x.Key == h.SessionKey {
+				found = x
+				break
+			}
+			continue
+		}
+		if x.Status == capture.StatusOpen && (h.Client == "" || x.Client.Name == h.Client) {
+			found = x
+			break
+		}
+	}
+	if found == nil {
+		return nil
+	}
+	s.heldMu.Lock()
+	if s.heldSessions == nil || len(s.heldSessions) > 2*maxHeldScan {
+		s.heldSessions = map[string]string{}
+	}
+	s.heldSessions[h.ID] = found.ID
+	s.heldMu.Unlock()
+	return found
+}
+
+// sessionTool is tool name as the session's latest tools/list that names
+// it described it.
+func (s *Server) sessionTool(ctx context.Context, sessionID, name string) *toolDef {
+	var lists []uint64
+	for x, err := range s.store.Messages(ctx, sessionID, capture.MessageQuery{NoRaw: true}) {
+		if err != nil {
+			return nil
+		}
+		if x.Kind == protocol.KindResult && x.Method == protocol.MethodToolsList && x.Direction == protocol.ServerToClient {
+			lists = append(lists, x.Seq)
+		}
+	}
+	for i := len(lists) - 1; i >= 0 && i >= len(lists)-20; i-- {
+		if t := s.toolIn(ctx, lists[i], name); t != nil {
+			return t
+		}
+	}
+	return nil
 }
 
 // watchIntercept tells the live tail's subscribers how many messages are

@@ -37,11 +37,11 @@ func writeError(w http.ResponseWriter, code int, msg, kind string) {
 func storeError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, capture.ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error(), "not_found")
+		writeError(w, http.StatusNotFound, notFoundMessage(err), "not_found")
 	case errors.Is(err, capture.ErrInvalidEdit):
 		writeError(w, http.StatusBadRequest, err.Error(), "bad_request")
 	case errors.Is(err, capture.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, err.Error(), "closed")
+		writeError(w, http.StatusServiceUnavailable, "The store is closed: mcptape is stopping. Start it again (mcptape record or mcptape dashboard), then reload.", "closed")
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error(), "internal")
 	}

@@ -43,7 +43,21 @@ type liveMessage struct {
 	Request uint64    `json:"request,omitempty"`
 	// Error marks a JSON-RPC error or a tool result with isError.
 	Error bool `json:"error,omitempty"`
+	// Progress is a notifications/progress's progress, total and
+	// message, for the pages that show a call's progress as it goes.
+	Progress *liveProgress `json:"progress,omitempty"`
 }
+
+// liveProgress is what a progress notification says.
+type liveProgress struct {
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
+}
+
+// maxProgressRaw bounds the progress notifications the tail reads (on
+// the recorder's path): a larger one goes without its numbers.
+const maxProgressRaw = 4 << 10
 
 type liveItem struct {
 	msg     *liveMessage
@@ -131,9 +145,18 @@ func (lt *liveTail) offer(it liveItem) {
 }
 
 func liveOf(m *capture.Message) *liveMessage {
-	return &liveMessage{Seq: m.Seq, Session: m.SessionID, Dir: m.Direction.String(), Kind: m.Kind.String(),
+	lm := &liveMessage{Seq: m.Seq, Session: m.SessionID, Dir: m.Direction.String(), Kind: m.Kind.String(),
 		Method: m.Method, Name: m.Name, Time: m.Time, Size: m.Size, Request: m.Links.Request,
 		Error: m.Kind == protocol.KindError || (m.Kind == protocol.KindResult && m.Method == protocol.MethodToolsCall && isErrorResult(m.Raw))}
+	if m.Method == protocol.MethodProgress && m.Kind == protocol.KindNotification && len(m.Raw) <= maxProgressRaw {
+		var p struct {
+			Params liveProgress `json:"params"`
+		}
+		if json.Unmarshal(m.Raw, &p) == nil {
+			lm.Progress = &p.Params
+		}
+	}
+	return lm
 }
 
 // isErrorResult reports whether a tool result's raw bytes say isError:

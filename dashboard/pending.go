@@ -2,19 +2,15 @@ package dashboard
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -40,22 +36,11 @@ var (
 )
 
 // Pending is a queue of requests that wait for a person's answer, safe for
-// concurrent use. Set it as Options.Pending to show it on the dashboard's
-// /pending page and API. The zero value is not usable: use [NewPending].
+// concurrent use: a [capture.HoldQueue] of requests and answers. Set it as
+// Options.Pending to show it on the dashboard's /pending page and API. The
+// zero value is not usable: use [NewPending].
 type Pending struct {
-	mu      sync.Mutex
-	next    uint64
-	items   map[string]*pendingItem
-	closed  bool
-	done    chan struct{}    // closed by Close
-	changed chan struct{}    // closed and replaced on every change
-	now     func() time.Time // for tests
-}
-
-type pendingItem struct {
-	n      uint64 // the order of asking; req.ID in decimal
-	req    PendingRequest
-	answer chan PendingAnswer // buffered: Answer never blocks
+	q *capture.HoldQueue[PendingRequest, PendingAnswer]
 }
 
 // PendingRequest is one request waiting for a person.
@@ -79,7 +64,8 @@ type PendingAnswer struct {
 
 // NewPending returns an empty queue.
 func NewPending() *Pending {
-	return &Pending{items: map[string]*pendingItem{}, done: make(chan struct{}), changed: make(chan struct{}), now: time.Now}
+	return &Pending{q: capture.NewHoldQueue(&capture.HoldQueueOptions[PendingRequest, PendingAnswer]{
+		Check: func(q PendingRequest, a *PendingAnswer) error { return checkAnswer(q.Method, *a) }})}
 }
 
 // Ask queues a request and waits for a person's answer: the result, or,
@@ -88,79 +74,36 @@ func NewPending() *Pending {
 // the queue), and ErrPendingClosed when the queue is closed. Its signature
 // is replay.ClientOptions.Manual's.
 func (p *Pending) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	a, err := p.q.Hold(ctx, PendingRequest{Method: method, Params: bytes.Clone(params)}, 0)
+	switch {
+	case errors.Is(err, capture.ErrHoldClosed):
 		return nil, ErrPendingClosed
-	}
-	p.next++
-	it := &pendingItem{n: p.next, answer: make(chan PendingAnswer, 1),
-		req: PendingRequest{ID: strconv.FormatUint(p.next, 10), Method: method, Params: bytes.Clone(params), Since: p.now()}}
-	p.items[it.req.ID] = it
-	p.changedLocked()
-	p.mu.Unlock()
-
-	var a PendingAnswer
-	select {
-	case a = <-it.answer:
-	case <-ctx.Done():
-		if p.withdraw(it.req.ID) {
-			return nil, ctx.Err()
-		}
-		// Answered as ctx ended (the answer wins), or closed.
-		select {
-		case a = <-it.answer:
-		case <-p.done:
-			return nil, ErrPendingClosed
-		}
-	case <-p.done:
-		return nil, ErrPendingClosed
-	}
-	if a.Error != nil {
+	case err != nil:
+		return nil, err
+	case a.Error != nil:
 		return nil, a.Error
 	}
 	return a.Result, nil
-}
-
-// withdraw takes a request out of the queue; false when it was answered.
-func (p *Pending) withdraw(id string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.items[id]; !ok {
-		return false
-	}
-	delete(p.items, id)
-	p.changedLocked()
-	return true
 }
 
 // Answer answers the pending request id, after checking the answer (see
 // ErrBadAnswer): the result must be a JSON object, and a
 // sampling/createMessage result must carry role, content and model.
 func (p *Pending) Answer(id string, a PendingAnswer) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	it, ok := p.items[id]
-	if !ok {
+	err := p.q.Answer(id, a)
+	if errors.Is(err, capture.ErrNotWaiting) {
 		return fmt.Errorf("%w %q: it was answered already, or the replay client stopped waiting for it", ErrNoPending, id)
 	}
-	if err := checkAnswer(it.req.Method, a); err != nil {
-		return err
-	}
-	delete(p.items, id)
-	it.answer <- a
-	p.changedLocked()
-	return nil
+	return err
 }
 
 // Requests lists the pending requests, oldest first.
 func (p *Pending) Requests() []PendingRequest {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	items := slices.SortedFunc(maps.Values(p.items), func(a, b *pendingItem) int { return cmp.Compare(a.n, b.n) })
-	out := make([]PendingRequest, len(items))
-	for i, it := range items {
-		out[i] = it.req
+	ws := p.q.Waiting()
+	out := make([]PendingRequest, len(ws))
+	for i, w := range ws {
+		out[i] = w.Q
+		out[i].ID, out[i].Since = w.ID, w.Since
 	}
 	return out
 }
@@ -168,29 +111,13 @@ func (p *Pending) Requests() []PendingRequest {
 // Close ends the queue: waiting Asks return ErrPendingClosed, and so do
 // later ones. It is safe to call more than once.
 func (p *Pending) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed {
-		p.closed = true
-		close(p.done)
-		clear(p.items)
-		p.changedLocked()
-	}
+	p.q.Close()
 	return nil
-}
-
-func (p *Pending) changedLocked() {
-	close(p.changed)
-	p.changed = make(chan struct{})
 }
 
 // watch returns the number of pending requests and a channel closed on
 // the next change.
-func (p *Pending) watch() (int, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.items), p.changed
-}
+func (p *Pending) watch() (int, <-chan struct{}) { return p.q.Watch() }
 
 // checkAnswer applies the rules of ErrBadAnswer.
 func checkAnswer(method string, a PendingAnswer) error {
@@ -300,7 +227,7 @@ func (s *Server) apiPending(w http.ResponseWriter, r *http.Request) {
 	}{Requests: []pendingRow{}}
 	if p := s.opts.Pending; p != nil {
 		out.Active = true
-		now := p.now()
+		now := p.q.Now()
 		for _, q := range p.Requests() {
 			out.Requests = append(out.Requests, pendingRow{q, now.Sub(q.Since).Milliseconds()})
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -47,37 +48,53 @@ func ask(ctx context.Context, p *dashboard.Pending, method, params string) chan 
 	return ch
 }
 
-// waitPending polls the API until n requests are pending.
+// The pending tests run in a synctest bubble, on its clock, the dashboard
+// reached in memory (newMemDash): once every goroutine is blocked
+// (synctest.Wait), whatever was asked is listed and whatever was answered
+// has returned, with no polling and no sleeping.
+
+// waitPending lists the pending requests once everything has settled,
+// and wants n of them.
 func waitPending(t *testing.T, c *apiClient, n int) pendingList {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var l pendingList
-		c.get("/api/v1/pending", &l)
-		if len(l.Requests) == n {
-			return l
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pending requests, want %d", len(l.Requests), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	synctest.Wait()
+	var l pendingList
+	c.get("/api/v1/pending", &l)
+	if len(l.Requests) != n {
+		t.Fatalf("%d pending requests, want %d", len(l.Requests), n)
 	}
+	return l
 }
 
 func stillWaiting(t *testing.T, ch chan asked) {
 	t.Helper()
+	synctest.Wait()
 	select {
 	case a := <-ch:
 		t.Fatalf("Ask returned before an answer: %s, %v", a.res, a.err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 
-func TestPendingAPI(t *testing.T) {
+// answered is what Ask returned, once everything has settled.
+func answered(t *testing.T, ch chan asked) asked {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case a := <-ch:
+		return a
+	default:
+		t.Fatal("Ask did not return after the answer")
+		return asked{}
+	}
+}
+
+func TestPendingAPI(t *testing.T) { synctest.Test(t, testPendingAPI) }
+
+func testPendingAPI(t *testing.T) {
 	p := dashboard.NewPending()
 	t.Cleanup(func() { p.Close() })
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Pending: p})
-	c := newAPIClient(t, base)
+	_, c := newMemDash(t, smallStore(t), &dashboard.Options{Pending: p})
 
 	var info struct {
 		Features map[string]bool `json:"features"`
@@ -158,13 +175,8 @@ func TestPendingAPI(t *testing.T) {
 	if ok["answered"] != q.ID {
 		t.Errorf("answer: %v", ok)
 	}
-	select {
-	case a := <-ch:
-		if a.err != nil || string(a.res) != goodAnswer {
-			t.Errorf("Ask returned %s, %v; want the answer", a.res, a.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Ask did not return after the answer")
+	if a := answered(t, ch); a.err != nil || string(a.res) != goodAnswer {
+		t.Errorf("Ask returned %s, %v; want the answer", a.res, a.err)
 	}
 	waitPending(t, c, 0)
 	if code, b, _ := c.do(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":`+goodAnswer+`}`), nil); code != http.StatusNotFound || !contains(b, "answered already") {
@@ -175,7 +187,7 @@ func TestPendingAPI(t *testing.T) {
 	ch = ask(context.Background(), p, protocol.MethodSampling, samplingParams)
 	q = waitPending(t, c, 1).Requests[0]
 	c.send(http.MethodPost, "/api/v1/pending/"+q.ID, map[string]any{"error": map[string]any{"code": -1, "message": "User rejected the sampling request"}}, nil)
-	a := <-ch
+	a := answered(t, ch)
 	var ei *protocol.ErrorInfo
 	if !errors.As(a.err, &ei) || ei.Code != -1 || ei.Message != "User rejected the sampling request" {
 		t.Errorf("Ask returned %s, %v; want the person's error", a.res, a.err)
@@ -185,23 +197,24 @@ func TestPendingAPI(t *testing.T) {
 	other := ask(context.Background(), p, "elicitation/create", `{"message":"ok?"}`)
 	q = waitPending(t, c, 1).Requests[0]
 	c.send(http.MethodPost, "/api/v1/pending/"+q.ID, []byte(`{"result":{"action":"decline"}}`), nil)
-	if a := <-other; a.err != nil || string(a.res) != `{"action":"decline"}` {
+	if a := answered(t, other); a.err != nil || string(a.res) != `{"action":"decline"}` {
 		t.Errorf("elicitation: %s, %v", a.res, a.err)
 	}
 }
 
 // A request whose asker gives up leaves the queue; closing the queue ends
 // every wait.
-func TestPendingGivesUp(t *testing.T) {
+func TestPendingGivesUp(t *testing.T) { synctest.Test(t, testPendingGivesUp) }
+
+func testPendingGivesUp(t *testing.T) {
 	p := dashboard.NewPending()
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Pending: p})
-	c := newAPIClient(t, base)
+	_, c := newMemDash(t, smallStore(t), &dashboard.Options{Pending: p})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := ask(ctx, p, protocol.MethodSampling, samplingParams)
 	q := waitPending(t, c, 1).Requests[0]
 	cancel()
-	if a := <-ch; !errors.Is(a.err, context.Canceled) {
+	if a := answered(t, ch); !errors.Is(a.err, context.Canceled) {
 		t.Errorf("Ask after cancel: %s, %v", a.res, a.err)
 	}
 	waitPending(t, c, 0)
@@ -212,7 +225,7 @@ func TestPendingGivesUp(t *testing.T) {
 	ch = ask(context.Background(), p, protocol.MethodSampling, samplingParams)
 	waitPending(t, c, 1)
 	p.Close()
-	if a := <-ch; !errors.Is(a.err, dashboard.ErrPendingClosed) {
+	if a := answered(t, ch); !errors.Is(a.err, dashboard.ErrPendingClosed) {
 		t.Errorf("Ask after Close: %v", a.err)
 	}
 	if _, err := p.Ask(context.Background(), protocol.MethodSampling, nil); !errors.Is(err, dashboard.ErrPendingClosed) {
@@ -239,14 +252,16 @@ func TestPendingNone(t *testing.T) {
 }
 
 // New pending requests are announced on the live tail.
-func TestPendingLive(t *testing.T) {
+func TestPendingLive(t *testing.T) { synctest.Test(t, testPendingLive) }
+
+func testPendingLive(t *testing.T) {
 	p := dashboard.NewPending()
 	t.Cleanup(func() { p.Close() })
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Pending: p})
+	_, c := newMemDash(t, smallStore(t), &dashboard.Options{Pending: p})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	readLive(t, base, func() {
-		time.Sleep(50 * time.Millisecond)
+	readLive(t, c.hc, c.base, func() {
+		synctest.Wait() // the tail is open and has said nothing is pending
 		ask(ctx, p, protocol.MethodSampling, samplingParams)
 	}, func(typ, data string) bool {
 		return typ == "pending" && data == `{"count":1}`

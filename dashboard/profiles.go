@@ -63,8 +63,8 @@ func (s *Server) checkProfile(b []byte) error {
 		}
 		return errors.New("a testing profile is a JSON object")
 	}
-	if s.opts.ValidateProfile != nil {
-		return s.opts.ValidateProfile(b)
+	if s.opts.Backend != nil {
+		return s.opts.Backend.CheckProfile(b)
 	}
 	return nil
 }
@@ -271,7 +271,7 @@ type features struct {
 
 func (s *Server) apiInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, info{Version: s.opts.Version, DataDir: s.opts.DataDir, Live: s.opts.Feed.String(),
-		Features: features{Edit: s.editor != nil, Export: s.opts.Export != nil, Import: s.opts.Import != nil,
-			Profiles: s.opts.Profiles != "", StartReplay: s.opts.StartReplay != nil, Metrics: s.opts.Metrics != nil,
+		Features: features{Edit: s.editor != nil, Export: s.opts.Backend != nil, Import: s.opts.Backend != nil,
+			Profiles: s.opts.Profiles != "", StartReplay: s.opts.Backend != nil, Metrics: s.opts.Metrics != nil,
 			Pending: s.opts.Pending != nil, Intercept: s.opts.Intercept != nil}})
 }

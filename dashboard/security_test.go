@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	sse "github.com/tmaxmax/go-sse"
@@ -20,7 +21,6 @@ import (
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
-	"github.com/mcptape/mcptape/replay"
 )
 
 // smallStore is a memstore with one session of one message.
@@ -330,11 +330,7 @@ func TestMetricsRoute(t *testing.T) {
 
 func TestProfiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "profiles")
-	validate := func(b []byte) error {
-		_, err := replay.ReadProfile(strings.NewReader(string(b)))
-		return err
-	}
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Profiles: dir, ValidateProfile: validate})
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Profiles: dir, Backend: &testBackend{}})
 	c := newAPIClient(t, base)
 	type list struct {
 		Default  string `json:"default"`
@@ -403,13 +399,14 @@ func TestProfiles(t *testing.T) {
 	}
 }
 
-// readLive reads the live tail's events until want returns true.
-func readLive(t *testing.T, base string, start func(), want func(typ, data string) bool) {
+// readLive reads the live tail's events through hc until want returns
+// true.
+func readLive(t *testing.T, hc *http.Client, base string, start func(), want func(typ, data string) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/live", nil)
-	res, err := http.DefaultClient.Do(bearer(req))
+	res, err := hc.Do(bearer(req))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +434,7 @@ func readLive(t *testing.T, base string, start func(), want func(typ, data strin
 func TestLivePublish(t *testing.T) {
 	r := newRig(t, nil)
 	sawSession, sawCall := false, false
-	readLive(t, r.srv.URL, func() { r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho) }, func(typ, data string) bool {
+	readLive(t, http.DefaultClient, r.srv.URL, func() { r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho) }, func(typ, data string) bool {
 		switch {
 		case typ == "session" && strings.Contains(data, `"era":"modern"`):
 			sawSession = true
@@ -448,11 +445,15 @@ func TestLivePublish(t *testing.T) {
 	})
 }
 
-func TestLivePoll(t *testing.T) {
+// TestLivePoll runs on synctest's clock: a message written into the store
+// reaches the live tail on the next poll.
+func TestLivePoll(t *testing.T) { synctest.Test(t, testLivePoll) }
+
+func testLivePoll(t *testing.T) {
 	store := smallStore(t)
-	_, base := newDash(t, store, &dashboard.Options{PollInterval: 20 * time.Millisecond})
+	_, c := newMemDash(t, store, &dashboard.Options{PollInterval: 20 * time.Millisecond})
 	write := func() {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // five polls that find nothing
 		raw := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"polled"}}`)
 		err := store.Write(context.Background(), &capture.Batch{
 			Sessions: []*capture.Session{{ID: "s2", Start: time.Now(), Messages: 1}},
@@ -463,7 +464,7 @@ func TestLivePoll(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	readLive(t, base, write, func(typ, data string) bool {
+	readLive(t, c.hc, c.base, write, func(typ, data string) bool {
 		return typ == "message" && strings.Contains(data, `"name":"polled"`) && strings.Contains(data, `"seq":2`)
 	})
 }

@@ -1,14 +1,13 @@
 package dashboard
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
+	"regexp"
 	"strings"
 	"time"
 
@@ -19,15 +18,17 @@ import (
 // Send and re-send: the dashboard sends a request through the recording
 // proxy to the live upstream, in a session it opens itself (its own
 // server/discover or initialize, recorded as the dashboard's client), and
-// shows the answer. The Tools page lists the tools of the latest
-// tools/list of each upstream, with the recorded calls of each.
+// shows the answer. A session's request goes to the upstream that
+// session spoke to, through the recorder's route that reaches it
+// (sendTarget), or not at all, with the reason.
 //
 //	POST /api/v1/send                 {"session", "method", "params", "raw", "malformed", "headers", "version"}
-//	GET  /api/v1/tools                the latest tools/list of each upstream
-//	GET  /api/v1/tools/history?upstream=URL&path=P&name=TOOL
-//	                                  the recorded calls of a tool, newest first
 
-// SendRequest is what the dashboard asks Options.Send to send.
+// ClientName is the clientInfo name [Recording.Send] declares: the
+// dashboard knows its own sessions by it.
+const ClientName = "mcptape-dashboard"
+
+// SendRequest is what the dashboard asks [Recording.Send] to send.
 type SendRequest struct {
 	// URL is the endpoint: the recording proxy's address and the
 	// session's path.
@@ -43,27 +44,6 @@ type SendRequest struct {
 	Version string
 }
 
-// SendResult is what came back (replay.SendResult's shape).
-type SendResult struct {
-	Version     string          `json:"version"`
-	Status      int             `json:"status"`
-	ContentType string          `json:"contentType,omitempty"`
-	Response    json.RawMessage `json:"response,omitempty"`
-	Body        string          `json:"body,omitempty"`
-	Events      []SendEvent     `json:"events"`
-	Rounds      int             `json:"rounds"`
-	Ms          float64         `json:"ms"`
-}
-
-// SendEvent is one message of a sent exchange.
-type SendEvent struct {
-	Dir     string          `json:"dir"`
-	Message json.RawMessage `json:"message,omitempty"`
-	// Text is what was sent that is not JSON (malformed on purpose).
-	Text string `json:"text,omitempty"`
-	Note string `json:"note,omitempty"`
-}
-
 // maxSend bounds a send's body, and maxSendHeaders its headers.
 const (
 	maxSend        = 16 << 20
@@ -71,8 +51,9 @@ const (
 )
 
 func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Send == nil {
-		writeError(w, http.StatusNotImplemented, "this dashboard cannot send requests", "unsupported")
+	rec := s.recording()
+	if rec == nil {
+		writeError(w, http.StatusNotImplemented, "sending goes through a recorder, and this dashboard has none: run mcptape record, and use its dashboard", "unsupported")
 		return
 	}
 	base := strings.TrimRight(s.proxyBase(), "/")
@@ -101,19 +82,12 @@ func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
 			storeError(w, err)
 			return
 		}
-		switch sess.Leg {
-		case capture.LegStdio:
-			badRequest(w, "this session is a stdio server's (mcptape wrap): it has no address to send to; send to it with its client, or replay its tape with mcptape replay server")
-			return
-		case capture.LegForward, capture.LegMITM:
-			badRequest(w, "this session came through the forward proxy, to the server's own URL: use Copy as curl on the message, which sends it through the recorder with -x")
+		to := s.sendTarget(sess)
+		if !to.OK {
+			writeError(w, http.StatusConflict, to.Reason, "unsupported")
 			return
 		}
-		path = sess.Path
-		if sess.Route != "" {
-			// The route's prefix, as the client called it: /NAME/mcp.
-			path = "/" + url.PathEscape(sess.Route) + sess.Path
-		}
+		path = to.Path
 		if req.Version == "" && sess.Version != "" && protocol.Known(sess.Version) {
 			req.Version = sess.Version
 		}
@@ -155,17 +129,77 @@ func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
-	res, err := s.opts.Send(ctx, req)
+	began := time.Now()
+	res, err := rec.Send(ctx, req)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, "sending through the recorder: "+err.Error(), "upstream")
+		msg := sendError(err)
+		if strings.HasPrefix(msg, "Sending through the recorder: ") {
+			// What the recorder answered, as it recorded it.
+			_ = rec.Sync(ctx)
+			if why := s.sendFailure(ctx, began); why != "" {
+				msg = sendError(errors.New(why))
+			}
+		}
+		writeError(w, http.StatusBadGateway, msg, "upstream")
 		return
 	}
-	if s.opts.Sync != nil {
-		// Recorded before the page, told it is done, reads the tool's
-		// history again.
-		_ = s.opts.Sync(ctx)
-	}
+	// Recorded before the page, told it is done, reads the tool's
+	// history again.
+	_ = rec.Sync(ctx)
 	writeJSON(w, http.StatusOK, res)
+}
+
+// rpcMessage finds a JSON-RPC error's message in an error's text (the
+// body the recorder answered with, quoted, perhaps cut).
+var rpcMessage = regexp.MustCompile(`"message"\s*:\s*"((?:[^"\\]|\\.)*)`)
+
+// sendError says why a send failed, in the words of the recorder when it
+// answered for an upstream it could not reach ("connection refused"),
+// rather than its status code.
+func sendError(err error) string {
+	text := err.Error()
+	if m := rpcMessage.FindStringSubmatch(text); m != nil {
+		var msg string
+		if json.Unmarshal([]byte(`"`+m[1]+`"`), &msg) != nil {
+			msg = m[1]
+		}
+		msg = strings.TrimPrefix(msg, "mcptape: ")
+		switch {
+		case strings.Contains(msg, "connection refused"):
+			return "The recorder could not reach the upstream: " + msg + ". Nothing listens at its address: start the server (or check its port), then send again."
+		case strings.Contains(msg, "no such host"):
+			return "The recorder could not reach the upstream: " + msg + ". Check the upstream's host name."
+		case msg != "":
+			return "The recorder answered for the upstream: " + msg
+		}
+	}
+	return "Sending through the recorder: " + text
+}
+
+// sendFailure is the JSON-RPC error the recorder recorded for the
+// dashboard's own session begun since: its words for what went wrong
+// ("upstream … did not answer: … connection refused"), quoted as the
+// body was; "" when there is none.
+func (s *Server) sendFailure(ctx context.Context, since time.Time) string {
+	n := 0
+	for x, err := range s.store.Sessions(ctx, capture.SessionQuery{Since: since.Add(-time.Second)}) {
+		if err != nil || n == 20 {
+			return ""
+		}
+		n++
+		if x.Client.Name != ClientName {
+			continue
+		}
+		for m, err := range s.store.Messages(ctx, x.ID, capture.MessageQuery{}) {
+			if err != nil {
+				return ""
+			}
+			if m.Kind == protocol.KindError && m.Direction == protocol.ServerToClient {
+				return string(m.Raw)
+			}
+		}
+	}
+	return ""
 }
 
 func isJSONObject(b []byte) bool {
@@ -173,189 +207,59 @@ func isJSONObject(b []byte) bool {
 	return json.Unmarshal(b, &m) == nil && m != nil
 }
 
-// Bounds of the tools scans.
-const (
-	maxToolSessions = 2000
-	maxHistory      = 200
-)
-
-// toolsOf is one upstream's tools, from its latest tools/list.
-type toolsOf struct {
-	Upstream string          `json:"upstream"`
-	Path     string          `json:"path"`
-	Session  string          `json:"session"`
-	Seq      uint64          `json:"seq"`
-	Time     time.Time       `json:"time"`
-	Version  string          `json:"version,omitempty"`
-	Tools    json.RawMessage `json:"tools"`
+// sendTarget is where a request of a session goes: the recording proxy's
+// path that reaches the session's upstream (its route's, or the single
+// upstream's), or why nothing can be sent there.
+type sendTarget struct {
+	OK bool `json:"ok"`
+	// Path is the proxy's path to send to; Route the route's name ("" for
+	// the single upstream).
+	Path  string `json:"path,omitempty"`
+	Route string `json:"route,omitempty"`
+	// Reason says why not, and what to do instead.
+	Reason string `json:"reason,omitempty"`
 }
 
-// recentSessions are the sessions, newest first, at most maxToolSessions.
-func (s *Server) recentSessions(ctx context.Context) ([]*capture.Session, error) {
-	var all []*capture.Session
-	for sess, err := range s.store.Sessions(ctx, capture.SessionQuery{}) {
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, sess)
+func (s *Server) sendTarget(sess *capture.Session) sendTarget {
+	rec := s.recording()
+	if rec == nil || s.proxyBase() == "" {
+		return sendTarget{Reason: "Sending goes through a running recorder, and this dashboard has none: run mcptape record --upstream URL and use the dashboard it prints."}
 	}
-	slices.SortFunc(all, func(a, b *capture.Session) int { return b.End.Compare(a.End) })
-	if len(all) > maxToolSessions {
-		all = all[:maxToolSessions]
+	switch sess.Leg {
+	case capture.LegStdio:
+		return sendTarget{Reason: "These tools are a stdio server's (mcptape wrap): mcptape has no address to send to. Call them from the client that starts the server, or replay the session's tape with mcptape replay server --stdio."}
+	case capture.LegForward, capture.LegMITM:
+		return sendTarget{Reason: "This session came through the forward proxy, to the server's own URL: use Copy as curl on one of its messages, which sends through the recorder with -x."}
 	}
-	return all, nil
-}
-
-func (s *Server) apiTools(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	sessions, err := s.recentSessions(ctx)
-	if err != nil {
-		storeError(w, err)
-		return
-	}
-	seen := map[string]bool{}
-	out := []toolsOf{}
-	for _, sess := range sessions {
-		key := sess.Upstream + "|" + sess.Path
-		if seen[key] || sess.Leg == capture.LegStdio {
+	routes := rec.Routes()
+	pick := -1
+	for i, rt := range routes {
+		if !rt.serves(sess.Upstream) {
 			continue
 		}
-		var last *capture.Message
-		for m, err := range s.store.Messages(ctx, sess.ID, capture.MessageQuery{NoRaw: true}) {
-			if err != nil {
-				storeError(w, err)
-				return
-			}
-			if m.Direction == protocol.ServerToClient && m.Kind == protocol.KindResult && m.Method == protocol.MethodToolsList {
-				last = m
-			}
-		}
-		if last == nil {
-			continue
-		}
-		m, err := s.store.Message(ctx, last.Seq)
-		if err != nil {
-			continue
-		}
-		res, _ := protocol.ParseResult(protocol.Decode(m.Raw).Result)
-		if len(res.Tools) == 0 {
-			continue
-		}
-		seen[key] = true
-		out = append(out, toolsOf{Upstream: sess.Upstream, Path: sess.Path, Session: sess.ID, Seq: m.Seq, Time: m.Time, Version: sess.Version, Tools: res.Tools})
-	}
-	slices.SortFunc(out, func(a, b toolsOf) int { return cmp.Compare(a.Upstream+a.Path, b.Upstream+b.Path) })
-	writeJSON(w, http.StatusOK, map[string]any{"upstreams": out, "send": s.opts.Send != nil && s.proxyBase() != ""})
-}
-
-// historyRow is one recorded call of a tool.
-type historyRow struct {
-	Session   string          `json:"session"`
-	Seq       uint64          `json:"seq"`
-	Time      time.Time       `json:"time"`
-	Client    string          `json:"client,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// Status is success, error (JSON-RPC), isError, pending or
-	// input_required; Summary the result's first text, cut.
-	Status   string  `json:"status"`
-	Summary  string  `json:"summary,omitempty"`
-	Response uint64  `json:"response,omitempty"`
-	Ms       float64 `json:"ms,omitempty"`
-}
-
-func (s *Server) apiToolHistory(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	q := r.URL.Query()
-	upstream, path, name := q.Get("upstream"), q.Get("path"), q.Get("name")
-	if name == "" {
-		badRequest(w, "name the tool: ?name=TOOL (with ?upstream= and ?path= of its server)")
-		return
-	}
-	sessions, err := s.recentSessions(ctx)
-	if err != nil {
-		storeError(w, err)
-		return
-	}
-	rows := []historyRow{}
-	for _, sess := range sessions {
-		if len(rows) >= maxHistory {
+		if rt.Name == sess.Route {
+			pick = i
 			break
 		}
-		if (upstream != "" && sess.Upstream != upstream) || (path != "" && sess.Path != path) {
-			continue
-		}
-		calls := map[uint64]*historyRow{}
-		var order []uint64
-		answers := map[uint64]*capture.Message{}
-		for m, err := range s.store.Messages(ctx, sess.ID, capture.MessageQuery{NoRaw: true}) {
-			if err != nil {
-				storeError(w, err)
-				return
-			}
-			switch {
-			case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindRequest && m.Method == protocol.MethodToolsCall && m.Name == name:
-				calls[m.Seq] = &historyRow{Session: sess.ID, Seq: m.Seq, Time: m.Time, Client: sess.Client.String(), Status: "pending"}
-				order = append(order, m.Seq)
-			case m.Direction == protocol.ServerToClient && m.Kind.IsResponse() && m.Links.Request != 0:
-				answers[m.Links.Request] = m
-			}
-		}
-		for i := len(order) - 1; i >= 0 && len(rows) < maxHistory; i-- {
-			row := calls[order[i]]
-			if q, err := s.store.Message(ctx, row.Seq); err == nil {
-				p, _ := protocol.ParseParams(protocol.Decode(q.Raw).Params)
-				row.Arguments = p.Arguments
-			}
-			if a := answers[row.Seq]; a != nil {
-				row.Response = a.Seq
-				row.Ms = float64(a.Time.Sub(row.Time).Microseconds()) / 1000
-				row.Status = "success"
-				if full, err := s.store.Message(ctx, a.Seq); err == nil {
-					row.Status, row.Summary = summarize(full)
-				}
-			}
-			rows = append(rows, *row)
+		if pick < 0 {
+			pick = i
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"calls": rows})
-}
-
-// summarize is a tool answer's status and the start of its text.
-func summarize(m *capture.Message) (status, summary string) {
-	pm := protocol.Decode(m.Raw)
-	if pm.Kind == protocol.KindError {
-		e, _ := pm.ErrorInfo()
-		return "error", clipText(strconv.FormatInt(e.Code, 10)+": "+e.Message, 200)
+	if pick < 0 {
+		up := sess.Upstream + sess.Path
+		return sendTarget{Reason: fmt.Sprintf("This recorder does not reach %s (these tools were listed in a session recorded elsewhere, or by another recorder): "+
+			"to send to it, run mcptape record --upstream %s, or add a route to it (mcptape record --route NAME=%s).", up, up, up)}
 	}
-	res, _ := protocol.ParseResult(pm.Result)
-	status = "success"
-	switch {
-	case res.ResultType == "input_required":
-		status = "input_required"
-	case res.IsError:
-		status = "isError"
+	rt := routes[pick]
+	path := sess.Path
+	if rt.Name != "" {
+		// The route's prefix, as a client calls it: /NAME/mcp.
+		path = "/" + url.PathEscape(rt.Name) + sess.Path
 	}
-	var blocks []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+	if path == "" {
+		path = "/"
 	}
-	_ = json.Unmarshal(res.Content, &blocks)
-	for _, b := range blocks {
-		if b.Type == "text" && b.Text != "" {
-			return status, clipText(b.Text, 200)
-		}
-	}
-	if len(res.StructuredContent) > 0 {
-		return status, clipText(string(res.StructuredContent), 200)
-	}
-	return status, ""
-}
-
-func clipText(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
+	return sendTarget{OK: true, Path: path, Route: rt.Name}
 }
 
 // validHeaderName reports whether k is an HTTP token (RFC 9110 §5.6.2).

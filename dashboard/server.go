@@ -3,10 +3,8 @@ package dashboard
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -73,27 +71,17 @@ type Options struct {
 	// PollInterval is how often FeedPoll asks the store for new messages.
 	// Zero means one second.
 	PollInterval time.Duration
-	// Export writes the sessions named by ids as a tape (cmd wires
-	// replay.Export). Nil hides tape export.
-	Export func(ctx context.Context, store capture.Store, ids []string, w io.Writer) error
-	// Import reads a tape into store and returns the ids of its sessions
-	// there (cmd wires replay.ReadTape and replay.Import). Nil hides tape
-	// import.
-	Import func(ctx context.Context, store capture.Store, r io.Reader) ([]string, error)
+	// Backend does what the dashboard cannot do itself: tapes, profiles'
+	// format, replay servers, and with a recorder (a [Recording]) its
+	// status and sending through it. Nil hides tape export and import,
+	// starting replay servers, Auto-respond and sending; profiles are then
+	// checked only for being JSON objects.
+	Backend Backend
 	// MaxImportBytes bounds an imported tape. Zero means 512 MiB.
 	MaxImportBytes int64
 	// Profiles is the directory of testing profiles (docs/testing-profiles.md),
 	// one NAME.json each. "" hides the profiles page.
 	Profiles string
-	// ValidateProfile checks a profile before it is saved (cmd wires
-	// replay.ReadProfile). Nil checks only that it is a JSON object.
-	ValidateProfile func([]byte) error
-	// StartReplay starts a replay server for a session and returns the URL
-	// an MCP client connects to. Nil hides the dashboard's button.
-	StartReplay func(ctx context.Context, sessionID string) (url string, err error)
-	// StopReplay stops the replay server StartReplay started at url. Nil
-	// offers no Stop button.
-	StopReplay func(ctx context.Context, url string) error
 	// ProxyURL is the recording proxy's address as clients use it
 	// (http://127.0.0.1:7411), for "Copy as curl" to send a message again
 	// through the recorder. "" sends it to the session's upstream.
@@ -101,10 +89,6 @@ type Options struct {
 	// Metrics, if set, is served at /metrics (the Prometheus registry's
 	// handler). Nil serves no /metrics.
 	Metrics http.Handler
-	// Status, if set, is what /api/v1/status reports about the recording
-	// in progress, which the page shows in a banner when recording is
-	// paused or has lost messages. Nil reports that nothing records.
-	Status func() RecordingStatus
 	// Pending holds the requests a replay client waits on a person to
 	// answer (the manual sampling provider): the /pending page lists them
 	// and takes the answers, and the live tail announces changes. Nil
@@ -116,19 +100,6 @@ type Options struct {
 	// the rules. Nil means nothing records here: the page says how to
 	// start a recorder. The server does not close it.
 	Intercept *capture.Interceptor
-	// AnswerFromProfile answers a held request from a testing profile
-	// (by name; "" is the default profile) for the Intercept page's
-	// Auto-respond (cmd wires replay's profiles). Nil hides it.
-	AnswerFromProfile func(ctx context.Context, profile, method string, params json.RawMessage) (json.RawMessage, error)
-	// Send sends a request to the live upstream through the recording
-	// proxy (ProxyURL), in a session of its own (cmd wires replay.Send),
-	// for "Send again" and the Tools page. Nil, or no ProxyURL, offers no
-	// sending.
-	Send func(ctx context.Context, r SendRequest) (*SendResult, error)
-	// Sync, if not nil, waits until the recorder has written what it was
-	// given. The dashboard calls it before exporting a tape and after a
-	// send, so that what it reads next holds what was just exchanged.
-	Sync func(ctx context.Context) error
 }
 
 // Server is the dashboard: an http.Handler serving the single-page app, its
@@ -142,6 +113,7 @@ type Server struct {
 	log    *slog.Logger
 	router *mux.Router
 	static fs.FS
+	pages  []Page // static/js/pages.json
 
 	index *summaryIndex
 	live  *liveTail
@@ -150,6 +122,9 @@ type Server struct {
 
 	replayMu sync.Mutex
 	replays  map[string][]string // session id → URLs of the replay servers started for it
+
+	heldMu       sync.Mutex
+	heldSessions map[string]string // held message id → its session's id
 
 	httpMu sync.Mutex
 	http   *http.Server
@@ -196,6 +171,9 @@ func New(store capture.Store, opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.static = sub
+	if s.pages, err = readPages(sub); err != nil {
+		return nil, err
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.index = newSummaryIndex(store)
 	if s.live, err = newLiveTail(s); err != nil {
@@ -331,6 +309,8 @@ func (s *Server) routes() *mux.Router {
 	api.HandleFunc("/sessions/{id}", s.apiSession).Methods(get)
 	api.HandleFunc("/sessions/{id}", s.apiDeleteSession).Methods(del)
 	api.HandleFunc("/sessions/{id}/tree", s.apiTree).Methods(get)
+	api.HandleFunc("/sessions/{id}/search", s.apiSessionSearch).Methods(get)
+	api.HandleFunc("/search", s.apiSearch).Methods(get)
 	api.HandleFunc("/sessions/{id}/messages", s.apiMessages).Methods(get)
 	api.HandleFunc("/sessions/{id}/exchanges", s.apiExchanges).Methods(get)
 	api.HandleFunc("/sessions/{id}/labels", s.apiSetLabels).Methods(put)
@@ -374,10 +354,8 @@ func (s *Server) routes() *mux.Router {
 	}
 	r.PathPrefix("/static/").Handler(http.StripPrefix("/static/", s.staticHandler())).Methods(get)
 	// The app's pages: every one is a deep link that opens directly.
-	for _, p := range []string{"/", "/sessions", "/sessions/{id}", "/sessions/{id}/messages/{seq:[0-9]+}",
-		"/sessions/{id}/messages/{seq:[0-9]+}/inputs/{key}", "/sessions/{id}/exchanges/{xid:[0-9]+}",
-		"/live", "/latency", "/profiles", "/profiles/{name}", "/import", "/pending", "/intercept", "/send", "/tools"} {
-		r.HandleFunc(p, s.page).Methods(get)
+	for _, p := range s.pages {
+		r.HandleFunc(p.Path, s.page).Methods(get)
 	}
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found", http.StatusNotFound)
@@ -409,6 +387,8 @@ func (s *Server) staticHandler() http.Handler {
 			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		case strings.HasSuffix(r.URL.Path, ".css"):
 			w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		case strings.HasSuffix(r.URL.Path, ".json"):
+			w.Header().Set("Content-Type", "application/json")
 		}
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
@@ -416,7 +396,7 @@ func (s *Server) staticHandler() http.Handler {
 }
 
 // RecordingStatus is what /api/v1/status reports about the recording in
-// progress (Options.Status).
+// progress ([StatusReporter.Status]).
 type RecordingStatus struct {
 	// Recording is set while a recorder writes into the store.
 	Recording bool `json:"recording"`
@@ -445,8 +425,8 @@ type RecordingStatus struct {
 
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {
 	st := RecordingStatus{Free: -1}
-	if s.opts.Status != nil {
-		st = s.opts.Status()
+	if sr, ok := s.opts.Backend.(StatusReporter); ok {
+		st = sr.Status()
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, st)

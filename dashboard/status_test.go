@@ -12,7 +12,7 @@ import (
 // anything at all.
 const hostileReason = `recording paused: 3 MiB free on the disk of /data/<img src=x onerror="window.__pwned=1">, under the 256 MiB kept free (--min-free)`
 
-// switchable is an Options.Status whose answer the test changes.
+// switchable is a Recording.Status whose answer the test changes.
 type switchable struct {
 	mu sync.Mutex
 	st dashboard.RecordingStatus
@@ -21,12 +21,12 @@ type switchable struct {
 func (s *switchable) set(st dashboard.RecordingStatus) { s.mu.Lock(); s.st = st; s.mu.Unlock() }
 func (s *switchable) get() dashboard.RecordingStatus   { s.mu.Lock(); defer s.mu.Unlock(); return s.st }
 
-// TestStatusAPI: /api/v1/status reports what Options.Status says, and
+// TestStatusAPI: /api/v1/status reports what Recording.Status says, and
 // that nothing records without it.
 func TestStatusAPI(t *testing.T) {
 	st := &switchable{}
 	st.set(dashboard.RecordingStatus{Recording: true, Paused: true, Reason: hostileReason, Lost: 42, Stored: 7, Free: 3 << 20, MinFree: 256 << 20})
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Status: st.get})
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Backend: &testRecording{testBackend: &testBackend{}, status: st.get}})
 	var got dashboard.RecordingStatus
 	newAPIClient(t, base).get("/api/v1/status", &got)
 	if !got.Recording || !got.Paused || got.Reason != hostileReason || got.Lost != 42 || got.Free != 3<<20 {
@@ -46,7 +46,7 @@ func TestStatusAPI(t *testing.T) {
 func TestBrowserStatusBanner(t *testing.T) {
 	st := &switchable{}
 	st.set(dashboard.RecordingStatus{Recording: true, Free: 10 << 30})
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Status: st.get})
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Backend: &testRecording{testBackend: &testBackend{}, status: st.get}})
 	b := newBrowser(t)
 
 	b.open(base + "/sessions")

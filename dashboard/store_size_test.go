@@ -14,7 +14,7 @@ import (
 func TestBrowserStoreSize(t *testing.T) {
 	st := &switchable{}
 	st.set(dashboard.RecordingStatus{Recording: true, Free: 10 << 30, Size: 12 << 20, MaxSize: 2 << 30, MaxAge: 30 * 24 * 3600, Pruned: 3})
-	_, base := newDash(t, smallStore(t), &dashboard.Options{Status: st.get})
+	_, base := newDash(t, smallStore(t), &dashboard.Options{Backend: &testRecording{testBackend: &testBackend{}, status: st.get}})
 	var got dashboard.RecordingStatus
 	newAPIClient(t, base).get("/api/v1/status", &got)
 	if got.MaxAge != 30*24*3600 || got.Pruned != 3 || got.Size != 12<<20 {

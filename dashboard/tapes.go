@@ -47,7 +47,11 @@ func tapeName(id string) string {
 	return name + ".tape.json"
 }
 
-func (s *Server) replayInfo(id string) replayInfo {
+// replayInfo is how to replay session x: a stdio server's session as a
+// stdio server (a client config launches `mcptape replay server --stdio`),
+// any other as an HTTP one.
+func (s *Server) replayInfo(x *capture.Session) replayInfo {
+	id := x.ID
 	tape := tapeName(id)
 	export := "mcptape export"
 	if s.opts.DataDir != "" {
@@ -55,11 +59,14 @@ func (s *Server) replayInfo(id string) replayInfo {
 	}
 	export += " -o " + shellQuote(tape) + " " + shellQuote(id)
 	replay := "mcptape replay server --tape " + shellQuote(tape)
+	if x.Leg == capture.LegStdio {
+		replay = "mcptape replay server --stdio --tape " + shellQuote(tape)
+	}
 	s.replayMu.Lock()
 	running := append([]string{}, s.replays[id]...)
 	s.replayMu.Unlock()
 	return replayInfo{Tape: tape, Export: export, Replay: replay, Command: export + " && " + replay,
-		CanStart: s.opts.StartReplay != nil, CanStop: s.opts.StopReplay != nil, Running: running}
+		CanStart: s.opts.Backend != nil, CanStop: s.opts.Backend != nil, Running: running}
 }
 
 func (s *Server) apiReplayInfo(w http.ResponseWriter, r *http.Request) {
@@ -68,13 +75,13 @@ func (s *Server) apiReplayInfo(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.replayInfo(x.ID))
+	writeJSON(w, http.StatusOK, s.replayInfo(x))
 }
 
 // apiStartReplay is POST /api/v1/sessions/{id}/replay: start a replay
-// server for the session (when cmd wired Options.StartReplay).
+// server for the session (with Options.Backend).
 func (s *Server) apiStartReplay(w http.ResponseWriter, r *http.Request) {
-	if s.opts.StartReplay == nil {
+	if s.opts.Backend == nil {
 		writeError(w, http.StatusNotImplemented, "this dashboard cannot start replay servers: run the replay command instead", "unsupported")
 		return
 	}
@@ -83,7 +90,7 @@ func (s *Server) apiStartReplay(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	url, err := s.opts.StartReplay(s.ctx, x.ID)
+	url, err := s.opts.Backend.StartReplay(s.ctx, x.ID)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "starting the replay server: "+err.Error(), "internal")
 		return
@@ -101,7 +108,7 @@ func (s *Server) apiStartReplay(w http.ResponseWriter, r *http.Request) {
 // apiStopReplay is DELETE /api/v1/sessions/{id}/replay?url=URL: stop a
 // replay server the dashboard started for the session.
 func (s *Server) apiStopReplay(w http.ResponseWriter, r *http.Request) {
-	if s.opts.StopReplay == nil {
+	if s.opts.Backend == nil {
 		writeError(w, http.StatusNotImplemented, "this dashboard cannot stop replay servers: stop the replay command with Ctrl-C", "unsupported")
 		return
 	}
@@ -114,7 +121,7 @@ func (s *Server) apiStopReplay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no replay server this dashboard started for the session runs at "+url, "not_found")
 		return
 	}
-	if err := s.opts.StopReplay(r.Context(), url); err != nil {
+	if err := s.opts.Backend.StopReplay(r.Context(), url); err != nil {
 		writeError(w, http.StatusInternalServerError, "stopping the replay server: "+err.Error(), "internal")
 		return
 	}
@@ -149,16 +156,14 @@ func download(w http.ResponseWriter, name, contentType string) {
 // apiExportTape is GET /api/v1/sessions/{id}/tape: the session as a tape
 // file (docs/tape-format.md).
 func (s *Server) apiExportTape(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Export == nil {
+	if s.opts.Backend == nil {
 		writeError(w, http.StatusNotImplemented, "tape export is not available in this dashboard", "unsupported")
 		return
 	}
-	if s.opts.Sync != nil {
-		// An export right after a run holds all of it.
-		if err := s.opts.Sync(r.Context()); err != nil {
-			storeError(w, err)
-			return
-		}
+	// An export right after a run holds all of it.
+	if err := s.sync(r.Context()); err != nil {
+		storeError(w, err)
+		return
 	}
 	x, err := s.store.Session(r.Context(), pathVar(r, "id"))
 	if err != nil {
@@ -167,7 +172,7 @@ func (s *Server) apiExportTape(w http.ResponseWriter, r *http.Request) {
 	}
 	download(w, tapeName(x.ID), "application/json")
 	t := &writeTracker{ResponseWriter: w}
-	if err := s.opts.Export(r.Context(), s.store, []string{x.ID}, t); err != nil {
+	if err := s.opts.Backend.ExportTape(r.Context(), s.store, []string{x.ID}, t); err != nil {
 		s.log.Warn("dashboard: tape export failed", logKeySession, x.ID, logKeyError, err)
 		if t.wrote {
 			panic(http.ErrAbortHandler)
@@ -179,12 +184,12 @@ func (s *Server) apiExportTape(w http.ResponseWriter, r *http.Request) {
 
 // apiImportTape is POST /api/v1/tapes with a tape file as the body.
 func (s *Server) apiImportTape(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Import == nil {
+	if s.opts.Backend == nil {
 		writeError(w, http.StatusNotImplemented, "tape import is not available in this dashboard", "unsupported")
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxImportBytes)
-	ids, err := s.opts.Import(r.Context(), s.store, body)
+	ids, err := s.opts.Backend.ImportTape(r.Context(), s.store, body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {

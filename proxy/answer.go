@@ -55,6 +55,10 @@ type AnswerQuestion struct {
 	Upstream, Version string
 	// By is Methods[Method].
 	By string
+	// MCPSession and Client say whose exchange it is (the Mcp-Session-Id,
+	// the clientInfo name a 2026-07-28 request gives), for a person's
+	// page to find its session (capture.HeldMessage's fields).
+	MCPSession, Client string
 }
 
 // AnswerReply is an answer: a Result or an Error. Forward gives the
@@ -207,7 +211,8 @@ func setMemberAt(obj, value []byte, path ...string) ([]byte, bool) {
 func (c *callInfo) answerForClient(ctx context.Context, m *protocol.Message) ([]byte, *capture.Intercepted, func(), bool) {
 	a := c.p.ans
 	by := a.Methods[m.Method]
-	reply, err := a.Answer(ctx, AnswerQuestion{Method: m.Method, Params: paramsOf(m), Upstream: c.x.rt.up.Redacted(), Version: c.version, By: by})
+	reply, err := a.Answer(ctx, AnswerQuestion{Method: m.Method, Params: paramsOf(m), Upstream: c.x.rt.up.Redacted(), Version: c.version, By: by,
+		MCPSession: c.mcpSession(), Client: c.client()})
 	if err != nil {
 		return nil, &capture.Intercepted{Note: "to be answered by mcptape for the client (" + by + "), not delivered to the client; no answer came: " + err.Error()}, nil, true
 	}
@@ -272,7 +277,8 @@ func (c *callInfo) answerRounds(ctx context.Context, first *protocol.Message) ([
 		for _, key := range slices.Sorted(maps.Keys(ins)) {
 			ir := ins[key]
 			by := a.Methods[ir.Method]
-			reply, err := a.Answer(ctx, AnswerQuestion{Method: ir.Method, Params: ir.Params, Key: key, Upstream: c.x.rt.up.Redacted(), Version: c.version, By: by})
+			reply, err := a.Answer(ctx, AnswerQuestion{Method: ir.Method, Params: ir.Params, Key: key, Upstream: c.x.rt.up.Redacted(), Version: c.version, By: by,
+				MCPSession: c.mcpSession(), Client: c.client()})
 			switch {
 			case err != nil:
 				if ctx.Err() != nil {

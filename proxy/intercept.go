@@ -134,6 +134,7 @@ func (p *Proxy) holdRequest(w http.ResponseWriter, r *http.Request, t target, bo
 	v, err := p.icpt.Hold(r.Context(), capture.HeldMessage{
 		What: what, Direction: protocol.ClientToServer, Method: m.Method, Name: params.Name, Raw: out.fwd,
 		Rule: rule.String(), Upstream: t.rt.up.Redacted(), Version: requestVersion(r.Header, params),
+		MCPSession: r.Header.Get(protocol.HeaderSessionID), Client: clientName(params),
 	})
 	if err != nil {
 		notes = append(notes, heldText(rule.String(), time.Since(held))+"; the client went away before anyone decided, so it was not forwarded")
@@ -339,6 +340,26 @@ func (p *Proxy) callInfo(x *exchange, out *http.Request) *callInfo {
 	}
 	c.modern = protocol.EraOf(c.version) == protocol.EraModern
 	return c
+}
+
+// mcpSession and client say whose exchange it is, for the Intercept page
+// to find the held message's session: the Mcp-Session-Id, and the
+// clientInfo a 2026-07-28 request gives.
+func (c *callInfo) mcpSession() string { return c.header.Get(protocol.HeaderSessionID) }
+
+func (c *callInfo) client() string {
+	if c.fwd == nil {
+		return ""
+	}
+	params, _ := protocol.ParseParams(protocol.Decode(c.fwd).Params)
+	return clientName(params)
+}
+
+func clientName(p protocol.Params) string {
+	if p.ClientInfo == nil {
+		return ""
+	}
+	return p.ClientInfo.Name
 }
 
 // interceptResponse, from ModifyResponse, takes over the body of a
@@ -568,7 +589,7 @@ func (c *callInfo) settle(ctx context.Context, m *protocol.Message) (out []byte,
 func (c *callInfo) hold(ctx context.Context, m *protocol.Message, what capture.HeldWhat, rule string) ([]byte, *capture.Intercepted) {
 	held := time.Now()
 	hm := capture.HeldMessage{What: what, Direction: protocol.ServerToClient, Method: m.Method, Raw: m.Raw,
-		Rule: rule, Upstream: c.x.rt.up.Redacted(), Version: c.version}
+		Rule: rule, Upstream: c.x.rt.up.Redacted(), Version: c.version, MCPSession: c.mcpSession(), Client: c.client()}
 	if what == capture.HeldResponse {
 		hm.Method, hm.Name, hm.Request = c.method, c.name, c.fwd
 	}
@@ -594,7 +615,7 @@ func (c *callInfo) hold(ctx context.Context, m *protocol.Message, what capture.H
 func (c *callInfo) holdServerRequest(ctx context.Context, m *protocol.Message, rule string) ([]byte, *capture.Intercepted, func()) {
 	held := time.Now()
 	v, err := c.p.icpt.Hold(ctx, capture.HeldMessage{What: capture.HeldServerRequest, Direction: protocol.ServerToClient,
-		Method: m.Method, Raw: m.Raw, Rule: rule, Upstream: c.x.rt.up.Redacted(), Version: c.version})
+		Method: m.Method, Raw: m.Raw, Rule: rule, Upstream: c.x.rt.up.Redacted(), Version: c.version, MCPSession: c.mcpSession(), Client: c.client()})
 	if err != nil {
 		// The client's stream ended while it was held: nobody will answer
 		// the server, which would wait for ever. It gets an error saying so.

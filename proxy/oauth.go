@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcptape/mcptape/protocol"
 )
 
 // OAuth through a reverse proxy.
@@ -69,23 +70,6 @@ func frontOf(r *http.Request) (scheme, host string) {
 	return scheme, host
 }
 
-// sameOrigin reports whether u is on the origin of up (scheme, host and
-// port, the default port implied, the host's case ignored).
-func sameOrigin(u, up *url.URL) bool {
-	return strings.EqualFold(u.Scheme, up.Scheme) && strings.EqualFold(u.Hostname(), up.Hostname()) &&
-		portOf(u) == portOf(up)
-}
-
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if strings.EqualFold(u.Scheme, "https") {
-		return "443"
-	}
-	return "80"
-}
-
 // mapURL is s on the proxy: the upstream's origin replaced by the proxy's,
 // the route's prefix put before the path, path and query kept. ok is false
 // when s is not an absolute URL on the upstream's origin, or when its path
@@ -93,55 +77,12 @@ func portOf(u *url.URL) string {
 // under a route's prefix "/../" would lead into another route. A path with
 // dot segments that stays within the root is mapped resolved.
 func (m frontMap) mapURL(s string) (_ string, ok bool) {
-	u, err := url.Parse(s)
-	if err != nil || !u.IsAbs() || u.Host == "" || !sameOrigin(u, m.up) {
-		return s, false
-	}
-	p, escapes := removeDotSegments(u.Path)
-	if escapes {
-		return s, false
-	}
-	if p != u.Path {
-		u.Path, u.RawPath = p, ""
-	}
-	u.Scheme, u.Host, u.User = m.scheme, m.host, nil
-	if m.prefix != "" {
-		u.Path = m.prefix + u.Path
-		if u.RawPath != "" {
-			u.RawPath = m.prefix + u.RawPath
-		}
-	}
-	return u.String(), true
+	return protocol.MapOrigin(s, m.up, m.scheme, m.host, m.prefix)
 }
 
 // removeDotSegments resolves the "." and ".." segments of an absolute
-// path as a client does (RFC 3986, 5.2.4); escapes reports a ".." above
-// the root, which the resolution drops.
-func removeDotSegments(p string) (_ string, escapes bool) {
-	if !strings.Contains(p, ".") {
-		return p, false
-	}
-	in := strings.Split(p, "/")
-	out := make([]string, 0, len(in))
-	for i, seg := range in {
-		switch seg {
-		case ".", "..":
-			if seg == ".." {
-				if len(out) > 1 {
-					out = out[:len(out)-1]
-				} else if i > 0 {
-					escapes = true
-				}
-			}
-			if i == len(in)-1 {
-				out = append(out, "") // a trailing slash
-			}
-		default:
-			out = append(out, seg)
-		}
-	}
-	return strings.Join(out, "/"), escapes
-}
+// path (see protocol.RemoveDotSegments).
+func removeDotSegments(p string) (_ string, escapes bool) { return protocol.RemoveDotSegments(p) }
 
 // upstreamPath is the upstream's path for a path a client asked the proxy
 // for under a route's prefix: the prefix comes off, also from inside a
@@ -308,108 +249,10 @@ func (p *Proxy) warnForeign(rt *route, what, u string) {
 	}
 }
 
-// rewriteParam edits the values of the auth-param name (case-insensitive)
-// in a WWW-Authenticate value, leaving every other byte as it was: quoted
-// strings elsewhere are skipped whole, and a value keeps its quoting.
+// rewriteParam edits the values of the auth-param name in a
+// WWW-Authenticate value (see protocol.EditAuthParam).
 func rewriteParam(v, name string, edit func(string) (string, bool)) string {
-	var b strings.Builder
-	last := 0
-	for i := 0; i < len(v); {
-		switch c := v[i]; {
-		case c == '"':
-			i = quotedEnd(v, i)
-		case isTChar(c):
-			j := i
-			for j < len(v) && isTChar(v[j]) {
-				j++
-			}
-			tok := v[i:j]
-			i = j
-			if !strings.EqualFold(tok, name) {
-				continue
-			}
-			k := skipWS(v, j)
-			if k >= len(v) || v[k] != '=' {
-				continue
-			}
-			k = skipWS(v, k+1)
-			var val string
-			start, end, quoted := k, k, false
-			if k < len(v) && v[k] == '"' {
-				end, quoted = quotedEnd(v, k), true
-				val = unquote(v[k:end])
-			} else {
-				for end < len(v) && v[end] != ',' && v[end] != ' ' && v[end] != '\t' {
-					end++
-				}
-				val = v[start:end]
-			}
-			i = end
-			to, ok := edit(val)
-			if !ok {
-				continue
-			}
-			b.WriteString(v[last:start])
-			if quoted {
-				b.WriteString(quote(to))
-			} else {
-				b.WriteString(to)
-			}
-			last = end
-		default:
-			i++
-		}
-	}
-	if last == 0 {
-		return v
-	}
-	b.WriteString(v[last:])
-	return b.String()
-}
-
-// quotedEnd is the index after the quoted-string that starts at v[i].
-func quotedEnd(v string, i int) int {
-	for j := i + 1; j < len(v); j++ {
-		switch v[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(v)
-}
-
-func unquote(q string) string {
-	q = strings.TrimPrefix(q, `"`)
-	q = strings.TrimSuffix(q, `"`)
-	if !strings.Contains(q, `\`) {
-		return q
-	}
-	var b strings.Builder
-	for i := 0; i < len(q); i++ {
-		if q[i] == '\\' && i+1 < len(q) {
-			i++
-		}
-		b.WriteByte(q[i])
-	}
-	return b.String()
-}
-
-func quote(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
-}
-
-func skipWS(v string, i int) int {
-	for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
-		i++
-	}
-	return i
-}
-
-// isTChar is RFC 9110's tchar.
-func isTChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+	return protocol.EditAuthParam(v, name, edit)
 }
 
 // rewriteMetadata maps the resource of a protected-resource metadata
@@ -490,54 +333,10 @@ func (j *joinedBody) Close() error { return j.c.Close() }
 // JSON object whose edit says so, leaving every other byte of doc as it
 // was. notes says what changed; nil when nothing did.
 func editResource(doc []byte, edit func(string) (string, bool)) ([]byte, []string) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return doc, nil
-	}
-	type span struct {
-		start, end int
-		to         []byte
-	}
-	var spans []span
+	out, changed := protocol.EditStringMember(doc, "resource", edit)
 	var notes []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return doc, nil
-		}
-		key, _ := t.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return doc, nil
-		}
-		if key != "resource" {
-			continue
-		}
-		end := int(dec.InputOffset())
-		start := end - len(val)
-		var s string
-		if start < 0 || !bytes.Equal(doc[start:end], val) || json.Unmarshal(val, &s) != nil {
-			continue
-		}
-		to, ok := edit(s)
-		if !ok || to == s {
-			continue
-		}
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(to)
-		spans = append(spans, span{start, end, bytes.TrimRight(b.Bytes(), "\n")})
-		notes = append(notes, fmt.Sprintf("protected-resource metadata resource %s → %s", s, to))
+	for _, c := range changed {
+		notes = append(notes, fmt.Sprintf("protected-resource metadata resource %s → %s", c[0], c[1]))
 	}
-	if len(spans) == 0 {
-		return doc, nil
-	}
-	out := make([]byte, 0, len(doc)+64)
-	last := 0
-	for _, sp := range spans {
-		out = append(append(out, doc[last:sp.start]...), sp.to...)
-		last = sp.end
-	}
-	return append(out, doc[last:]...), notes
+	return out, notes
 }

@@ -18,11 +18,17 @@
 // A [Matcher] decides which recorded request a live one stands for: same
 // method, same params once ids, `_meta` (progress tokens, trace context) and
 // MRTR inputResponses are set aside; more paths with [IgnorePaths].
-// Repeated identical requests get the recorded answers in recorded order.
-// A miss explains itself: a [MissError] (wrapping [ErrNoMatch]) names the
-// recorded session the client was given, the closest recorded request in
-// it with the fields that differ, and the other sessions that hold a
-// match.
+// Among the recorded requests it matches, the replay server answers with
+// the closest in what else a server answers by: the `_meta` members
+// (protocol version, capabilities, clientInfo, the rest but progress
+// tokens and trace context), the path, the MCP-Protocol-Version,
+// Mcp-Method, Mcp-Name and Mcp-Param-* headers, whether credentials came
+// (never their value), Origin, Accept and Content-Type. Recorded order
+// breaks ties: repeated identical requests get the recorded answers in
+// recorded order. A miss explains itself: a [MissError] (wrapping
+// [ErrNoMatch]) names the recorded session the client was given, the
+// closest recorded request in it with the fields that differ, and the
+// other sessions that hold a match.
 //
 // # Replay server
 //
@@ -33,38 +39,40 @@
 //	ts := replay.NewServer(t, "testdata/weather.tape.json") // strict: differences fail t
 //	client.Connect(ts.Endpoint())
 //
-// The handshake is answered as recorded whatever the client says in it:
-// initialize (with a freshly minted Mcp-Session-Id, and the recorded
-// protocolVersion as the negotiated one) and server/discover; a strict
-// server notes a differing clientInfo, capabilities or protocolVersion as
-// a failure, and answers anyway. Every other request is matched as above
-// and answered with the live id: a miss gets a [CodeNoMatch] error, and a
-// request that matches a recorded one the recorded server never answered
-// (over HTTP, a JSON response that carried no JSON-RPC message) a
-// [CodeNoAnswer] error, a failure when strict. Server→client requests are
-// replayed and the client's answers awaited; MRTR input_required rounds are returned
-// and their retries accepted. A strict server compares the client's
-// answers with the recorded ones under the matcher's ignore rules: an
-// answer by paths relative to its result ("content.text"), a retry's
-// inputResponses by params paths ("inputResponses.k.content.text").
+// Each HTTP request is answered with the recorded exchange of the request
+// that matches it best: its status, its headers (the live session's id
+// where the recording had one and nowhere else; the OAuth metadata and
+// challenge URLs mapped to the replay's address; not those of the
+// recorded connection) and its body (a JSON body with the live id on the
+// response, an SSE stream replayed with live ids and progress tokens,
+// paced as recorded or at once, a refusal or a plain body as it was).
+// Exchanges that carried no MCP traffic (CORS preflights, OAuth metadata,
+// probes) are answered as recorded by method and path; a path the
+// recording never saw gets the recorded server's answer to an unknown
+// path, else 404. A tape recorded with routes serves each under /NAME.
 //
-// A tape can hold several sessions, and each live client gets one of its
-// own. A legacy client is one session (from initialize to DELETE); a
-// 2026-07-28 client is known by its fingerprint — remote host, path,
-// clientInfo and capabilities from `_meta` — from its server/discover or
-// first request on. Its repeated discovers (a probe, then other versions)
-// are answered in turn from the session it was given, each by the recorded
-// discover whose `_meta` is closest; a discover that session has no answer
-// left for starts the client over. A new live client gets, of the recorded
-// sessions that fit it (with an initialize, or of its era), preferring
-// those recorded on the request's path: the one whose handshake is closest
-// (the initialize params; or, on 2026-07-28, whether the session holds the
-// request, then clientInfo and capabilities, then for a discover the
-// protocol version and the rest of its `_meta`), and among equals the
-// first that no live client has had yet, so that a second client of the
-// same program gets the second session. When every such
-// session is taken they are replayed again, the least used first, then in
-// recorded order; a strict server reports each reuse as a failure.
+// A legacy initialize opens a live session with the recorded session
+// whose initialize is closest, the first not yet given to another client
+// among equals (a program run twice gets the second recorded run), with a
+// freshly minted Mcp-Session-Id when the recorded server gave one; its
+// requests are answered from that session, and after its DELETE from
+// what the recorded server answered after the DELETE. Requests without a
+// session (2026-07-28 clients, a stateless server's) are answered from
+// every recorded session, each client — known by its fingerprint: remote
+// host, path, clientInfo and capabilities — in turn. The handshake is
+// answered as recorded whatever the client says in it (the recorded
+// protocolVersion is the negotiated one); a strict server notes a
+// differing one as a failure. A request that matches a recorded one the
+// recorded server never answered (the connection broke, or mcptape
+// answered in its place) gets a [CodeNoAnswer] error, a failure when
+// strict. Server→client requests are replayed with their recorded ids
+// and the client's answers awaited; a response that follows its call's
+// notifications reaches the client after them in a separate read. MRTR
+// input_required rounds are returned and their retries accepted. A strict
+// server compares the client's answers with the recorded ones under the
+// matcher's ignore rules: an answer by paths relative to its result
+// ("content.text"), a retry's inputResponses by params paths
+// ("inputResponses.k.content.text").
 //
 // [Server.ServeStdio] serves the same replay to one stdio client —
 // newline-delimited JSON-RPC on a server's stdin and stdout — whichever

@@ -77,16 +77,24 @@ func (m *Matcher) ignored(method, path string) bool {
 // canonical is params as a canonical JSON string, ignored paths removed:
 // two requests match when their canonical forms are equal.
 func (m *Matcher) canonical(method string, params json.RawMessage) string {
-	v := decodeAny(params)
-	v = m.strip(method, "", v)
-	b, _ := json.Marshal(v) // maps marshal with sorted keys
+	return m.canonicalOf(method, decodeAny(params))
+}
+
+// canonicalOf is canonical of params decoded (as decodeAny gives them).
+func (m *Matcher) canonicalOf(method string, params any) string {
+	b, _ := json.Marshal(m.strip(method, "", params)) // maps marshal with sorted keys
 	return string(b)
 }
 
 // key is what matches a request, as a map key: its method and a digest of
 // its canonical params (params can be large; the digest is not).
 func (m *Matcher) key(method string, params json.RawMessage) string {
-	sum := sha256.Sum256([]byte(m.canonical(method, params)))
+	return m.keyOf(method, decodeAny(params))
+}
+
+// keyOf is key of params decoded.
+func (m *Matcher) keyOf(method string, params any) string {
+	sum := sha256.Sum256([]byte(m.canonicalOf(method, params)))
 	return method + "\x00" + string(sum[:16])
 }
 

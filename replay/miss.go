@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,14 +106,52 @@ func (e *MissError) data() json.RawMessage {
 	return b
 }
 
-// explainMiss builds the MissError of live request m, whose client was
-// given l (nil: no recorded session fits).
-func (s *Server) explainMiss(l *live, m *protocol.Message, key string) *MissError {
+// explainMiss builds the MissError of live request m of client l (nil:
+// none): the recorded session it was given, or the one it was answered
+// from last; else, of those pools hold, the one of the closest request.
+func (s *Server) explainMiss(l *live, m *protocol.Message, f *reqFacts, pools []*pool) *MissError {
 	p, _ := protocol.ParseParams(m.Params)
 	e := &MissError{Method: m.Method, Name: p.Name}
 	var given *recSession
 	if l != nil {
-		given = l.rs
+		l.mu.Lock()
+		given = cmp.Or(l.rs, l.last)
+		l.mu.Unlock()
+	}
+	if given == nil {
+		var best *Candidate
+		for _, pl := range pools {
+			if pl == nil {
+				continue
+			}
+			for _, c := range pl.byMethod[m.Method] {
+				if cand := s.closest(c.rs, m); cand != nil && (best == nil || len(cand.Diff) < len(best.Diff)) {
+					best, given = cand, c.rs
+				}
+			}
+		}
+	}
+	if given == nil {
+		// No request of its method: the session of the request most like
+		// the client's, whatever its method.
+		bestDist := 0
+		for _, pl := range pools {
+			if pl == nil {
+				continue
+			}
+			for method, calls := range pl.byMethod {
+				if method == protocol.MethodInitialize || method == protocol.MethodDiscover {
+					continue // a session's handshake does not make it the client's
+				}
+				for _, c := range calls {
+					if d := distance(f, c.facts); given == nil || d < bestDist || d == bestDist && c.rs == s.earlier(c.rs, given) {
+						given, bestDist = c.rs, d
+					}
+				}
+			}
+		}
+	}
+	if given != nil {
 		e.Session = given.s.ID
 		e.Closest = s.closest(given, m)
 		if e.Closest == nil {
@@ -120,11 +159,31 @@ func (s *Server) explainMiss(l *live, m *protocol.Message, key string) *MissErro
 		}
 	}
 	for _, rs := range s.sessions {
-		if rs != given && s.peek(rs, nil, m, key) != matchNone {
+		if rs != given && s.holds(rs, m) {
 			e.MatchedIn = append(e.MatchedIn, rs.s.ID)
 		}
 	}
 	return e
+}
+
+// earlier is whichever of a and b comes first in the tape.
+func (s *Server) earlier(a, b *recSession) *recSession {
+	for _, rs := range s.sessions {
+		if rs == a || rs == b {
+			return rs
+		}
+	}
+	return a
+}
+
+// holds reports whether rs recorded a request that matches m.
+func (s *Server) holds(rs *recSession, m *protocol.Message) bool {
+	for _, c := range rs.byMethod[m.Method] {
+		if s.matcher.Match(m.Method, m.Params, c.params()) {
+			return true
+		}
+	}
+	return false
 }
 
 // closest is the recorded request of rs with m's method that differs in

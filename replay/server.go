@@ -1,19 +1,14 @@
 package replay
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -57,10 +52,11 @@ const CodeNoMatch = -32010
 
 // CodeNoAnswer is the JSON-RPC error code of a live request that matches a
 // recorded request the recording holds no answer to (-32011): the recorded
-// server never answered it, or answered with an HTTP status and no
-// JSON-RPC message (a plain-text 500, a connection that broke). A strict
-// server reports each as a failure: the replay cannot answer what was
-// asked.
+// server never answered it (the connection broke first, or mcptape
+// answered in its place), or, over stdio, answered with an HTTP status and
+// no JSON-RPC message (a plain-text 500, which over HTTP is replayed as
+// it was). A strict server reports each as a failure: the replay cannot
+// answer what was asked.
 const CodeNoAnswer = -32011
 
 // ServerOptions configures a replay server. Nil means defaults; every
@@ -79,7 +75,8 @@ type ServerOptions struct {
 	// that differs from the recorded one beyond the matcher's ignore
 	// rules, a repeated call beyond those recorded, a handshake that
 	// differs from the recording (answered all the same), a recorded
-	// session replayed to a second live client.
+	// session replayed to a second live client, a recorded answer given
+	// again to a client without a session.
 	Strict bool
 	// AnswerTimeout bounds the wait for the client's answer to a replayed
 	// server→client request. Zero means 30s.
@@ -107,15 +104,32 @@ type Server struct {
 	log      *slog.Logger
 	sessions []*recSession
 	faults   []Annotation
+	routes   map[string]bool // the routes the tape was recorded on
+	unrouted bool            // it holds sessions recorded without a route
+	// endpoints are the MCP endpoints of the recorded sessions, by route
+	// and path ("route\x00path").
+	endpoints map[string]bool
 
-	mu     sync.Mutex
-	legacy map[string]*live    // by the session id we minted
-	sse    map[string]*sseLive // legacy HTTP+SSE sessions, by the session id we minted (server_sse.go)
-	modern map[string][]*live  // 2026-07-28 clients by fingerprint, oldest first
-	uses   map[*recSession]int // how many live clients each recorded session was given to
-	report ServerReport
-	closed chan struct{}
-	once   sync.Once
+	// What live requests are answered from, by route: the calls that
+	// named no session (free) or one their server did not know (stray),
+	// and the exchanges that carried no MCP traffic.
+	free, stray map[string]*pool
+	plain       map[string]*plainIndex
+	facts       map[string]*reqFacts // interned
+
+	mu       sync.Mutex
+	legacy   map[string]*live    // live sessions by the id we minted (at most maxSessions)
+	legacyAt []string            // their ids, oldest first (with some ended ones)
+	ended    map[string]*live    // sessions their client ended, by id (at most maxEnded)
+	endedAt  []string            // their ids, oldest first
+	sse      map[string]*sseLive // legacy HTTP+SSE sessions, by the session id we minted (server_sse.go)
+	clients  map[string]*live    // clients without a session, by fingerprint (at most maxClients)
+	uses     map[*recSession]int // how many live clients each recorded session was given to
+	xUses    map[*xRef]int       // how often each exchange without MCP traffic answered
+	given    map[*call]int       // how often each call answered clients without a session
+	report   ServerReport
+	closed   chan struct{}
+	once     sync.Once
 
 	emu          sync.Mutex // guards readErrs and moreReadErrs
 	readErrs     []string   // tape read errors, the first maxReadErrs
@@ -141,7 +155,9 @@ func (r *ServerReport) OK() bool { return len(r.Failures) == 0 }
 // opened stays in its file, each message read when it is replayed: keep it
 // open while the server runs.
 func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
-	s := &Server{legacy: map[string]*live{}, modern: map[string][]*live{}, uses: map[*recSession]int{}, closed: make(chan struct{})}
+	s := &Server{legacy: map[string]*live{}, ended: map[string]*live{}, clients: map[string]*live{}, uses: map[*recSession]int{},
+		xUses: map[*xRef]int{}, given: map[*call]int{}, closed: make(chan struct{}), routes: map[string]bool{}, free: map[string]*pool{},
+		stray: map[string]*pool{}, plain: map[string]*plainIndex{}, facts: map[string]*reqFacts{}, endpoints: map[string]bool{}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -170,26 +186,114 @@ func NewServerHandler(tape *Tape, opts *ServerOptions) (*Server, error) {
 		}
 	}
 	for i, ix := range tape.indexes() {
-		ld := tape.loaderFor(i)
-		rs := prepare(ix, tape.Sessions[i].Session, ld)
-		rs.onErr = s.readFailed
-		if s.matcher.custom == nil {
-			rs.byKey = map[string][]*call{}
-			for _, c := range rs.calls {
-				m, err := ld.message(c.req)
-				if err != nil {
-					return nil, err
-				}
-				k := s.matcher.key(c.method, paramsOf(m.Raw))
-				rs.byKey[k] = append(rs.byKey[k], c)
-			}
+		rs := prepare(ix, tape.Sessions[i].Session, tape.loaderFor(i), s.readFailed)
+		if err := s.index(rs); err != nil {
+			return nil, err
 		}
 		s.sessions = append(s.sessions, rs)
 	}
 	if len(s.sessions) == 0 {
 		return nil, errors.New("the tape holds no sessions")
 	}
+	s.findUnknown()
+	for _, p := range s.free {
+		p.classOf = nil
+	}
+	for _, p := range s.stray {
+		p.classOf = nil
+	}
+	s.facts = nil
 	return s, nil
+}
+
+// index puts the calls and exchanges of a recorded session where live
+// requests look for them (see pool, plainIndex).
+func (s *Server) index(rs *recSession) error {
+	if rs.route != "" {
+		s.routes[rs.route] = true
+	} else {
+		s.unrouted = true
+	}
+	if len(rs.calls) > 0 {
+		s.endpoints[rs.route+"\x00"+rs.s.Path] = true
+	}
+	rs.pool, rs.after = newPool(), newPool()
+	for _, c := range rs.calls {
+		m, err := rs.ld.message(c.req)
+		if err != nil {
+			return err
+		}
+		params := paramsOf(m.Raw)
+		var hf *httpFacts
+		if c.x != nil {
+			hf = c.x.Facts
+		}
+		key, meta := s.matcher.keyAndMeta(c.method, params)
+		c.facts = s.internFacts(meta(), hf)
+		s.poolOf(rs, c).add(c, key)
+	}
+	rs.pool.classOf, rs.after.classOf = nil, nil
+	px := s.plain[rs.route]
+	if px == nil {
+		px = newPlainIndex()
+		s.plain[rs.route] = px
+	}
+	for _, x := range rs.plain {
+		px.add(rs, x, false)
+	}
+	for _, x := range rs.invalid {
+		px.add(rs, x, true)
+	}
+	for method, xs := range rs.notes {
+		if rs.sid {
+			continue
+		}
+		for _, x := range xs {
+			px.addNote(rs, x, method)
+		}
+	}
+	rs.plain, rs.invalid = nil, nil
+	return nil
+}
+
+// poolOf is where call c of rs is looked for: the calls after the
+// initialize of a session its server gave an id in the session's pool
+// (those after its DELETE apart); a handshake, and what named no
+// session, in the route's free pool; what named a session its server
+// did not know in the route's stray pool.
+func (s *Server) poolOf(rs *recSession, c *call) *pool {
+	switch {
+	case rs.sse, rs.sid && c.method != protocol.MethodInitialize && c.req.Seq > rs.byMethod[protocol.MethodInitialize][0].req.Seq:
+		if rs.afterDelete(c.x) {
+			return rs.after
+		}
+		return rs.pool
+	case c.x != nil && c.x.Facts.sid:
+		return routePool(s.stray, rs.route)
+	}
+	return routePool(s.free, rs.route)
+}
+
+func routePool(m map[string]*pool, route string) *pool {
+	p := m[route]
+	if p == nil {
+		p = newPool()
+		m[route] = p
+	}
+	return p
+}
+
+// internFacts is the one reqFacts of these facts.
+func (s *Server) internFacts(meta map[string]string, hf *httpFacts) *reqFacts {
+	k := factsKey(meta, hf)
+	if f, ok := s.facts[k]; ok {
+		return f
+	}
+	f := &reqFacts{meta: meta, http: hf}
+	if len(s.facts) < maxInterned {
+		s.facts[k] = f
+	}
+	return f
 }
 
 // Report returns a copy of what the server saw so far. A nil Server (a
@@ -248,269 +352,13 @@ func (s *Server) fail(strictOnly bool, format string, a ...any) {
 	s.log.Warn(msg)
 }
 
-// recSession is a recorded session prepared for replay: summaries of its
-// messages and exchanges (a tape's index), their bytes read when replayed.
-type recSession struct {
-	s        *capture.Session
-	ld       loader
-	onErr    func(error) // a record the tape could not give
-	msgs     []msgRef    // every message, in seq order
-	calls    []*call     // every client request, in order
-	byMethod map[string][]*call
-	byKey    map[string][]*call // matchKey → calls, in order
-	get      []*msgRef          // what the server sent on its own: the standalone GET streams
-	getX     *xRef
-	delete   *xRef
-	answers  map[uint64]*msgRef // server→client request seq → the client's answer
-}
-
-// call is one recorded client request and what answered it.
-type call struct {
-	rs     *recSession
-	req    *msgRef
-	x      *xRef
-	stream []*msgRef // s2c messages of its exchange, after it, in order
-	method string
-}
-
-// params are the recorded request's params, read from the tape (nil when
-// it cannot be read; the replay server logs why).
-func (c *call) params() json.RawMessage {
-	m := c.rs.message(c.req)
-	if m == nil {
-		return nil
-	}
-	return paramsOf(m.Raw)
-}
-
-// message reads a recorded message's record; nil, logged, when the tape
-// cannot be read.
-func (rs *recSession) message(r *msgRef) *capture.Message {
-	if r == nil {
-		return nil
-	}
-	m, err := rs.ld.message(r)
-	if err != nil {
-		rs.onErr(err)
-		return nil
-	}
-	return m
-}
-
-// exchange reads a recorded exchange's record; nil, logged, when the tape
-// cannot be read.
-func (rs *recSession) exchange(r *xRef) *capture.Exchange {
-	if r == nil {
-		return nil
-	}
-	x, err := rs.ld.exchange(r)
-	if err != nil {
-		rs.onErr(err)
-		return nil
-	}
-	return x
-}
-
-// msg is the recorded message seq of the session; nil when it holds none.
-func (rs *recSession) msg(seq uint64) *msgRef {
-	i, ok := slices.BinarySearchFunc(rs.msgs, seq, func(r msgRef, seq uint64) int { return cmp.Compare(r.Seq, seq) })
-	if !ok {
-		return nil
-	}
-	return &rs.msgs[i]
-}
-
-// trigger is the recorded client request a server message waits for: the
-// last that came before it.
-func (rs *recSession) trigger(seq uint64) uint64 {
-	i, _ := slices.BinarySearchFunc(rs.calls, seq, func(c *call, seq uint64) int { return cmp.Compare(c.req.Seq, seq) })
-	if i == 0 {
-		return 0
-	}
-	return rs.calls[i-1].req.Seq
-}
-
-// callAt is the recorded call whose request is seq, or nil.
-func (rs *recSession) callAt(seq uint64) *call {
-	i, ok := slices.BinarySearchFunc(rs.calls, seq, func(c *call, seq uint64) int { return cmp.Compare(c.req.Seq, seq) })
-	if !ok {
-		return nil
-	}
-	return rs.calls[i]
-}
-
-func prepare(ix *sessionIndex, s *capture.Session, ld loader) *recSession {
-	rs := &recSession{s: s, ld: ld, msgs: ix.ms, byMethod: map[string][]*call{}, answers: map[uint64]*msgRef{}}
-	xs := make(map[uint64]*xRef, len(ix.xs))
-	for i := range ix.xs {
-		xs[ix.xs[i].ID] = &ix.xs[i]
-	}
-	byX := map[uint64]*call{}
-	bySeq := map[uint64]*call{}
-	// A stdio session's one "exchange" is the server's process: its
-	// messages belong where their links say, as if it had none.
-	stdio := s.Leg == capture.LegStdio
-	for i := range ix.ms {
-		m := &ix.ms[i]
-		x := xs[m.ExchangeID]
-		if stdio {
-			x = nil
-		}
-		switch {
-		case m.Direction == protocol.ClientToServer && m.Kind == protocol.KindRequest:
-			c := &call{rs: rs, req: m, x: x, method: m.Method}
-			rs.calls = append(rs.calls, c)
-			rs.byMethod[m.Method] = append(rs.byMethod[m.Method], c)
-			if byX[m.ExchangeID] == nil {
-				byX[m.ExchangeID] = c
-			}
-			bySeq[m.Seq] = c
-		case m.Direction == protocol.ClientToServer && m.Kind.IsResponse():
-			if m.Links.Request != 0 {
-				rs.answers[m.Links.Request] = m
-			}
-		case m.Direction == protocol.ServerToClient:
-			if x != nil && x.Method == http.MethodGet {
-				rs.get = append(rs.get, m)
-				rs.getX = x
-				continue
-			}
-			if x != nil {
-				if c := byX[m.ExchangeID]; c != nil {
-					c.stream = append(c.stream, m)
-				}
-				continue
-			}
-			// No HTTP exchange (a stdio recording): a message belongs to the
-			// call its links name — the request it answers or reports on,
-			// or the call whose stream carried a server→client request;
-			// the rest the server sent on its own, as on a GET stream.
-			c := bySeq[m.Links.Request]
-			if c == nil {
-				c = bySeq[m.Links.Parent]
-			}
-			if c != nil {
-				c.stream = append(c.stream, m)
-			} else {
-				rs.get = append(rs.get, m)
-			}
-		}
-		if x != nil && x.Method == http.MethodDelete && rs.delete == nil {
-			rs.delete = x
-		}
-	}
-	for i := range ix.xs {
-		x := &ix.xs[i]
-		if x.Method == http.MethodDelete && rs.delete == nil {
-			rs.delete = x
-		}
-		if x.Method == http.MethodGet && rs.getX == nil && x.ResponseBody == capture.BodySSE {
-			rs.getX = x
-		}
-	}
-	return rs
-}
-
-func paramsOf(raw []byte) json.RawMessage {
-	v, _, _, _ := protocol.Member(raw, "params")
-	return v
-}
-
-// match finds the recorded call for a live request: the first unused one
-// that matches, else (extra) the last one that matched.
-func (s *Server) match(l *live, m *protocol.Message, key string) (c *call, extra bool) {
-	if l.rs.byKey != nil {
-		list := l.rs.byKey[key]
-		if len(list) == 0 {
-			return nil, false
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		i := l.cursor[key]
-		if i < len(list) {
-			l.cursor[key] = i + 1
-			return list[i], false
-		}
-		return list[len(list)-1], true
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var last *call
-	for _, rc := range l.rs.byMethod[m.Method] {
-		if !s.matcher.Match(m.Method, m.Params, rc.params()) {
-			continue
-		}
-		if !l.used[rc] {
-			l.used[rc] = true
-			return rc, false
-		}
-		last = rc
-	}
-	if last != nil {
-		return last, true
-	}
-	return nil, false
-}
-
-// resolve finds the recorded call that answers live request m of client
-// l: the matching one (see match; a server/discover by discoverCall), or,
-// for a handshake that matches none, the recorded one all the same (a
-// strict replay notes the difference). It counts the request served and
-// marks the call seen. Nil is a miss.
-func (s *Server) resolve(l *live, m *protocol.Message, p *protocol.Params, key string) *call {
-	return s.resolveThen(l, m, p, key, nil)
-}
-
-// resolveThen is resolve; bind, when set, is called with the matched call
-// before it is marked seen (and so before a stream waiting for it goes
-// on): the legacy SSE stream learns the live request's id there.
-func (s *Server) resolveThen(l *live, m *protocol.Message, p *protocol.Params, key string, bind func(*call)) *call {
-	var c *call
-	var extra bool
-	if m.Method == protocol.MethodDiscover {
-		if c = s.discoverCall(l, m, false); c == nil {
-			c, extra = s.discoverCall(l, m, true), true
-		}
-	} else {
-		c, extra = s.match(l, m, key)
-	}
-	if c == nil && (m.Method == protocol.MethodInitialize || m.Method == protocol.MethodDiscover) {
-		// The handshake is answered as recorded whoever the client says
-		// it is; the recorded protocolVersion is the one negotiated.
-		if c = l.handshakeCall(m.Method); c != nil {
-			s.fail(true, "the client's %s differs from the recording (answered as recorded): %s", m.Method,
-				strings.Join(s.matcher.Diff(m.Method, m.Params, c.params()), "; "))
-		}
-	} else if c != nil && m.Method == protocol.MethodDiscover {
-		if d := handshakeMetaDiff(m.Params, c.params()); len(d) > 0 {
-			s.fail(true, "the client's server/discover differs from the recording (answered as recorded): %s", strings.Join(d, "; "))
-		}
-	}
-	if c == nil {
-		return nil
-	}
-	if extra {
-		s.fail(true, "%s %s was called more often than recorded; the last recorded answer was replayed", m.Method, p.Name)
-	}
-	s.mu.Lock()
-	s.report.Served++
-	s.mu.Unlock()
-	if bind != nil {
-		bind(c)
-	}
-	l.markSeen(c.req.Seq)
-	s.log.Debug("replay", "method", m.Method, "name", p.Name, "recorded", c.req.Seq)
-	s.checkInputResponses(c, m, p)
-	return c
-}
-
 // pingResult answers a ping the recording does not hold.
 const pingResult = `{"jsonrpc":"2.0","id":0,"result":{}}`
 
 // noteMiss explains and reports a live request that matched nothing, and
 // returns the JSON-RPC error the client gets.
-func (s *Server) noteMiss(l *live, m *protocol.Message, key string) []byte {
-	e := s.explainMiss(l, m, key)
+func (s *Server) noteMiss(l *live, m *protocol.Message, f *reqFacts, pools []*pool) []byte {
+	e := s.explainMiss(l, m, f, pools)
 	msg := e.Error()
 	s.mu.Lock()
 	s.report.Misses = append(s.report.Misses, e)
@@ -531,18 +379,21 @@ func (s *Server) noteUnanswered(l *live, c *call, m *protocol.Message, p *protoc
 	}
 	status := statusOf(c.x)
 	how := "no response to it was recorded"
-	if status != 0 {
+	switch x := c.rs.exchange(c.x); {
+	case x != nil && x.Synthesized:
+		how = fmt.Sprintf("the recorded server did not answer it (mcptape answered HTTP %d in its place: %s)", status, clip(x.Error, 200))
+	case status != 0:
 		how = fmt.Sprintf("the recorded server's response was HTTP %d with no JSON-RPC message in it", status)
 	}
 	msg := fmt.Sprintf("the recording holds this %s request (seq %d in recorded session %s) but no answer to it: %s; "+
 		"record the session again, or give the request an answer with an error fault (in the tape's annotations or the testing profile)",
-		what, c.req.Seq, l.rs.s.ID, how)
+		what, c.req.Seq, c.rs.s.ID, how)
 	s.fail(true, "%s", msg)
 	data, _ := json.Marshal(struct {
 		Session string `json:"session"`
 		Seq     uint64 `json:"seq"`
 		Status  int    `json:"status,omitempty"`
-	}{l.rs.s.ID, c.req.Seq, status})
+	}{c.rs.s.ID, c.req.Seq, status})
 	return errorResponse(m.ID, &RPCError{Code: CodeNoAnswer, Message: "mcptape replay: " + msg, Data: data})
 }
 
@@ -564,19 +415,23 @@ func errorResponse(id json.RawMessage, e *RPCError) []byte {
 }
 
 // deliver hands a client's answer to the replayed server→client request
-// it answers; the strict report notes an answer to nothing it asked.
-func (s *Server) deliver(l *live, m *protocol.Message) {
+// it answers, and returns that request's recorded seq (0: none); the
+// strict report notes an answer to nothing it asked.
+func (s *Server) deliver(l *live, m *protocol.Message) uint64 {
 	l.mu.Lock()
 	ch := l.waiting[m.IDKey()]
+	seq := l.asked[m.IDKey()]
 	delete(l.waiting, m.IDKey())
+	delete(l.asked, m.IDKey())
 	l.mu.Unlock()
 	if ch == nil {
 		s.fail(true, "the client answered id %s, which the replay server did not ask", m.ID)
-		return
+		return 0
 	}
 	c := *m
 	c.Raw = append([]byte(nil), m.Raw...)
 	ch <- &c
+	return seq
 }
 
 // faultPlan is what the faults that match a request do to its answer.

@@ -4,9 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,11 +16,18 @@ import (
 // Mcp-Session-Id the server minted), or a 2026-07-28 client (by its
 // fingerprint, from its server/discover or first request on).
 type live struct {
+	// rs is the recorded session it was given (a legacy session, the
+	// connection of a stdio client that began with initialize); nil for
+	// a client without a session, answered from every recorded session.
 	rs      *recSession
-	id      string // the minted session id (legacy)
+	last    *recSession // the recorded session it was answered from last
+	id      string      // the minted session id (legacy)
 	mu      sync.Mutex
-	used    map[*call]bool       // with a custom matcher
-	cursor  map[string]int       // by match key: the next recorded call to replay
+	use     usage                // what it was answered with so far
+	taken   map[*recSession]bool // the recorded sessions it was answered from
+	onTake  func(*recSession)    // called (l.mu not held) when it is first answered from a recorded session
+	noteAt  map[string]int       // by notification method, how many recorded notification exchanges answered it
+	asked   map[string]uint64    // the replayed server→client requests awaiting its answer: by id, their recorded seq
 	seen    map[uint64]time.Time // recorded requests matched so far, and when
 	changed chan struct{}        // closed and replaced when seen grows
 	nextID  int64
@@ -39,6 +43,17 @@ type live struct {
 	// connection (by its request's seq), the messages of its stream out so
 	// far: what the server sent on its own after them waits for them.
 	underway map[uint64]int
+	// own is, on a stdio connection, how far the replay of what each
+	// recorded session sent on its own has come.
+	own map[*recSession]*ownState
+}
+
+// ownState is how far the replay of what a recorded session sent on its
+// own (rs.get) has come on a stdio connection.
+type ownState struct {
+	sent    int    // messages out
+	blocked uint64 // the recorded request its next message waits to see live; 0: none
+	done    bool
 }
 
 // openStream is a live stream that list_changed faults can use.
@@ -75,8 +90,9 @@ func listenStream(m *protocol.Message) *openStream {
 }
 
 func newLive(rs *recSession) *live {
-	return &live{rs: rs, used: map[*call]bool{}, cursor: map[string]int{}, seen: map[uint64]time.Time{}, changed: make(chan struct{}),
-		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}, underway: map[uint64]int{}}
+	return &live{rs: rs, use: newUsage(), taken: map[*recSession]bool{}, noteAt: map[string]int{}, asked: map[string]uint64{},
+		seen: map[uint64]time.Time{}, changed: make(chan struct{}),
+		waiting: map[string]chan *protocol.Message{}, done: make(chan struct{}), drain: make(chan struct{}), noInput: make(chan struct{}), streams: map[chan string]*openStream{}, underway: map[uint64]int{}, own: map[*recSession]*ownState{}}
 }
 
 // markSeen notes that the recorded request seq was matched live, now.
@@ -225,6 +241,46 @@ func (l *live) waitStream(ctx context.Context, c *call, seq uint64, limit time.D
 	})
 }
 
+// startOwn notes that what rs sent on its own is being replayed to l.
+func (l *live) startOwn(rs *recSession) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.own[rs] == nil {
+		l.own[rs] = &ownState{}
+	}
+}
+
+// ownAt notes how far the replay of what rs sent on its own has come.
+func (l *live) ownAt(rs *recSession, sent int, blocked uint64, done bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.own[rs]
+	if st == nil {
+		return
+	}
+	st.sent, st.blocked, st.done = sent, blocked, done
+	l.wake()
+}
+
+// waitOwn waits, at most limit, until what rs sent on its own before seq
+// is out, so that on one pipe a call's message follows what the server
+// sent unasked before it in the recording; unless that replay waits for a
+// request not seen yet (it would wait for this one).
+func (l *live) waitOwn(ctx context.Context, rs *recSession, seq uint64, limit time.Duration) {
+	due, _ := slices.BinarySearchFunc(rs.get, seq, func(m *msgRef, seq uint64) int { return cmp.Compare(m.Seq, seq) })
+	if due == 0 {
+		return
+	}
+	l.waitUntil(ctx, limit, nil, func() bool {
+		st := l.own[rs]
+		if st == nil || st.done || st.sent >= due {
+			return true
+		}
+		_, seen := l.seen[st.blocked]
+		return st.blocked != 0 && !seen
+	})
+}
+
 // inputEnded notes that the client can send nothing more: no answer to a
 // replayed request will come.
 func (l *live) inputEnded() {
@@ -244,356 +300,6 @@ func (l *live) end() {
 		l.ended = true
 		close(l.done)
 	}
-}
-
-// handshakeCall is the recorded call that answers a live initialize or
-// server/discover matching none: the first of that method not replayed
-// yet, else the last.
-func (l *live) handshakeCall(method string) *call {
-	list := l.rs.byMethod[method]
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range list {
-		if _, ok := l.seen[c.req.Seq]; !ok {
-			return c
-		}
-	}
-	if len(list) > 0 {
-		return list[len(list)-1]
-	}
-	return nil
-}
-
-// matchKey is what the default matcher compares: method and canonical
-// params. Empty with a custom matcher.
-func (s *Server) matchKey(m *protocol.Message) string {
-	if s.matcher.custom != nil {
-		return ""
-	}
-	return s.matcher.key(m.Method, m.Params)
-}
-
-// sessionOf is the live legacy session a request names by its
-// Mcp-Session-Id; nil when it names none, or one the server does not know.
-func (s *Server) sessionOf(r *http.Request) *live {
-	sid := r.Header.Get(protocol.HeaderSessionID)
-	if sid == "" {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.legacy[sid]
-}
-
-// liveFor finds the live client a request of params p belongs to, opening
-// one for a legacy initialize or a 2026-07-28 client it does not know yet
-// (or one that starts over with server/discover).
-//
-// A new live client gets a recorded session of its own: of those that fit
-// (an initialize for initialize; the era otherwise) and preferring the
-// request's path, the one whose handshake is closest — initialize's params
-// (legacy), or clientInfo and capabilities and whether the request is
-// recorded (2026-07-28) — the first not yet given to a live client among
-// equals. When all of those are taken they are reused, least used first,
-// then in recorded order; strict mode reports each reuse.
-func (s *Server) liveFor(r *http.Request, m *protocol.Message, p *protocol.Params, key string) *live {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sid := r.Header.Get(protocol.HeaderSessionID); sid != "" {
-		return s.legacy[sid]
-	}
-	if m.Method == protocol.MethodInitialize {
-		rs := s.pickInitialize(r.URL.Path, m)
-		if rs == nil {
-			return nil
-		}
-		l := newLive(rs)
-		l.id = newSessionID()
-		s.legacy[l.id] = l
-		s.take(rs)
-		return l
-	}
-	fits := s.fits(m, p.Modern || r.Header.Get(protocol.HeaderProtocolVersion) >= protocol.FirstModern)
-	fp := fingerprint(r, p)
-	var rs *recSession
-	if m.Method == protocol.MethodDiscover {
-		// A client's repeated discovers (a probe, then other versions)
-		// belong to the session it is being given, while that session
-		// has discovers left to answer them.
-		lives := s.modern[fp]
-		for i := len(lives) - 1; i >= 0; i-- {
-			if s.discoverCall(lives[i], m, false) != nil {
-				return lives[i]
-			}
-		}
-	} else {
-		var l *live
-		if l, rs = s.knownLive(fp, r.URL.Path, m, key, fits); l != nil {
-			return l
-		}
-	}
-	if rs == nil {
-		rs = s.pick(r.URL.Path, fits, func(rs *recSession) int { return s.clientDistance(rs, p, m, key) })
-	}
-	if rs == nil {
-		return nil
-	}
-	if rs.s.Era != protocol.EraModern {
-		// A legacy session's discover probe, answered without a session
-		// (its initialize takes the session), or a session of unknown era.
-		return newLive(rs)
-	}
-	// A client that starts over replaces its state on that recorded session.
-	kept := s.modern[fp][:0]
-	for _, old := range s.modern[fp] {
-		if old.rs == rs {
-			old.end()
-			continue
-		}
-		kept = append(kept, old)
-	}
-	l := newLive(rs)
-	s.modern[fp] = append(kept, l)
-	s.take(rs)
-	return l
-}
-
-// pickInitialize is the recorded session for a new legacy client: of those
-// with an initialize, the one whose initialize params are closest (see
-// pick). s.mu is held.
-func (s *Server) pickInitialize(path string, m *protocol.Message) *recSession {
-	return s.pick(path, func(rs *recSession) bool { return len(rs.byMethod[protocol.MethodInitialize]) > 0 },
-		func(rs *recSession) int {
-			return len(s.matcher.Diff(m.Method, m.Params, rs.byMethod[protocol.MethodInitialize][0].params()))
-		})
-}
-
-// fits reports which recorded sessions may answer a new client's first
-// request m other than initialize: for server/discover, those that
-// recorded one (a 2026-07-28 session, or a legacy one whose client probed
-// before its initialize); otherwise those of the request's era (modern:
-// the request says 2026-07-28) or of unknown era.
-func (s *Server) fits(m *protocol.Message, modern bool) func(*recSession) bool {
-	return func(rs *recSession) bool {
-		if m.Method == protocol.MethodDiscover {
-			return len(rs.byMethod[protocol.MethodDiscover]) > 0 && (rs.s.Era == protocol.EraModern || len(rs.byMethod[protocol.MethodInitialize]) > 0)
-		}
-		return rs.s.Era == protocol.EraModern || (!modern && rs.s.Era != protocol.EraLegacy)
-	}
-}
-
-// fingerprint tells 2026-07-28 clients apart, as the recorder does: remote
-// host, endpoint path, clientInfo and capabilities.
-func fingerprint(r *http.Request, p *protocol.Params) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	var info protocol.Implementation
-	if p.ClientInfo != nil {
-		info = *p.ClientInfo
-	}
-	return host + "\x00" + r.URL.Path + "\x00" + info.Name + "\x00" + info.Version + "\x00" + canonicalJSON(p.ClientCapabilities)
-}
-
-// canonicalJSON is raw with sorted members and no insignificant spaces;
-// absent, null and {} are all "{}".
-func canonicalJSON(raw json.RawMessage) string {
-	v := decodeAny(raw)
-	if v == nil {
-		return "{}"
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// matchRank orders how well a recorded session answers a request.
-type matchRank uint8
-
-const (
-	matchFresh matchRank = iota // a matching recorded call not replayed yet
-	matchUsed                   // only matching calls already replayed
-	matchNone                   // no matching call
-)
-
-// peek ranks how rs, as replayed so far to l (nil: not at all), answers m.
-func (s *Server) peek(rs *recSession, l *live, m *protocol.Message, key string) matchRank {
-	if rs.byKey != nil {
-		list := rs.byKey[key]
-		if len(list) == 0 {
-			return matchNone
-		}
-		if l == nil {
-			return matchFresh
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.cursor[key] < len(list) {
-			return matchFresh
-		}
-		return matchUsed
-	}
-	rank := matchNone
-	for _, rc := range rs.byMethod[m.Method] {
-		if !s.matcher.Match(m.Method, m.Params, rc.params()) {
-			continue
-		}
-		if l == nil {
-			return matchFresh
-		}
-		l.mu.Lock()
-		used := l.used[rc]
-		l.mu.Unlock()
-		if !used {
-			return matchFresh
-		}
-		rank = matchUsed
-	}
-	return rank
-}
-
-// knownLive finds the live client of fingerprint fp that a 2026-07-28
-// request belongs to: the newest that has a matching call not yet
-// replayed. Failing that, a recorded session nobody has had yet that has
-// one is returned to be opened (the same client program, run again
-// without server/discover); else the newest live client that matched the
-// request before, or the newest. Both nil: fp is new.
-func (s *Server) knownLive(fp, path string, m *protocol.Message, key string, fits func(*recSession) bool) (*live, *recSession) {
-	lives := s.modern[fp]
-	if len(lives) == 0 {
-		return nil, nil
-	}
-	best, rank := lives[len(lives)-1], matchNone
-	for i := len(lives) - 1; i >= 0; i-- {
-		if r := s.peek(lives[i].rs, lives[i], m, key); r < rank {
-			best, rank = lives[i], r
-		}
-	}
-	if rank == matchFresh {
-		return best, nil
-	}
-	var fresh *recSession
-	for _, rs := range s.sessions {
-		if s.uses[rs] == 0 && rs.s.Era == protocol.EraModern && fits(rs) && s.peek(rs, nil, m, key) == matchFresh {
-			if rs.s.Path == path {
-				return nil, rs
-			}
-			if fresh == nil {
-				fresh = rs
-			}
-		}
-	}
-	if fresh != nil {
-		return nil, fresh
-	}
-	return best, nil
-}
-
-// clientDistance is how far a 2026-07-28 request's client is from the one
-// recorded in rs: whether rs has the request at all weighs most, then
-// clientInfo and capabilities.
-func (s *Server) clientDistance(rs *recSession, p *protocol.Params, m *protocol.Message, key string) int {
-	d := 0
-	if s.peek(rs, nil, m, key) == matchNone {
-		d += 4
-	}
-	var info protocol.Implementation
-	if p.ClientInfo != nil {
-		info = *p.ClientInfo
-	}
-	if info.Name != rs.s.Client.Name || info.Version != rs.s.Client.Version {
-		d++
-	}
-	if canonicalJSON(p.ClientCapabilities) != canonicalJSON(rs.s.ClientCapabilities) {
-		d++
-	}
-	if m.Method == protocol.MethodDiscover {
-		// Sessions alike in client differ in what their discovers asked:
-		// the protocol version above all.
-		best := -1
-		for _, c := range rs.byMethod[protocol.MethodDiscover] {
-			if n := len(handshakeMetaDiff(m.Params, c.params())); best < 0 || n < best {
-				best = n
-			}
-		}
-		d += max(best, 0)
-	}
-	return d
-}
-
-// discoverCall is the recorded server/discover of l's session that
-// answers a live one: of those the matcher matches, the first not yet
-// replayed whose `_meta` (protocol version, clientInfo, capabilities)
-// differs least from the live one's. When all have been replayed, reuse
-// (strict replays report it) gives the last; without reuse it is nil.
-func (s *Server) discoverCall(l *live, m *protocol.Message, reuse bool) *call {
-	var best, last *call
-	bestDiff := 0
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.rs.byMethod[protocol.MethodDiscover] {
-		params := c.params()
-		if !s.matcher.Match(m.Method, m.Params, params) {
-			continue
-		}
-		last = c
-		if _, ok := l.seen[c.req.Seq]; ok {
-			continue
-		}
-		if d := len(handshakeMetaDiff(m.Params, params)); best == nil || d < bestDiff {
-			best, bestDiff = c, d
-		}
-	}
-	if best == nil && reuse {
-		return last
-	}
-	return best
-}
-
-// pick chooses the recorded session for a new live client (see liveFor):
-// among those that fit, one recorded on the same path, then the least
-// distant, then the least used, then the first.
-func (s *Server) pick(path string, fits func(*recSession) bool, distance func(*recSession) int) *recSession {
-	var best *recSession
-	var bestSame bool
-	var bestDist, bestUses int
-	for _, rs := range s.sessions {
-		if !fits(rs) {
-			continue
-		}
-		same, d, u := rs.s.Path == path, distance(rs), s.uses[rs]
-		switch {
-		case best == nil:
-		case same != bestSame:
-			if !same {
-				continue
-			}
-		case d != bestDist:
-			if d > bestDist {
-				continue
-			}
-		case u >= bestUses:
-			continue
-		}
-		best, bestSame, bestDist, bestUses = rs, same, d, u
-	}
-	return best
-}
-
-// take gives rs to a new live client; s.mu is held.
-func (s *Server) take(rs *recSession) {
-	s.uses[rs]++
-	n := s.uses[rs]
-	if n == 1 {
-		return
-	}
-	msg := fmt.Sprintf("recorded session %s is replayed again, to a live client %d: every recorded session that fits its handshake as well was already taken", rs.s.ID, n)
-	if s.opts.Strict {
-		s.report.Failures = append(s.report.Failures, msg)
-		s.log.Warn(msg)
-		return
-	}
-	s.log.Info(msg)
 }
 
 // afterResponse sends the notifications of listChanged faults on the live

@@ -15,38 +15,31 @@ import (
 // other recorded sessions that hold a match. The client's JSON-RPC error
 // says the same.
 func TestMissErrorNamesSessions(t *testing.T) {
-	// Session a: discover and tools/call count. Session b: discover,
-	// tools/call count and prompts/list.
-	tape := recordTape(t, countingServer(t).URL, func(px string) {
-		modernClient(t, px+"/mcp", "a")
-		modernClient(t, px+"/mcp", "b")
-		if _, _, err := post(t, px+"/mcp", `{"jsonrpc":"2.0","id":3,"method":"prompts/list","params":{`+metaFor("b")+`}}`,
-			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/list"}); err != nil {
-			t.Fatal(err)
-		}
-	})
+	// Session a: tools/call echo. Session b: tools/call echo and
+	// prompts/list.
+	tape, _ := recordRuns(t, fixtures.PathStateful, &fixtures.ClientOptions{Only: []string{"echo"}},
+		&fixtures.ClientOptions{Only: []string{"echo", "list_prompts"}})
 	if len(tape.Sessions) != 2 {
 		t.Fatalf("recorded %d sessions, want 2", len(tape.Sessions))
 	}
 	a, b := tape.Sessions[0].Session.ID, tape.Sessions[1].Session.ID
 	s, hs := serve(t, tape, &replay.ServerOptions{Timing: replay.TimingFast, Strict: true})
-	// b's client takes session b; then a's client, given session a, asks
-	// for what only b recorded, and calls count with other arguments.
-	modernClient(t, hs.URL+"/mcp", "b")
-	modernClient(t, hs.URL+"/mcp", "a")
-	_, body, err := post(t, hs.URL+"/mcp", `{"jsonrpc":"2.0","id":7,"method":"prompts/list","params":{`+metaFor("a")+`}}`,
-		map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/list"})
+	// The live client is given session a, then asks for what only b
+	// recorded, and calls echo with other arguments.
+	u := hs.URL + fixtures.PathStateful
+	h := openLegacy(t, tape, u)
+	_, body, err := post(t, u, `{"jsonrpc":"2.0","id":7,"method":"prompts/list","params":{}}`, h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := resultText(t, body)
 	for _, want := range []string{"error -32010", "no recorded prompts/list matches", "recorded session " + a + " (the one this client was given)",
-		"has no prompts/list request at all (it has: server/discover, tools/call)", "recorded session " + b + " holds a match"} {
+		"has no prompts/list request at all (it has: server/discover, initialize, tools/call)", "recorded session " + b + " holds a match"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the client's error %q lacks %q", got, want)
 		}
 	}
-	if _, body, err = post(t, hs.URL+"/mcp", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"count","arguments":{"n":2},`+metaFor("a")+`}}`, modernHeaders); err != nil {
+	if _, body, err = post(t, u, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"other"}}}`, h); err != nil {
 		t.Fatal(err)
 	}
 	r := s.Report()
@@ -59,15 +52,15 @@ func TestMissErrorNamesSessions(t *testing.T) {
 	}
 	var me *replay.MissError
 	if !errors.As(error(m), &me) || me.Method != "prompts/list" || me.Session != a || me.Closest != nil ||
-		!slices.Equal(me.Methods, []string{"server/discover", "tools/call"}) || !slices.Equal(me.MatchedIn, []string{b}) {
+		!slices.Equal(me.Methods, []string{"server/discover", "initialize", "tools/call"}) || !slices.Equal(me.MatchedIn, []string{b}) {
 		t.Errorf("miss 1: %+v", m)
 	}
 	m = r.Misses[1]
-	if m.Method != "tools/call" || m.Name != "count" || m.Session != a || m.Closest == nil || m.Closest.Name != "count" || m.Closest.Seq == 0 ||
-		!slices.Equal(m.Closest.Diff, []string{`params.arguments.n: live 2, recorded null`}) || len(m.MatchedIn) != 0 {
+	if m.Method != "tools/call" || m.Name != "echo" || m.Session != a || m.Closest == nil || m.Closest.Name != "echo" || m.Closest.Seq == 0 ||
+		!slices.Equal(m.Closest.Diff, []string{`params.arguments.text: live "other", recorded "hello, tape"`}) || len(m.MatchedIn) != 0 {
 		t.Errorf("miss 2: %+v (closest %+v)", m, m.Closest)
 	}
-	if !strings.Contains(resultText(t, body), "it differs in params.arguments.n: live 2, recorded null") {
+	if !strings.Contains(resultText(t, body), `it differs in params.arguments.text: live "other", recorded "hello, tape"`) {
 		t.Errorf("the client's error for miss 2: %s", body)
 	}
 	if len(r.Failures) != 2 || r.Failures[0] != r.Misses[0].Error() {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -59,6 +60,8 @@ func (o *lockedOut) frame(sm *capture.Message) error {
 	return o.o.frame(sm)
 }
 
+func (o *lockedOut) settle(ctx context.Context, written time.Time) { o.o.settle(ctx, written) }
+
 func (o *lockedOut) close() {
 	o.mu.Lock()
 	o.gone = true
@@ -111,13 +114,19 @@ func sseSessionID(r *http.Request) string {
 }
 
 // serveLegacySSE serves the requests of the legacy SSE transport: the GET
-// that opens a session (when the tape has one) and the POSTs that name
-// one. It reports whether it answered.
-func (s *Server) serveLegacySSE(w http.ResponseWriter, r *http.Request) bool {
+// that opens a session, on the path a recorded one was opened on, and the
+// POSTs that name one. It reports whether it answered.
+func (s *Server) serveLegacySSE(w http.ResponseWriter, lr *liveReq) bool {
+	r := lr.r
 	switch {
 	case r.Method == http.MethodGet && r.Header.Get(protocol.HeaderSessionID) == "":
 		s.mu.Lock()
-		rs := s.pick(r.URL.Path, func(rs *recSession) bool { ref, _ := rs.endpointOf(); return ref != nil }, func(*recSession) int { return 0 })
+		var rs *recSession
+		for _, c := range s.sessions {
+			if c.route == lr.route && c.getX != nil && c.getX.Facts.path == lr.path && c.sse && (rs == nil || s.uses[c] < s.uses[rs]) {
+				rs = c
+			}
+		}
 		if rs == nil {
 			s.mu.Unlock()
 			return false
@@ -125,12 +134,13 @@ func (s *Server) serveLegacySSE(w http.ResponseWriter, r *http.Request) bool {
 		s.take(rs)
 		l := &sseLive{live: newLive(rs), o: &lockedOut{o: sseOut{w}}, ids: map[uint64]json.RawMessage{}, tokens: map[uint64]json.RawMessage{}}
 		l.id = newSessionID()
+		l.taken[rs] = true
 		if s.sse == nil {
 			s.sse = map[string]*sseLive{}
 		}
 		s.sse[l.id] = l
 		s.mu.Unlock()
-		s.sseStream(w, r, l)
+		s.sseStream(w, lr, l)
 		return true
 	case r.Method == http.MethodPost && r.Header.Get(protocol.HeaderSessionID) == "" && sseSessionID(r) != "":
 		s.mu.Lock()
@@ -139,18 +149,24 @@ func (s *Server) serveLegacySSE(w http.ResponseWriter, r *http.Request) bool {
 		if l == nil {
 			return false // not ours: a Streamable HTTP server may use the query too
 		}
-		s.ssePost(w, r, l)
+		s.ssePost(w, lr, l)
 		return true
 	}
 	return false
 }
 
 // endpointURL is the recorded endpoint with the live session's id: a
-// path and query, which the client resolves against the stream's URL.
-func endpointURL(recorded, sid string) string {
+// path and query, which the client resolves against the stream's URL;
+// an absolute path goes under prefix (the route's, when the client named
+// it), as the recorder rewrote it.
+func endpointURL(recorded, sid, prefix string) string {
 	u, err := url.Parse(strings.TrimSpace(recorded))
 	if err != nil {
-		return "/message?sessionId=" + url.QueryEscape(sid)
+		return prefix + "/message?sessionId=" + url.QueryEscape(sid)
+	}
+	if strings.HasPrefix(u.Path, "/") {
+		u.Path = prefix + u.Path
+		u.RawPath = ""
 	}
 	q := u.Query()
 	key := "sessionId"
@@ -163,8 +179,15 @@ func endpointURL(recorded, sid string) string {
 	return u.String()
 }
 
+// prefixOf is the route prefix the client of lr named ("" for none).
+func prefixOf(lr *liveReq) string {
+	_, _, prefix := front(lr)
+	return prefix
+}
+
 // sseStream replays a legacy SSE session's stream.
-func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, l *sseLive) {
+func (s *Server) sseStream(w http.ResponseWriter, lr *liveReq, l *sseLive) {
+	r := lr.r
 	defer func() {
 		l.o.close()
 		s.mu.Lock()
@@ -175,25 +198,27 @@ func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, l *sseLive) {
 	rs := l.rs
 	ep, data := rs.endpointOf()
 	if x := rs.exchange(rs.getX); x != nil {
-		copyHeaders(w.Header(), x.ResponseHeader)
+		s.copyHeaders(w.Header(), lr, rs, x, "")
+	} else {
+		w.Header().Set("Content-Type", protocol.ContentTypeSSE)
 	}
-	w.Header().Set("Content-Type", protocol.ContentTypeSSE)
-	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	if l.o.frame(&capture.Message{Raw: []byte("event: endpoint\ndata: " + endpointURL(data, l.id) + "\n\n")}) != nil {
+	if l.o.frame(&capture.Message{Raw: []byte("event: endpoint\ndata: " + endpointURL(data, l.id, prefixOf(lr)) + "\n\n")}) != nil {
 		return
 	}
 	pc := &pacer{prevRec: ep.Time, prevLive: time.Now()}
+	var st settler
 	for _, ref := range rs.get {
 		if ref == ep {
 			continue
 		}
-		if !s.pace(r.Context(), l.live, pc, ref, rs.trigger(ref.Seq), nil) {
+		if !s.pace(r.Context(), l.live, rs, pc, ref, rs.trigger(ref.Seq), nil) {
 			return
 		}
+		st.before(r.Context(), l.o, ref)
 		// Each message goes as part of the call it belongs to: a response
 		// with its live request's id, progress with its live token.
-		c, m, p := &call{}, &protocol.Message{}, &protocol.Params{}
+		c, m, p := &call{rs: rs}, &protocol.Message{}, &protocol.Params{}
 		if req := ref.Links.Request; req != 0 {
 			l.mu.Lock()
 			id, ok := l.ids[req]
@@ -207,14 +232,16 @@ func (s *Server) sseStream(w http.ResponseWriter, r *http.Request, l *sseLive) {
 		if !s.emit(r.Context(), l.o, l.live, c, ref, m, p) {
 			return
 		}
+		st.after(ref)
 	}
 	s.hold(r.Context(), l.o, l.live, &openStream{})
 }
 
-// ssePost takes a message the client POSTed to a legacy SSE session: 202,
-// and its answer on the stream.
-func (s *Server) ssePost(w http.ResponseWriter, r *http.Request, l *sseLive) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+// ssePost takes a message the client POSTed to a legacy SSE session:
+// answered as the recorded POST of its like was (202), its answer on the
+// stream.
+func (s *Server) ssePost(w http.ResponseWriter, lr *liveReq, l *sseLive) {
+	body, err := io.ReadAll(io.LimitReader(lr.r.Body, maxBody))
 	if err != nil {
 		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
 		return
@@ -224,19 +251,26 @@ func (s *Server) ssePost(w http.ResponseWriter, r *http.Request, l *sseLive) {
 		writeJSONError(w, http.StatusBadRequest, nil, -32700, "mcptape replay: "+m.Problem)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusAccepted)
-	_, _ = io.WriteString(w, "Accepted")
 	switch m.Kind {
 	case protocol.KindResult, protocol.KindError:
-		s.deliver(l.live, &m)
+		seq := s.deliver(l.live, &m)
+		if ref := l.rs.answers[seq]; seq != 0 && ref != nil && l.rs.xs[ref.ExchangeID] != nil &&
+			s.writeExchange(w, lr, l.rs, l.rs.xs[ref.ExchangeID], l.rs.bodies[ref.ExchangeID], "") {
+			return
+		}
+		accepted(w)
 		return
 	case protocol.KindNotification:
+		if x := l.noteExchange(m.Method); x != nil && s.writeExchange(w, lr, l.rs, x, l.rs.bodies[x.ID], "") {
+			return
+		}
+		accepted(w)
 		return
 	}
 	p, _ := protocol.ParseParams(m.Params)
-	key := s.matchKey(&m)
-	c := s.resolveThen(l.live, &m, &p, key, func(c *call) {
+	key, f := s.keyAndFacts(&m, lr)
+	pools := []*pool{l.rs.pool}
+	c := s.resolve(l.live, pools, &m, &p, key, f, func(c *call) {
 		l.mu.Lock()
 		l.ids[c.req.Seq] = append(json.RawMessage(nil), m.ID...)
 		if len(p.ProgressToken) > 0 {
@@ -245,11 +279,23 @@ func (s *Server) ssePost(w http.ResponseWriter, r *http.Request, l *sseLive) {
 		l.mu.Unlock()
 	})
 	if c != nil {
+		if c.x == nil || !s.writeExchange(w, lr, c.rs, c.x, c.stream, "") {
+			accepted(w)
+		}
 		return
 	}
+	accepted(w)
 	answer := responseWithID([]byte(pingResult), m.ID)
 	if m.Method != protocol.MethodPing {
-		answer = s.noteMiss(l.live, &m, key)
+		answer = s.noteMiss(l.live, &m, f, pools)
 	}
 	_ = l.o.send(nil, answer)
+}
+
+// accepted is a legacy SSE POST's 202 when the recording holds none to
+// replay.
+func accepted(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = io.WriteString(w, "Accepted")
 }

@@ -48,7 +48,7 @@ var ErrFaultCut = errors.New("a dropAfterEvents fault ended the connection")
 // it). Logs go to [ServerOptions].Logger, never to w.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, w io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
-	c := &stdioConn{s: s, ctx: ctx, cancel: cancel, w: bufio.NewWriterSize(w, 32<<10)}
+	c := &stdioConn{s: s, ctx: ctx, cancel: cancel, w: bufio.NewWriterSize(w, 32<<10), out: w}
 	lines := make(chan stdioLine)
 	go readLines(ctx, in, lines)
 	defer func() {
@@ -83,8 +83,9 @@ type stdioConn struct {
 	answers sync.WaitGroup // the answers under way
 	bg      sync.WaitGroup // the session's own streams
 
-	mu sync.Mutex // guards w
-	w  *bufio.Writer
+	mu  sync.Mutex // guards w
+	w   *bufio.Writer
+	out io.Writer // what w writes to
 
 	cur *live // the live session; the read loop's alone
 }
@@ -171,6 +172,20 @@ type stdioOut struct{ c *stdioConn }
 
 func (o stdioOut) send(_ *capture.Message, data []byte) error { return o.c.write(data) }
 
+// inOrder waits until what c's recorded session sent on its own before
+// sm is out: one pipe carries both, in the recorded order.
+func (o stdioOut) inOrder(ctx context.Context, l *live, c *call, sm *msgRef) {
+	l.waitOwn(ctx, c.rs, sm.Seq, o.c.s.opts.MaxGap+o.c.s.opts.AnswerTimeout)
+}
+
+// settle waits until the client read the pipe the connection writes to
+// (see settler), or settleGap where it cannot tell.
+func (o stdioOut) settle(ctx context.Context, written time.Time) {
+	if !waitRead(ctx, o.c.out, maxSettle) {
+		sleepUntil(ctx, written.Add(settleGap))
+	}
+}
+
 // frame writes a recorded line that is not JSON-RPC as it was (a stdio
 // server's stray output); an SSE frame has no place on stdio.
 func (o stdioOut) frame(sm *capture.Message) error {
@@ -209,19 +224,40 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		return
 	}
 	p, _ := protocol.ParseParams(m.Params)
-	key := s.matchKey(&m)
-	l := c.liveFor(&m, &p, key)
-	if l == nil {
-		c.write(s.noteMiss(nil, &m, key))
-		return
+	key, f := s.keyAndFacts(&m, nil)
+	var rc *call
+	var pools []*pool
+	l := c.cur
+	if m.Method == protocol.MethodInitialize {
+		var exact bool
+		if rc, exact = s.chooseInit(s.freePools(), &m, f); rc != nil {
+			if rc.rs.sid {
+				l = c.begin(rc.rs)
+				s.mu.Lock()
+				s.take(rc.rs)
+				s.mu.Unlock()
+			} else if l == nil || l.rs != nil {
+				l = c.begin(nil)
+			}
+			s.served(l, rc, &m, &p, exact, false, nil)
+		}
 	}
-	rc := s.resolve(l, &m, &p, key)
+	if rc == nil {
+		if l == nil || (l.rs == nil && m.Method == protocol.MethodDiscover && c.startsOver(l, &m, key, f)) {
+			l = c.begin(nil)
+		}
+		pools = s.freePools()
+		if l.rs != nil {
+			pools = []*pool{l.rs.pool}
+		}
+		rc = s.resolve(l, pools, &m, &p, key, f, nil)
+	}
 	if rc == nil {
 		if m.Method == protocol.MethodPing {
 			c.write(responseWithID([]byte(pingResult), m.ID))
 			return
 		}
-		c.write(s.noteMiss(l, &m, key))
+		c.write(s.noteMiss(l, &m, f, pools))
 		return
 	}
 	arrived := time.Now()
@@ -230,6 +266,23 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		defer l.finished(rc)
 		c.answer(l, rc, &m, &p, arrived)
 	})
+}
+
+// freePools are the free pools of every route: a stdio client names none.
+func (s *Server) freePools() []*pool {
+	out := make([]*pool, 0, len(s.free))
+	for _, p := range s.free {
+		out = append(out, p)
+	}
+	return out
+}
+
+// startsOver reports whether a server/discover of l's has been answered
+// with every recorded discover like it already: the client began again.
+func (c *stdioConn) startsOver(l *live, m *protocol.Message, key string, f *reqFacts) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return c.s.peek(&l.use, c.s.freePools(), m, key, f) == matchUsed
 }
 
 // finish lets the answers under way go out when the client's input ends
@@ -251,47 +304,32 @@ func (c *stdioConn) finish() {
 	}
 }
 
-// liveFor is the live session a request belongs to: the connection's,
-// unless the request begins another — an initialize, or a server/discover
-// its session has no answer left for — or none began yet.
-func (c *stdioConn) liveFor(m *protocol.Message, p *protocol.Params, key string) *live {
+// begin makes a new live client the connection's: the session rs (nil:
+// a client without one, answered from every recorded session). What the
+// recorded sessions it is answered from sent on their own goes out as
+// they come, and list_changed faults write on the connection too.
+func (c *stdioConn) begin(rs *recSession) *live {
 	s := c.s
-	switch {
-	case m.Method == protocol.MethodInitialize:
-	case m.Method == protocol.MethodDiscover && c.cur != nil && s.discoverCall(c.cur, m, false) != nil:
-		return c.cur
-	case m.Method != protocol.MethodDiscover && c.cur != nil:
-		return c.cur
-	}
-	s.mu.Lock()
-	var rs *recSession
-	if m.Method == protocol.MethodInitialize {
-		rs = s.pickInitialize("", m)
-	} else {
-		rs = s.pick("", s.fits(m, p.Modern), func(rs *recSession) int { return s.clientDistance(rs, p, m, key) })
-	}
-	// A legacy session's discover probe is answered without taking the
-	// session: its initialize takes it, as over HTTP.
-	if rs != nil && (rs.s.Era == protocol.EraModern || m.Method != protocol.MethodDiscover) {
-		s.take(rs)
-	}
-	s.mu.Unlock()
-	if rs == nil {
-		return nil
-	}
 	if c.cur != nil {
 		c.cur.end()
 	}
 	l := newLive(rs)
 	c.cur = l
-	// The stream every stdio client has: list_changed faults write there,
-	// and what the recorded server sent on its own.
 	c.bg.Go(func() { s.hold(c.ctx, stdioOut{c}, l, &openStream{}) })
-	start, at := time.Now(), rs.s.Start
-	if len(rs.calls) > 0 {
-		at = rs.calls[0].req.Time
+	start := time.Now()
+	own := func(rs *recSession) {
+		l.startOwn(rs)
+		at := rs.s.Start
+		if len(rs.calls) > 0 {
+			at = rs.calls[0].req.Time
+		}
+		c.bg.Go(func() { c.standalone(l, rs, at, start) })
 	}
-	c.bg.Go(func() { c.standalone(l, at, start) })
+	l.onTake = own
+	if rs != nil {
+		l.taken[rs] = true
+		own(rs)
+	}
 	return l
 }
 
@@ -300,18 +338,22 @@ func (c *stdioConn) liveFor(m *protocol.Message, p *protocol.Params, key string)
 // it off, paced from the session's start: at, recorded; start, live. On
 // one pipe a message also follows what that request's own stream sent
 // before it in the recording.
-func (c *stdioConn) standalone(l *live, at, start time.Time) {
+func (c *stdioConn) standalone(l *live, rs *recSession, at, start time.Time) {
 	s := c.s
 	pc := &pacer{prevRec: at, prevLive: start}
-	for _, sm := range l.rs.get {
-		trigger := l.rs.trigger(sm.Seq)
-		if !s.pace(c.ctx, l, pc, sm, trigger, nil) {
+	defer func() { l.ownAt(rs, len(rs.get), 0, true) }()
+	for i, sm := range rs.get {
+		trigger := rs.trigger(sm.Seq)
+		l.ownAt(rs, i, trigger, false)
+		if !s.pace(c.ctx, l, rs, pc, sm, trigger, nil) {
 			return
 		}
-		l.waitStream(c.ctx, l.rs.callAt(trigger), sm.Seq, s.opts.MaxGap+s.opts.AnswerTimeout)
-		if !s.emit(c.ctx, stdioOut{c}, l, &call{}, sm, &protocol.Message{}, &protocol.Params{}) {
+		l.ownAt(rs, i, 0, false)
+		l.waitStream(c.ctx, rs.callAt(trigger), sm.Seq, s.opts.MaxGap+s.opts.AnswerTimeout)
+		if !s.emit(c.ctx, stdioOut{c}, l, &call{rs: rs}, sm, &protocol.Message{}, &protocol.Params{}) {
 			return
 		}
+		l.ownAt(rs, i+1, 0, false)
 	}
 }
 

@@ -227,3 +227,60 @@ func TestStdioTapeOverHTTP(t *testing.T) {
 	}
 	t.Fatalf("the GET stream ended without what the server sent on its own: %v", sc.Err())
 }
+
+// On one pipe the replay keeps the recorded order of a call's answer and
+// what the server sent on its own before it: server-everything sends
+// notifications/tools/list_changed as it registers tools after
+// initialize, before the tools/list the client sends next is answered.
+// A client that sends tools/list at once gets them first too.
+func TestStdioKeepsTheRecordedOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var msgs []*capture.Message
+	add := func(dir protocol.Direction, ms int, raw string, links capture.Links) uint64 {
+		d := protocol.Decode([]byte(raw))
+		seq := uint64(len(msgs) + 1)
+		msgs = append(msgs, &capture.Message{Seq: seq, SessionID: "stdio", ExchangeID: 1, Direction: dir, Time: t0.Add(time.Duration(ms) * time.Millisecond),
+			Kind: d.Kind, Method: d.Method, ID: d.ID, Raw: []byte(raw), Size: len(raw), Batch: -1, Links: links})
+		return seq
+	}
+	c2s, s2c := protocol.ClientToServer, protocol.ServerToClient
+	init := add(c2s, 0, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, capture.Links{})
+	add(s2c, 1, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"}}}`, capture.Links{Request: init})
+	add(c2s, 2, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, capture.Links{})
+	for i := range 3 {
+		add(s2c, 30+10*i, `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, capture.Links{})
+	}
+	list := add(c2s, 61, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, capture.Links{})
+	add(s2c, 62, `{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`, capture.Links{Request: list})
+	tape := &replay.Tape{Sessions: []*replay.TapeSession{{
+		Session:   &capture.Session{ID: "stdio", Era: protocol.EraLegacy, Version: "2025-11-25", Opening: "stdio", Leg: capture.LegStdio, Start: t0},
+		Exchanges: []*capture.Exchange{{ID: 1, SessionID: "stdio", Method: "STDIO", URL: "node server.js", Start: t0}},
+		Messages:  msgs,
+	}}}
+	for _, timing := range []replay.Timing{replay.TimingRecorded, replay.TimingFast} {
+		t.Run(timing.String(), func(t *testing.T) {
+			s, err := replay.NewServerHandler(tape, &replay.ServerOptions{Timing: timing, Strict: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}` + "\n" +
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + `{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n")
+			var out syncBuffer
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.ServeStdio(ctx, in, &out); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				m := protocol.Decode([]byte(line))
+				got = append(got, m.Kind.String()+" "+m.Method)
+			}
+			want := []string{"result ", "notification notifications/tools/list_changed", "notification notifications/tools/list_changed",
+				"notification notifications/tools/list_changed", "result "}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("the client read %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +21,70 @@ type out interface {
 	// frame writes a recorded frame that carries no JSON-RPC message: an
 	// SSE priming event or comment, a line that is not JSON.
 	frame(sm *capture.Message) error
+	// settle waits, bounded, until the client can have read what was
+	// written before (at written, live), so that what comes next reaches
+	// it apart (see settler).
+	settle(ctx context.Context, written time.Time)
+}
+
+// orderedOut is an out that carries, on one channel, a call's stream and
+// what the server sent on its own (stdio): before each message of a call,
+// inOrder waits for what the recording has the server send unasked
+// before it.
+type orderedOut interface {
+	inOrder(ctx context.Context, l *live, c *call, sm *msgRef)
+}
+
+// settler keeps a response apart from the notifications before it. A
+// client reads a stream in chunks and may handle the messages of one chunk
+// in one go: the TypeScript SDK settles a response at once but runs a
+// notification's handler a tick later, so a progress notification read in
+// the same chunk as its call's response finds its handler gone, and a
+// legacy SSE client dispatches every event of a chunk together. So a
+// response that follows notifications of its own call goes out only once
+// the client read them: over a pipe or a Unix socket, once it is empty;
+// otherwise settleGap after them.
+type settler struct {
+	// lastNote is when the last notification went out (zero: none since
+	// the last response).
+	lastNote time.Time
+}
+
+// settleGap is how long a response waits after a notification before it,
+// where the replay cannot see the client read.
+const settleGap = 15 * time.Millisecond
+
+// maxSettle bounds the wait for a client to read a pipe.
+const maxSettle = time.Second
+
+// before is called before each message goes out on a stream: a response
+// after a notification waits for the client (see settler).
+func (st *settler) before(ctx context.Context, o out, sm *msgRef) {
+	if sm.Kind.IsResponse() && !st.lastNote.IsZero() {
+		o.settle(ctx, st.lastNote)
+		st.lastNote = time.Time{}
+	}
+}
+
+// after is called when a message went out on a stream.
+func (st *settler) after(sm *msgRef) {
+	if sm.Kind == protocol.KindNotification {
+		st.lastNote = time.Now()
+	}
+}
+
+// sleepUntil waits until at, or ctx ends.
+func sleepUntil(ctx context.Context, at time.Time) {
+	d := time.Until(at)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // streamEnd says how the replay of a call's stream ended.
@@ -45,17 +108,23 @@ const (
 // then the list_changed notifications fp asks for.
 func (s *Server) replayStream(ctx context.Context, o out, l *live, c *call, m *protocol.Message, p *protocol.Params, fp *faultPlan, arrived time.Time) streamEnd {
 	pc := &pacer{prevRec: c.req.Time, prevLive: arrived}
+	var st settler
 	events := 0
 	for _, sm := range c.stream {
-		if !s.pace(ctx, l, pc, sm, l.rs.triggerAfter(sm, c), nil) {
+		if !s.pace(ctx, l, c.rs, pc, sm, c.rs.triggerAfter(sm, c), nil) {
 			return streamGone
 		}
 		if fp.drop > 0 && events >= fp.drop {
 			return streamCut
 		}
+		if io, ok := o.(orderedOut); ok {
+			io.inOrder(ctx, l, c, sm)
+		}
+		st.before(ctx, o, sm)
 		if !s.emit(ctx, o, l, c, sm, m, p) {
 			return streamGone
 		}
+		st.after(sm)
 		events++
 		l.sent(c, events)
 		if sm.Kind.IsResponse() && sm.Links.Request == c.req.Seq {
@@ -104,7 +173,7 @@ type pacer struct {
 // along the stream. A close of drain (the GET stream passes the session's
 // DELETE) ends the waits at once. pace reports false when the stream must
 // end: the client went away, or the session ended.
-func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *msgRef, trigger uint64, drain <-chan struct{}) bool {
+func (s *Server) pace(ctx context.Context, l *live, rs *recSession, pc *pacer, sm *msgRef, trigger uint64, drain <-chan struct{}) bool {
 	l.waitTrigger(ctx, trigger, s.opts.MaxGap+s.opts.AnswerTimeout, drain)
 	select {
 	case <-l.done:
@@ -112,7 +181,7 @@ func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *msgRef, trigg
 	default:
 	}
 	ref, refLive := pc.prevRec, pc.prevLive
-	if tm := l.rs.msg(trigger); tm != nil && tm.Time.After(ref) {
+	if tm := rs.msg(trigger); tm != nil && tm.Time.After(ref) {
 		if at, ok := l.seenAt(trigger); ok {
 			ref, refLive = tm.Time, at
 		}
@@ -137,12 +206,13 @@ func (s *Server) pace(ctx context.Context, l *live, pc *pacer, sm *msgRef, trigg
 	}
 }
 
-// emit writes one recorded stream message to o, rewritten for the live
-// request: the response gets the live id, progress the live token, a
-// subscription notification the live listen id, a server→client request a
-// fresh id (and the server waits for the client's answer).
+// emit writes one recorded stream message of call c to o, rewritten for
+// the live request: the response gets the live id, progress the live
+// token, a subscription notification the live listen id; a server→client
+// request keeps its recorded id, and the server waits for the client's
+// answer.
 func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef, m *protocol.Message, p *protocol.Params) bool {
-	sm := l.rs.message(ref)
+	sm := c.rs.message(ref)
 	if sm == nil {
 		return false
 	}
@@ -161,13 +231,7 @@ func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef,
 	case sm.Kind.IsResponse() && c.req != nil && sm.Links.Request == c.req.Seq:
 		data = responseWithID(data, m.ID)
 	case sm.Kind == protocol.KindRequest:
-		l.mu.Lock()
-		id := l.nextID
-		l.nextID++
-		l.mu.Unlock()
-		idRaw := []byte(strconv.FormatInt(id, 10))
-		data = responseWithID(data, idRaw)
-		ask = string(idRaw)
+		ask = protocol.IDKey(sm.ID)
 	case sm.Method == protocol.MethodProgress && len(p.ProgressToken) > 0:
 		if out, ok := protocol.SetMember(data, p.ProgressToken, "params", "progressToken"); ok {
 			data = out
@@ -183,6 +247,7 @@ func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef,
 		ch = make(chan *protocol.Message, 1)
 		l.mu.Lock()
 		l.waiting[ask] = ch
+		l.asked[ask] = sm.Seq
 		l.mu.Unlock()
 	}
 	if err := o.send(sm, data); err != nil {
@@ -191,15 +256,15 @@ func (s *Server) emit(ctx context.Context, o out, l *live, c *call, ref *msgRef,
 	if ch == nil {
 		return true
 	}
-	return s.awaitAnswer(ctx, l, sm, ask, ch)
+	return s.awaitAnswer(ctx, l, c.rs, sm, ask, ch)
 }
 
-func (s *Server) awaitAnswer(ctx context.Context, l *live, sm *capture.Message, id string, ch chan *protocol.Message) bool {
+func (s *Server) awaitAnswer(ctx context.Context, l *live, rs *recSession, sm *capture.Message, id string, ch chan *protocol.Message) bool {
 	t := time.NewTimer(s.opts.AnswerTimeout)
 	defer t.Stop()
 	select {
 	case ans := <-ch:
-		if rec := l.rs.message(l.rs.answers[sm.Seq]); rec != nil {
+		if rec := rs.message(rs.answers[sm.Seq]); rec != nil {
 			if d := s.matcher.answerDiff(sm.Method, ans.Raw, rec.Raw); len(d) > 0 {
 				s.fail(true, "the client's answer to %s differs from the recording: %s", sm.Method, strings.Join(d, "; "))
 			}

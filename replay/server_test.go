@@ -44,17 +44,23 @@ func recordRuns(t *testing.T, path string, runs ...*fixtures.ClientOptions) (*re
 // the recorder are closed.
 func recordStore(tb testing.TB, upstream string, drive func(proxyURL string)) *memstore.Store {
 	tb.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return recordStoreWith(tb, func(rec *capture.Recorder) *proxy.Options { return &proxy.Options{Upstream: u, Recorder: rec} }, drive)
+}
+
+// recordStoreWith is recordStore with the proxy options opts gives.
+func recordStoreWith(tb testing.TB, opts func(*capture.Recorder) *proxy.Options, drive func(proxyURL string)) *memstore.Store {
+	tb.Helper()
 	store := memstore.New()
 	ctx := context.Background()
 	rec, err := capture.NewRecorder(ctx, store, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	u, err := url.Parse(upstream)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p, err := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
+	p, err := proxy.New(opts(rec))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -71,7 +77,12 @@ func recordStore(tb testing.TB, upstream string, drive func(proxyURL string)) *m
 // recordTape is recordStore's recording exported as a tape and read back.
 func recordTape(tb testing.TB, upstream string, drive func(proxyURL string)) *replay.Tape {
 	tb.Helper()
-	store := recordStore(tb, upstream, drive)
+	return exportTape(tb, recordStore(tb, upstream, drive))
+}
+
+// exportTape is a store's recording exported as a tape and read back.
+func exportTape(tb testing.TB, store *memstore.Store) *replay.Tape {
+	tb.Helper()
 	var buf bytes.Buffer
 	if err := replay.Export(context.Background(), store, nil, &buf, "test"); err != nil {
 		tb.Fatal(err)

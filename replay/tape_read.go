@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
@@ -198,6 +199,8 @@ type xRef struct {
 	// Resumed is set when the request carried Last-Event-ID: a GET that
 	// resumed a stream, not a standalone one.
 	Resumed bool
+	// Facts are what its request said in its path and headers.
+	Facts *httpFacts
 	span
 	x *capture.Exchange
 }
@@ -207,9 +210,10 @@ func refOf(m *capture.Message) msgRef {
 		Direction: m.Direction, Kind: m.Kind, m: m}
 }
 
-func xRefOf(x *capture.Exchange) xRef {
-	return xRef{ID: x.ID, Method: x.Method, Status: x.Status, ResponseBody: x.ResponseBody, Start: x.Start,
-		Resumed: x.RequestHeader.Get(protocol.HeaderLastEventID) != "", x: x}
+func xRefOf(x *capture.Exchange, in *interner) xRef {
+	path, _, _ := strings.Cut(x.URL, "?")
+	return xRef{ID: x.ID, Method: in.name(x.Method), Status: x.Status, ResponseBody: x.ResponseBody, Start: x.Start,
+		Resumed: x.RequestHeader.Get(protocol.HeaderLastEventID) != "", Facts: in.httpFacts(factsOf(in.name(path), x.RequestHeader)), x: x}
 }
 
 // indexes is the index of every session of t: OpenTape's, or one made from
@@ -219,10 +223,11 @@ func (t *Tape) indexes() []*sessionIndex {
 		return t.index
 	}
 	out := make([]*sessionIndex, len(t.Sessions))
+	var in interner
 	for i, ts := range t.Sessions {
 		ix := &sessionIndex{xs: make([]xRef, len(ts.Exchanges)), ms: make([]msgRef, len(ts.Messages))}
 		for j, x := range ts.Exchanges {
-			ix.xs[j] = xRefOf(x)
+			ix.xs[j] = xRefOf(x, &in)
 		}
 		for j, m := range ts.Messages {
 			ix.ms[j] = refOf(m)
@@ -267,7 +272,7 @@ func scanTape(r io.Reader, keep bool) (*Tape, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotTape, notATape(head))
 	}
 	dec := json.NewDecoder(br)
-	sc := &scanner{dec: dec, keep: keep, t: &Tape{}, names: map[string]string{}}
+	sc := &scanner{dec: dec, keep: keep, t: &Tape{}}
 	t, err := sc.scan()
 	if err != nil {
 		return nil, sc.explain(err)
@@ -279,10 +284,10 @@ type scanner struct {
 	dec    *json.Decoder
 	keep   bool
 	t      *Tape
-	names  map[string]string // interned methods and names
-	seqs   []uint64          // every message's seq
-	links  []uint64          // every link's target
-	linkOf []linkRef         // which message, for the error
+	in     interner  // interned methods, names and facts
+	seqs   []uint64  // every message's seq
+	links  []uint64  // every link's target
+	linkOf []linkRef // which message, for the error
 }
 
 type linkRef struct {
@@ -290,18 +295,7 @@ type linkRef struct {
 	seq     uint64
 }
 
-func (sc *scanner) intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	if v, ok := sc.names[s]; ok {
-		return v
-	}
-	if len(sc.names) < 1<<16 {
-		sc.names[s] = s
-	}
-	return s
-}
+func (sc *scanner) intern(s string) string { return sc.in.name(s) }
 
 // explain turns a decoding error into one that says what is wrong and
 // where.
@@ -438,7 +432,7 @@ func (sc *scanner) session(i int) error {
 		}
 		switch key {
 		case "session":
-			err = dec.Decode(&ts.Session)
+			ts.Session, err = decodeSession(dec)
 		case "exchanges":
 			err = sc.array(func(start int64) error {
 				var x capture.Exchange
@@ -450,8 +444,8 @@ func (sc *scanner) session(i int) error {
 					ts.Exchanges = append(ts.Exchanges, &x)
 					return nil
 				}
-				r := xRefOf(&x)
-				r.Method, r.x, r.span = sc.intern(r.Method), nil, sc.spanFrom(start)
+				r := xRefOf(&x, &sc.in)
+				r.x, r.span = nil, sc.spanFrom(start)
 				ix.xs = append(ix.xs, r)
 				return nil
 			})
@@ -526,6 +520,38 @@ func (sc *scanner) session(i int) error {
 		sc.t.index = append(sc.t.index, ix)
 	}
 	return nil
+}
+
+// tapeSession is a session record as a tape holds it: its leg is read
+// strictly, as capture.Leg would read a name it does not know as the
+// default (a tape of a newer leg would be replayed as a reverse one).
+type tapeSession struct {
+	*capture.Session
+	Leg *tapeLeg `json:"leg,omitempty"`
+}
+
+// tapeLeg is a leg's name, refused when this build does not know it.
+type tapeLeg capture.Leg
+
+func (l *tapeLeg) UnmarshalText(b []byte) error {
+	var leg capture.Leg
+	_ = leg.UnmarshalText(b)
+	if leg.String() != string(b) {
+		return fmt.Errorf("a session's leg is %q, which this build does not know (it knows reverse, forward, mitm and stdio; a newer mcptape may read the tape)", b)
+	}
+	*l = tapeLeg(leg)
+	return nil
+}
+
+func decodeSession(dec *json.Decoder) (*capture.Session, error) {
+	ts := tapeSession{Session: &capture.Session{}}
+	if err := dec.Decode(&ts); err != nil {
+		return nil, err
+	}
+	if ts.Leg != nil {
+		ts.Session.Leg = capture.Leg(*ts.Leg)
+	}
+	return ts.Session, nil
 }
 
 // array reads a JSON array, calling each with the input offset at which

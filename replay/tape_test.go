@@ -164,6 +164,7 @@ func TestReadTapeRefuses(t *testing.T) {
 		{"unknown exchange", edit(`"seq":12,"exchange":7`, `"seq":12,"exchange":8`), replay.ErrTapeInvalid, "message 12 names exchange 8"},
 		{"bad direction", edit(`"seq":12,"exchange":7,"dir":"s2c"`, `"seq":12,"exchange":7,"dir":"up"`), replay.ErrTapeInvalid, "message 12: dir"},
 		{"negative edited", edit(`"edited":2`, `"edited":-1`), replay.ErrTapeInvalid, "message 12: edited is -1"},
+		{"unknown leg", edit(`"status":"closed"`, `"status":"closed","leg":"pigeon"`), replay.ErrTapeInvalid, `a session's leg is "pigeon", which this build does not know`},
 		{"two raw forms", edit(`"raw":{ "jsonrpc"`, `"rawText":"x","raw":{ "jsonrpc"`), replay.ErrTapeInvalid, "more than one of raw, rawText and rawBase64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,15 +16,38 @@
 //
 // # File format
 //
-// A spool starts with the line "mcptape-spool 1\n". Then records, each a
-// frame: the payload's length (4 bytes, big-endian), its CRC-32C (4 bytes),
-// and the payload, a self-contained encoding/gob stream of one record (the
-// sessions, exchanges and messages of one recorder batch, numbered by the
-// wrap's own recorder from 1). The last record of a wrap that ended cleanly
-// says so (End). A frame cut short or failing its checksum ends the
-// readable part of the file: what follows was never completely written.
+// A spool starts with the line "mcptape-spool 2\n". Then records, each a
+// frame: a sync mark (4 bytes), the payload's length (4 bytes, big-endian),
+// the CRC-32C of the message count and the payload (4 bytes), the record's
+// message count (4 bytes), and the payload: the length of an encoding/gob
+// stream (4 bytes), the stream, a self-contained encoding of one record
+// (the sessions, exchanges and messages of one recorder batch, numbered by
+// the wrap's own recorder from 1, and the count of messages written so
+// far), then the raw bytes of the record's long messages, which the writer
+// copies from the files the recorder kept them in (see
+// [capture.RawReader]): neither side holds a long line in memory twice. A
+// payload is at most what a live recorder puts in one batch (80 MiB). The
+// last record of a wrap that ended cleanly says so (End). Version 1 spools
+// ("mcptape-spool 1\n": frames of length, checksum and gob) are still read.
+//
+// A frame cut short ends the readable part of the file: it is being
+// written, or its wrap died writing it. A whole frame that fails its
+// checksum, or claims more than a frame may hold, is damage: the reader
+// finds the next frame by its sync mark, and the count of messages written
+// in the next record says how many the damage held.
 //
 // While its wrap runs, a spool is locked (flock); a spool whose lock can be
 // taken and that has no End record belongs to a wrap that died, and is
 // complete as far as it goes.
+//
+// # What an owner reads
+//
+// Only regular files, owned by the user the owner runs as, and opened
+// without blocking: a FIFO, a device, a symbolic link or another user's
+// file named like a spool is left alone and named in the log. When a
+// spool's wrap is gone, what could not be read (damage, a record cut
+// short) is recorded on its session (incomplete, the messages counted as
+// lost, a finding on its exchange that says where), and a session its wrap
+// never closed (the wrap was killed) is closed; a spool with damage is
+// kept in spool/damaged/ for a person to look at, instead of deleted.
 package spool

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,9 +32,10 @@ type Ingester struct {
 	o       IngestOptions
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	files  map[string]*fileState
-	totals IngestStats
+	mu      sync.Mutex
+	files   map[string]*fileState
+	totals  IngestStats
+	refused map[string]bool // files not read, logged once
 }
 
 // fileState is what the ingester knows of one spool.
@@ -43,19 +45,39 @@ type fileState struct {
 	session string // the session the spool records
 	ended   bool   // its End record was read
 	failed  int    // consecutive failed passes, for the log
+	written int64  // the writer's count of messages, as of the last record read
+	// The spool's latest records of its session and exchanges, as the
+	// spool holds them: the marks below are made on copies of them.
+	sess  *capture.Session
+	xs    map[uint64]*capture.Exchange
+	marks marks
+	// marked says the marks are in the store already: nothing was noted
+	// since the last record ingested.
+	marked bool
+}
+
+// marks is what an ingester found wrong with a spool, to be recorded on
+// its session: damaged bytes, what they held, and whether its wrap ended
+// without closing the session.
+type marks struct {
+	lost     int64
+	findings []capture.Finding
+	damaged  bool // some bytes could not be read: the spool is kept aside
+	unclosed bool // the writer is gone and never closed the session
 }
 
 // IngestStats counts what an Ingester has done.
 type IngestStats struct {
 	// Messages, Records and Files ingested; Removed spools deleted once
-	// complete.
-	Messages, Records, Files, Removed int64
+	// complete; Damaged spools kept aside (in DamagedDir) because some of
+	// their bytes could not be read; Lost the messages those held.
+	Messages, Records, Files, Removed, Damaged, Lost int64
 }
 
 // NewIngester ingests the spools of dataDir through rec, whose store is
 // store (read to learn what earlier owners ingested already).
 func NewIngester(dataDir string, rec *capture.Recorder, store capture.Reader, opts *IngestOptions) *Ingester {
-	g := &Ingester{dataDir: dataDir, rec: rec, store: store, files: map[string]*fileState{}}
+	g := &Ingester{dataDir: dataDir, rec: rec, store: store, files: map[string]*fileState{}, refused: map[string]bool{}}
 	if opts != nil {
 		g.o = *opts
 	}
@@ -97,9 +119,15 @@ func (g *Ingester) Run(ctx context.Context) {
 // Once looks at every spool once and ingests what is new, returning the
 // number of messages ingested.
 func (g *Ingester) Once(ctx context.Context) (int, error) {
-	paths, err := Files(g.dataDir)
+	paths, refused, err := List(g.dataDir)
 	if err != nil {
 		return 0, err
+	}
+	for _, r := range refused {
+		if !g.refused[r.Path] {
+			g.refused[r.Path] = true
+			g.log.Warn("a file in the spool folder is not read: "+r.Why+"; only the spools this user's wraps write are", "file", r.Path)
+		}
 	}
 	total := 0
 	var errs []error
@@ -124,7 +152,7 @@ func (g *Ingester) file(ctx context.Context, path string) (int, error) {
 	if fs == nil {
 		var err error
 		if fs, err = g.recover(ctx, path); err != nil {
-			return 0, err
+			return 0, g.unreadable(path, err)
 		}
 		g.mu.Lock()
 		g.files[path] = fs
@@ -134,9 +162,12 @@ func (g *Ingester) file(ctx context.Context, path string) (int, error) {
 	n := 0
 	for rec, err := range Read(path, fs.offset) {
 		if err != nil {
-			return n, err
+			return n, g.unreadable(path, err)
 		}
-		if err := g.rec.Ingest(ctx, rec.Batch, fs.remap); err != nil {
+		if rec.Damage != nil {
+			g.damaged(path, fs, rec.Damage)
+		}
+		if err := g.rec.Ingest(ctx, fs.patch(rec.Batch), fs.remap); err != nil {
 			fs.failed++
 			if fs.failed == 1 {
 				g.log.Warn("could not store a spool's records; will try again", "spool", path, "err", err)
@@ -144,11 +175,7 @@ func (g *Ingester) file(ctx context.Context, path string) (int, error) {
 			return n, fmt.Errorf("ingesting %s: %w", path, err)
 		}
 		fs.failed = 0
-		for _, s := range rec.Batch.Sessions {
-			fs.session = s.ID
-		}
-		fs.offset = rec.Offset
-		fs.ended = fs.ended || rec.End
+		fs.read(rec)
 		n += len(rec.Batch.Messages)
 		g.mu.Lock()
 		g.totals.Records++
@@ -158,26 +185,179 @@ func (g *Ingester) file(ctx context.Context, path string) (int, error) {
 			return n, nil
 		}
 	}
-	// Done with a spool whose wrap is gone and every readable record of
-	// which is stored: what a dead wrap left cut short was never whole.
-	if fs.ended || !running {
-		if fi, err := os.Stat(path); err == nil && fi.Size() <= fs.offset || !running {
-			if err := os.Remove(path); err == nil || errors.Is(err, os.ErrNotExist) {
-				g.mu.Lock()
-				delete(g.files, path)
-				g.totals.Removed++
-				g.mu.Unlock()
-			}
+	if running && !fs.ended {
+		return n, nil
+	}
+	// Its wrap is gone: what it did not write whole is damage, a session
+	// it did not close is closed, and both are recorded on the session.
+	if d := Tail(path, fs.offset); d != nil {
+		g.damaged(path, fs, d)
+	}
+	if !fs.ended && !fs.marks.unclosed {
+		fs.marks.unclosed, fs.marked = true, false
+	}
+	if !fs.marked && fs.sess != nil {
+		if err := g.rec.Ingest(ctx, fs.patch(&capture.Batch{}), fs.remap); err != nil {
+			return n, fmt.Errorf("ingesting %s: %w", path, err)
+		}
+		fs.marked = true
+	}
+	g.done(path, fs.marks.damaged)
+	return n, nil
+}
+
+// unreadable handles a spool that cannot be read at all: one that is not
+// a spool, or not one this ingester reads.
+func (g *Ingester) unreadable(path string, err error) error {
+	var why string
+	switch {
+	case errors.Is(err, ErrRefused):
+		why = "a file in the spool folder is not read: only the regular files this user's wraps write are"
+	case errors.Is(err, ErrFormat):
+		// Maybe a newer mcptape's: left where it is, for that one.
+		why = "a file in the spool folder is not a spool this mcptape reads (a newer mcptape's?); it is left alone"
+	default:
+		return err
+	}
+	g.mu.Lock()
+	logged := g.refused[path]
+	g.refused[path] = true
+	g.mu.Unlock()
+	if !logged {
+		g.log.Warn(why, "file", path)
+	}
+	return nil
+}
+
+// damaged notes unreadable bytes of a spool, to be recorded on its session.
+func (g *Ingester) damaged(path string, fs *fileState, d *Damage) {
+	lost := d.Claimed
+	if d.Before >= 0 {
+		lost = max(d.Before-fs.written, 0)
+	}
+	what := "an unknown number of messages"
+	if lost > 0 {
+		what = fmt.Sprintf("%d messages", lost)
+	}
+	fs.marks.lost += max(lost, 1)
+	fs.marks.damaged, fs.marked = true, false
+	fs.marks.findings = append(fs.marks.findings, capture.Finding{Kind: capture.FindingTruncated,
+		Message: fmt.Sprintf("part of this session's spool could not be read: %s, which held %s; the spool is kept in %s",
+			d, what, filepath.Join(g.dataDir, Dir, DamagedDir))})
+	g.log.Warn("part of a spool could not be read; its session is marked, and the spool kept aside",
+		"spool", path, "offset", d.Offset, "bytes", d.Bytes, "reason", d.Reason, capture.LogKeyLost, lost)
+	g.mu.Lock()
+	g.totals.Lost += max(lost, 1)
+	g.mu.Unlock()
+}
+
+// done deletes a spool every readable record of which is stored, or keeps
+// it in DamagedDir when part of it could not be read.
+func (g *Ingester) done(path string, damaged bool) {
+	var err error
+	if damaged {
+		dir := filepath.Join(g.dataDir, Dir, DamagedDir)
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			err = os.Rename(path, filepath.Join(dir, filepath.Base(path)))
+		}
+	} else {
+		err = os.Remove(path)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		g.log.Warn("could not move a finished spool away", "spool", path, "err", err)
+		return
+	}
+	g.mu.Lock()
+	delete(g.files, path)
+	if damaged {
+		g.totals.Damaged++
+	} else {
+		g.totals.Removed++
+	}
+	g.mu.Unlock()
+}
+
+// read notes a record that was ingested.
+func (fs *fileState) read(rec *Record) {
+	for _, s := range rec.Batch.Sessions {
+		fs.session = s.ID
+		fs.sess = s
+	}
+	for _, x := range rec.Batch.Exchanges {
+		if fs.xs == nil {
+			fs.xs = map[uint64]*capture.Exchange{}
+		}
+		fs.xs[x.ID] = x
+	}
+	fs.offset = rec.Offset
+	fs.ended = fs.ended || rec.End
+	if rec.Written > 0 {
+		fs.written = rec.Written
+	}
+	fs.marked = true // patch put the marks on the record's session
+
+}
+
+// patch returns b with the marks made on its session and exchanges (on
+// the latest records of them when b has none): a later record of the
+// spool, written by a wrap that knew nothing of them, must not wipe them.
+func (fs *fileState) patch(b *capture.Batch) *capture.Batch {
+	m := fs.marks
+	if m.lost == 0 && len(m.findings) == 0 && !m.unclosed {
+		return b
+	}
+	out := *b
+	sessions, exchanges := b.Sessions, b.Exchanges
+	if len(sessions) == 0 && fs.sess != nil {
+		sessions = []*capture.Session{fs.sess}
+	}
+	if len(exchanges) == 0 {
+		for _, x := range fs.xs {
+			exchanges = append(exchanges, x)
 		}
 	}
-	return n, nil
+	out.Sessions = nil
+	for _, s := range sessions {
+		c := *s
+		c.Status = capture.StatusIncomplete
+		c.Lost += int(m.lost)
+		c.Findings += len(m.findings)
+		switch {
+		case m.lost > 0 && m.unclosed:
+			c.LossReason = fmt.Sprintf("part of the spool its wrap wrote could not be read (%d messages lost, or more), and the wrap ended without closing the session (killed, or its machine went down)", m.lost)
+		case m.lost > 0:
+			c.LossReason = fmt.Sprintf("part of the spool its wrap wrote could not be read (%d messages lost, or more)", m.lost)
+		default:
+			c.LossReason = "the wrap recording it ended without closing the session (killed, or its machine went down): what it had not yet written is missing"
+		}
+		if m.unclosed && c.Command != nil && c.Command.Exit == "" {
+			cmd := *c.Command
+			cmd.Exit = "not known: the wrap that ran it ended without recording how"
+			c.Command = &cmd
+		}
+		out.Sessions = append(out.Sessions, &c)
+	}
+	out.Exchanges = nil
+	for _, x := range exchanges {
+		c := *x
+		c.FindingList = append(append([]capture.Finding(nil), x.FindingList...), m.findings...)
+		if m.unclosed && c.End.IsZero() {
+			c.End, c.Aborted = c.Start, true
+			if fs.sess != nil && fs.sess.End.After(c.Start) {
+				c.End = fs.sess.End
+			}
+			c.Error = "the wrap ended without closing the stream (killed, or its machine went down)"
+		}
+		out.Exchanges = append(out.Exchanges, &c)
+	}
+	return &out
 }
 
 // recover learns how much of a spool an earlier owner ingested: the
 // spool's messages, in order, were given the store's sequence numbers in
 // the same order, so the first k messages the store holds for the spool's
 // session are the spool's first k messages, and records made only of those
-// are done.
+// are done. The damage it passes is noted again, as the earlier owner did.
 func (g *Ingester) recover(ctx context.Context, path string) (*fileState, error) {
 	fs := &fileState{remap: capture.NewRemap()}
 	var session string
@@ -240,8 +420,10 @@ func (g *Ingester) recover(ctx context.Context, path string) (*fileState, error)
 		if !complete {
 			break
 		}
-		fs.offset = rec.Offset
-		fs.ended = fs.ended || rec.End
+		if rec.Damage != nil {
+			g.damaged(path, fs, rec.Damage)
+		}
+		fs.read(rec)
 	}
 	return fs, nil
 }

@@ -3,6 +3,7 @@
 package spool
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -31,4 +32,19 @@ func freeSpace(dir string) (int64, error) {
 		return 0, err
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// openNoBlock opens path for reading without waiting for a writer (a
+// FIFO) and without following a symbolic link.
+func openNoBlock(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+}
+
+// isLoop reports whether an open failed on a symbolic link (O_NOFOLLOW).
+func isLoop(err error) bool { return errors.Is(err, syscall.ELOOP) }
+
+// ownedByMe reports whether fi belongs to this process's user.
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }

@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -12,7 +11,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"sync"
@@ -24,16 +22,40 @@ import (
 // Dir is the spool folder inside a data directory.
 const Dir = "spool"
 
+// DamagedDir is the folder, inside Dir, where an owner keeps the spools it
+// could not read whole, for a person to look at.
+const DamagedDir = "damaged"
+
 // Ext ends every spool file's name.
 const Ext = ".spool"
 
-const magic = "mcptape-spool 1\n"
+// The first line of a spool says its format: 2 is written; 1 (records
+// without a sync marker, count or raw bytes after the gob) is still read.
+const (
+	magic1 = "mcptape-spool 1\n"
+	magic2 = "mcptape-spool 2\n"
+)
 
-// maxRecord bounds one record's payload: a recorder batch is at most a few
-// MiB of raw bytes (plus one message up to its size limit).
-const maxRecord = 512 << 20
+// syncMark begins every frame of a version 2 spool, so that a reader can
+// find the next whole frame past damaged bytes.
+var syncMark = [4]byte{0xf5, 'M', 'T', 0x02}
 
-// ErrFormat is returned for a file that is not a spool of this version.
+// frameHead is a version 2 frame's header: syncMark, the payload's length,
+// the CRC-32C of the message count and the payload, the message count.
+const frameHead = 16
+
+// maxFrame bounds one frame's payload by what a live recorder puts in one
+// batch: one message up to its MaxMessageSize (64 MiB by default) beside at
+// most 8 MiB of others, and their records. A reader takes a frame that
+// claims more for damage, and never allocates for it.
+const maxFrame = 80 << 20
+
+// splitAt is the payload size past which a writer writes a batch as
+// several records.
+const splitAt = 64<<20 + 8<<20
+
+// ErrFormat is returned for a file that is not a spool of a version this
+// mcptape reads.
 var ErrFormat = errors.New("not an mcptape spool file")
 
 // ErrLowDisk is returned by Write when the disk holding the spool has less
@@ -42,13 +64,26 @@ var ErrLowDisk = errors.New("the disk is nearly full")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// record is one frame's payload.
+// record is one frame's payload: an encoding/gob stream of one record, then
+// (version 2) the raw bytes of the messages in Blobs, one after the other.
 type record struct {
 	Sessions  []*capture.Session
 	Exchanges []*capture.Exchange
 	Messages  []*capture.Message
 	// End is set on the last record of a wrap that ended cleanly.
 	End bool
+	// Written counts the messages the spool's writer has written, this
+	// record's included: past damaged bytes, the next record says how
+	// many were lost.
+	Written int64
+	// Blobs are the messages whose raw bytes follow the gob (their Raw is
+	// nil in it): a long stream frame the writer read from its file.
+	Blobs []blob
+}
+
+type blob struct {
+	Index int   // in Messages
+	Len   int64 // bytes
 }
 
 // Options configures a Writer. Nil means defaults.
@@ -76,9 +111,19 @@ type Writer struct {
 	closed   bool
 	enc      bytes.Buffer
 	unlocker func()
+	size     int64 // the file's length: where the next frame starts
+	written  int64 // messages written
 }
 
-var _ capture.Writer = (*Writer)(nil)
+var (
+	_ capture.Writer         = (*Writer)(nil)
+	_ capture.RawReaderTaker = (*Writer)(nil)
+)
+
+// TakesRawReaders implements capture.RawReaderTaker: a message whose raw
+// bytes are in a file (a long line) is copied from it into the spool,
+// never held in memory whole.
+func (w *Writer) TakesRawReaders() {}
 
 // Create makes a new spool in dataDir/spool and locks it for this process.
 // name (the wrapped server's) goes into the file name, for people looking
@@ -118,7 +163,8 @@ func Create(dataDir, name string, opts *Options) (*Writer, error) {
 	if w.o.MinFree == 0 {
 		w.o.MinFree = 256 << 20
 	}
-	if _, err := f.WriteString(magic); err != nil {
+	w.size = int64(len(magic2))
+	if _, err := f.WriteString(magic2); err != nil {
 		w.abandon()
 		return nil, fmt.Errorf("writing %s: %w", tmp, err)
 	}
@@ -157,15 +203,47 @@ func (w *Writer) Path() string { return w.path }
 // renumbers on ingest.
 func (w *Writer) LastIDs(context.Context) (uint64, uint64, error) { return 0, 0, nil }
 
-// Write implements capture.Writer: it appends b as one record.
+// Write implements capture.Writer: it appends b as one record, or as
+// several when it is larger than a frame may be.
 func (w *Writer) Write(ctx context.Context, b *capture.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return w.append(&record{Sessions: b.Sessions, Exchanges: b.Exchanges, Messages: b.Messages})
+	r := &record{Sessions: b.Sessions, Exchanges: b.Exchanges}
+	var files []capture.RawReader
+	size := 0
+	for _, m := range b.Messages {
+		n := len(m.Raw)
+		rr, isFile := m.File.(capture.RawReader)
+		isFile = isFile && m.Raw == nil
+		if isFile {
+			n = int(rr.Len())
+		}
+		if size+n > splitAt && len(r.Messages) > 0 {
+			if err := w.append(r, files); err != nil {
+				return err
+			}
+			r, files, size = &record{}, nil, 0
+		}
+		if m.File != nil {
+			// The file is the recorder's, and not for gob.
+			c := *m
+			c.File = nil
+			m = &c
+		}
+		if isFile {
+			r.Blobs = append(r.Blobs, blob{Index: len(r.Messages), Len: rr.Len()})
+			files = append(files, rr)
+		}
+		r.Messages = append(r.Messages, m)
+		size += n + 512
+	}
+	return w.append(r, files)
 }
 
-func (w *Writer) append(r *record) error {
+// append writes r as one frame, with the raw bytes of files (r.Blobs)
+// after its gob.
+func (w *Writer) append(r *record, files []capture.RawReader) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -174,26 +252,69 @@ func (w *Writer) append(r *record) error {
 	if err := w.checkFree(); err != nil {
 		return err
 	}
+	r.Written = w.written + int64(len(r.Messages))
 	w.enc.Reset()
-	w.enc.Write(make([]byte, 8))
+	w.enc.Write(make([]byte, frameHead+4))
 	if err := gob.NewEncoder(&w.enc).Encode(r); err != nil {
 		return fmt.Errorf("encoding a spool record: %w", err)
 	}
 	frame := w.enc.Bytes()
-	payload := frame[8:]
-	if len(payload) > maxRecord {
-		return fmt.Errorf("a spool record of %d bytes is over the %d-byte bound", len(payload), maxRecord)
+	payload := int64(len(frame) - frameHead)
+	for _, f := range files {
+		payload += f.Len()
 	}
-	binary.BigEndian.PutUint32(frame[0:4], uint32(len(payload)))
-	binary.BigEndian.PutUint32(frame[4:8], crc32.Checksum(payload, castagnoli))
-	if _, err := w.f.Write(frame); err != nil {
+	if payload > maxFrame {
+		return fmt.Errorf("a spool record of %d bytes is over the %d-byte bound", payload, maxFrame)
+	}
+	copy(frame[0:4], syncMark[:])
+	binary.BigEndian.PutUint32(frame[4:8], uint32(payload))
+	binary.BigEndian.PutUint32(frame[12:16], uint32(len(r.Messages)))
+	binary.BigEndian.PutUint32(frame[16:20], uint32(len(frame)-frameHead-4))
+	crc := crc32.Update(0, castagnoli, frame[12:16])
+	crc = crc32.Update(crc, castagnoli, frame[frameHead:])
+	var err error
+	for _, f := range files {
+		if crc, err = crcOf(crc, f); err != nil {
+			return fmt.Errorf("reading a long message for the spool: %w", err)
+		}
+	}
+	binary.BigEndian.PutUint32(frame[8:12], crc)
+	start := w.size
+	_, err = w.f.Write(frame)
+	for _, f := range files {
+		if err == nil {
+			_, err = io.Copy(w.f, io.NewSectionReader(f, 0, f.Len()))
+		}
+	}
+	if err != nil {
+		// Take the partial frame back, so the next one follows a whole
+		// one.
+		if terr := w.f.Truncate(start); terr == nil {
+			_, _ = w.f.Seek(start, io.SeekStart)
+		}
 		return fmt.Errorf("writing %s: %w", w.path, err)
 	}
+	w.size = start + frameHead + payload
+	w.written = r.Written
 	w.dirty = true
 	if time.Since(w.synced) >= w.o.SyncEvery || r.End {
 		w.sync()
 	}
 	return nil
+}
+
+// crcOf continues crc over f's bytes, a piece at a time.
+func crcOf(crc uint32, f capture.RawReader) (uint32, error) {
+	buf := make([]byte, 256<<10)
+	for off := int64(0); off < f.Len(); {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), f.Len()-off)], off)
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		off += int64(n)
+		if err != nil && (!errors.Is(err, io.EOF) || off < f.Len()) {
+			return crc, err
+		}
+	}
+	return crc, nil
 }
 
 func (w *Writer) sync() {
@@ -232,7 +353,7 @@ func (w *Writer) Close() error {
 	if closed {
 		return nil
 	}
-	err := w.append(&record{End: true})
+	err := w.append(&record{End: true}, nil)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
@@ -242,98 +363,4 @@ func (w *Writer) Close() error {
 		err = cerr
 	}
 	return err
-}
-
-// Record is one record read back from a spool.
-type Record struct {
-	// Batch holds the record's sessions, exchanges and messages.
-	Batch *capture.Batch
-	// End is set on the last record of a wrap that ended cleanly.
-	End bool
-	// Offset is where the next record starts in the file.
-	Offset int64
-}
-
-// Read yields the readable records of the spool at path from byte offset
-// from (0: the start). It stops at the end of the file, or at a frame cut
-// short or failing its checksum (a record being written, or the last one
-// of a wrap that died mid-write): such a frame is never yielded. Only an
-// unreadable file, or one that is not a spool, yields an error.
-func Read(path string, from int64) iter.Seq2[*Record, error] {
-	return func(yield func(*Record, error) bool) {
-		f, err := os.Open(path)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		defer f.Close()
-		if from < int64(len(magic)) {
-			head := make([]byte, len(magic))
-			if _, err := io.ReadFull(f, head); err != nil || string(head) != magic {
-				if err == io.ErrUnexpectedEOF || err == io.EOF {
-					return // still being created
-				}
-				yield(nil, fmt.Errorf("%s: %w", path, ErrFormat))
-				return
-			}
-			from = int64(len(magic))
-		} else if _, err := f.Seek(from, io.SeekStart); err != nil {
-			yield(nil, err)
-			return
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		size := fi.Size()
-		br := bufio.NewReaderSize(f, 64<<10)
-		off := from
-		var hdr [8]byte
-		for {
-			if _, err := io.ReadFull(br, hdr[:]); err != nil {
-				return
-			}
-			n := binary.BigEndian.Uint32(hdr[0:4])
-			if n > maxRecord || off+8+int64(n) > size {
-				return // cut short (or a length no writer wrote)
-			}
-			payload := make([]byte, n)
-			if _, err := io.ReadFull(br, payload); err != nil {
-				return
-			}
-			if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(hdr[4:8]) {
-				return
-			}
-			var r record
-			if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&r); err != nil {
-				return
-			}
-			off += 8 + int64(n)
-			rec := &Record{Batch: &capture.Batch{Sessions: r.Sessions, Exchanges: r.Exchanges, Messages: r.Messages}, End: r.End, Offset: off}
-			if !yield(rec, nil) {
-				return
-			}
-		}
-	}
-}
-
-// Files lists the spool files in dataDir, oldest name first.
-func Files(dataDir string) ([]string, error) {
-	m, err := filepath.Glob(filepath.Join(dataDir, Dir, "*"+Ext))
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// Running reports whether the wrap that writes path still runs (holds its
-// lock).
-func Running(path string) bool {
-	f, err := os.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return held(f)
 }

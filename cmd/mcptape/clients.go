@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -161,46 +162,77 @@ func listLocation(w io.Writer, loc clientconfig.Location) {
 	tw.Flush()
 }
 
+// clientCmd is what attach and detach were asked: CLIENT NAME...|--all,
+// the config files, and attach's data directory.
+type clientCmd struct {
+	client clientconfig.Client
+	names  []string
+	locs   []clientconfig.Location
+	data   string // absolute; attach's --data, else the default
+	config string // --config as given, "" without it
+}
+
+// args repeats the command's client, servers and --config, for a command
+// it prints (to undo, to run again).
+func (cc *clientCmd) args(names []string) string {
+	s := cc.client.String() + " " + undoArgs(names)
+	if cc.config != "" {
+		s += " --config " + clean(shellWord(cc.config))
+	}
+	return s
+}
+
 // clientArgs parses CLIENT NAME...|--all for attach and detach.
-func clientArgs(name string, args []string, stderr io.Writer, withData bool) (c clientconfig.Client, names []string, locs []clientconfig.Location, data string, err error) {
+func clientArgs(name string, args []string, stderr io.Writer, withData bool) (*clientCmd, error) {
 	fs := newFlags(name, stderr)
 	config := fs.String("config", "", "the config file to change, instead of the client's own")
 	all := fs.Bool("all", false, "every server of the client")
 	dataFlag := new(string)
 	if withData {
-		dataFlag = fs.String("data", "", "the directory wrap records into (default: the per-user data directory, or $"+envData+" when set)")
+		dataFlag = fs.String("data", "", "the directory wrap records into (default: the per-user data directory, or $"+envData+" when set); attach writes it into the entry, absolute")
 	}
-	if err = parse(fs, interleave(args)); err != nil {
-		return
+	if err := parse(fs, interleave(args)); err != nil {
+		return nil, err
 	}
 	if fs.NArg() == 0 {
-		err = usagef("name a client (%s) and a server, or --all", clientNames())
-		return
+		return nil, usagef("name a client (%s) and a server, or --all", clientNames())
 	}
-	if c, err = clientconfig.ParseClient(fs.Arg(0)); err != nil {
-		err = usagef("%v", err)
-		return
+	c, err := clientconfig.ParseClient(fs.Arg(0))
+	if err != nil {
+		return nil, usagef("%v", err)
 	}
-	names = fs.Args()[1:]
+	cc := &clientCmd{client: c, names: fs.Args()[1:], config: *config}
 	switch {
-	case *all && len(names) > 0:
-		err = usagef("name servers or give --all, not both")
-		return
-	case !*all && len(names) == 0:
-		err = usagef("name a server of %s (see `mcptape clients %s`), or give --all", c.Title(), c)
-		return
+	case *all && len(cc.names) > 0:
+		return nil, usagef("name servers or give --all, not both")
+	case !*all && len(cc.names) == 0:
+		return nil, usagef("name a server of %s (see `mcptape clients %s`), or give --all", c.Title(), c)
 	}
-	if *dataFlag != "" {
-		if data, err = filepath.Abs(*dataFlag); err != nil {
-			return
+	if withData {
+		// Always absolute and always written: a client starts a server in
+		// a directory of its own, without this shell's environment, and
+		// maybe without HOME.
+		d := *dataFlag
+		if d == "" {
+			d = defaultDataDir()
+		}
+		if cc.data, err = filepath.Abs(d); err != nil {
+			return nil, err
 		}
 	}
-	locs, err = locations(c, *config)
-	return
+	if cc.config != "" {
+		if abs, err := filepath.Abs(cc.config); err == nil {
+			cc.config = abs
+		}
+	}
+	cc.locs, err = locations(c, *config)
+	return cc, err
 }
 
-// executable is the mcptape a client is to launch: this one, unless it is
-// a temporary build that disappears when it exits.
+// executable is the mcptape a client is to launch: this one, by the path
+// the user ran it by (the link on PATH, not the versioned file it points
+// to, which an upgrade removes), unless it is a temporary build that
+// disappears when it exits.
 func executable() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -212,37 +244,51 @@ func executable() (string, error) {
 	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
 		return "", fmt.Errorf("this mcptape is a temporary build (go run) that is deleted when it exits, and the client would launch it later; build it first (go build -o mcptape ./cmd/mcptape, or go install ./cmd/mcptape) and run attach with that binary")
 	}
-	return exe, nil
+	return invokedAs(exe), nil
+}
+
+// invokedAs is the path this process was started by (os.Args[0], looked
+// up on PATH when it is a bare name, made absolute, links kept), when it
+// names the same file as exe; else exe.
+func invokedAs(exe string) string {
+	arg0 := os.Args[0]
+	var p string
+	if strings.ContainsRune(arg0, filepath.Separator) || strings.ContainsRune(arg0, '/') {
+		p, _ = filepath.Abs(arg0)
+	} else if lp, err := exec.LookPath(arg0); err == nil {
+		p, _ = filepath.Abs(lp)
+	}
+	if p == "" || p == exe {
+		return exe
+	}
+	a, err1 := os.Stat(p)
+	b, err2 := os.Stat(exe)
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		return exe
+	}
+	return p
 }
 
 func runAttach(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, names, locs, data, err := clientArgs("attach", args, stderr, true)
+	cc, err := clientArgs("attach", args, stderr, true)
 	if err != nil {
 		return err
 	}
 	// Only a stdio server needs this mcptape's path (an HTTP one goes
 	// through a running recorder): a temporary build fails those alone.
 	exe, exeErr := executable()
-	if data == "" && (os.Getenv(envData) != "" || os.Getenv("XDG_DATA_HOME") != "") {
-		// The client does not see this shell's environment: name the
-		// directory that `mcptape dashboard` here reads.
-		if data, err = filepath.Abs(defaultDataDir()); err != nil {
-			return err
-		}
-	}
-	opts := &clientconfig.AttachOptions{Executable: exe, ExecutableError: exeErr, Data: data}
-	recDir := data
-	if recDir == "" {
-		recDir = defaultDataDir()
-	}
+	opts := &clientconfig.AttachOptions{Executable: exe, ExecutableError: exeErr, Data: cc.data}
 	// An HTTP (url) server goes through a running recorder's route.
 	var routedVia string
-	if rc, st, derr := remotestore.Discover(ctx, recDir); derr == nil {
+	if rc, st, derr := remotestore.Discover(ctx, cc.data); derr == nil {
 		routedVia = st.Listen
 		opts.Route = func(name, upstream string) (string, error) {
+			if st.Listen == "" {
+				return "", &ownerError{cc: cc, name: name, pid: st.PID}
+			}
 			ri, err := rc.AddRoute(ctx, routeName(name), upstream)
 			if errors.Is(err, remotestore.ErrNoRoutes) {
-				return "", fmt.Errorf("the recorder running on %s serves one upstream (--upstream); restart it with `mcptape record --routes` to add servers to it", recDir)
+				return "", &ownerError{cc: cc, name: name, pid: st.PID, single: true}
 			}
 			if err != nil {
 				return "", err
@@ -250,22 +296,21 @@ func runAttach(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return ri.URL, nil
 		}
 	}
-	reps, err := clientconfig.Attach(locs, names, opts)
-	failed := report(stdout, reps, names)
+	reps, err := clientconfig.Attach(cc.locs, cc.names, opts)
+	failed := report(stdout, reps, cc)
 	if err != nil {
 		return cleanErr(err)
 	}
 	if changed(reps) {
-		where := "the default data directory (" + clean(defaultDataDir()) + ")"
-		if data != "" {
-			where = clean(data)
+		stdio, http := attachedKinds(reps)
+		if stdio {
+			fmt.Fprintf(stdout, "The attached stdio servers now run through `mcptape wrap`, which records into %s; see them with `mcptape dashboard --data %s`.\n", clean(cc.data), clean(shellWord(cc.data)))
 		}
-		fmt.Fprintf(stdout, "The attached stdio servers now run through `mcptape wrap`, which records into %s; see them with `mcptape dashboard`.\n", where)
-		if routedVia != "" {
-			fmt.Fprintf(stdout, "The attached HTTP servers now go through the recorder at %s, while it runs (detach before you stop it for good).\n", routedVia)
+		if http {
+			fmt.Fprintf(stdout, "The attached HTTP servers now go through the recorder at %s, while it runs (detach before you stop it for good).\n", clean(routedVia))
 		}
-		fmt.Fprintf(stdout, "To apply: %s.\n", c.Restart())
-		fmt.Fprintf(stdout, "To undo: mcptape detach %s %s.\n", c, undoArgs(names))
+		fmt.Fprintf(stdout, "To apply: %s.\n", cc.client.Restart())
+		fmt.Fprintf(stdout, "To undo: mcptape detach %s.\n", cc.args(cc.names))
 		for _, r := range reps {
 			if r.Changed() && r.Location.Scope == clientconfig.ScopeProject {
 				fmt.Fprintf(stdout, "Note: %s is a project config, often shared through version control; the attached entry names this machine's mcptape, so detach before you commit it.\n", clean(r.Location.Path))
@@ -277,18 +322,52 @@ func runAttach(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return failed
 }
 
+// attachedKinds says whether stdio servers, and HTTP ones, were attached.
+func attachedKinds(reps []*clientconfig.Report) (stdio, http bool) {
+	for _, r := range reps {
+		for _, res := range r.Results {
+			if res.Action == clientconfig.Attached {
+				stdio = stdio || res.Server.Transport == clientconfig.Stdio
+				http = http || res.Server.Transport == clientconfig.HTTP
+			}
+		}
+	}
+	return stdio, http
+}
+
+// ownerError is why the process that owns the data directory cannot take
+// an HTTP server: a dashboard (which records no HTTP traffic), or a
+// recorder of one upstream. It says what to run instead.
+type ownerError struct {
+	cc     *clientCmd
+	name   string
+	pid    int
+	single bool // a recorder with --upstream, not a dashboard
+}
+
+func (e *ownerError) Error() string {
+	data := clean(shellWord(e.cc.data))
+	again := fmt.Sprintf("mcptape attach %s --data %s", e.cc.args([]string{e.name}), data)
+	if e.single {
+		return fmt.Sprintf("the recorder running on %s (pid %d) serves one upstream (--upstream), so it cannot add this server as a route: stop it, start `mcptape record --routes --data %s` (name its upstream with --route NAME=URL to keep it), then run `%s`",
+			clean(e.cc.data), e.pid, data, again)
+	}
+	return fmt.Sprintf("%s is held by `mcptape dashboard` (pid %d), which shows recordings but records no HTTP traffic: stop it, start `mcptape record --routes --data %s` (it serves the same dashboard while it records), then run `%s`",
+		clean(e.cc.data), e.pid, data, again)
+}
+
 func runDetach(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	c, names, locs, _, err := clientArgs("detach", args, stderr, false)
+	cc, err := clientArgs("detach", args, stderr, false)
 	if err != nil {
 		return err
 	}
-	reps, err := clientconfig.Detach(locs, names)
-	failed := report(stdout, reps, names)
+	reps, err := clientconfig.Detach(cc.locs, cc.names)
+	failed := report(stdout, reps, cc)
 	if err != nil {
 		return cleanErr(err)
 	}
 	if changed(reps) {
-		fmt.Fprintf(stdout, "To apply: %s.\n", c.Restart())
+		fmt.Fprintf(stdout, "To apply: %s.\n", cc.client.Restart())
 	} else {
 		fmt.Fprintln(stdout, "Nothing changed.")
 	}
@@ -343,7 +422,8 @@ func changed(reps []*clientconfig.Report) bool {
 
 // report prints what attach or detach did, config by config. It returns an
 // error when a server named on the command line could not be attached.
-func report(w io.Writer, reps []*clientconfig.Report, named []string) error {
+func report(w io.Writer, reps []*clientconfig.Report, cc *clientCmd) error {
+	named := cc.names
 	var failed []string
 	for _, r := range reps {
 		fmt.Fprintf(w, "%s %s config %s:\n", r.Location.Client.Title(), r.Location.Scope, clean(r.Location.Path))
@@ -356,7 +436,11 @@ func report(w io.Writer, reps []*clientconfig.Report, named []string) error {
 			name := clean(res.Name)
 			switch res.Action {
 			case clientconfig.Attached:
-				fmt.Fprintf(w, "  %s: attached (the client now starts `mcptape wrap … -- %s`)\n", name, clean(clientconfig.CommandLine(res.Server.Command, res.Server.Args)))
+				if res.Server.Transport == clientconfig.HTTP {
+					fmt.Fprintf(w, "  %s: attached (the client now connects to the recorder's route to %s)\n", name, clean(clientconfig.RedactURL(res.Server.URL)))
+				} else {
+					fmt.Fprintf(w, "  %s: attached (the client now starts `mcptape wrap … -- %s`)\n", name, clean(clientconfig.CommandLine(res.Server.Command, res.Server.Args)))
+				}
 			case clientconfig.AlreadyAttached:
 				fmt.Fprintf(w, "  %s: already attached; nothing to do\n", name)
 			case clientconfig.Detached:
@@ -369,8 +453,11 @@ func report(w io.Writer, reps []*clientconfig.Report, named []string) error {
 				fmt.Fprintf(w, "  %s: not attached; nothing to do\n", name)
 			case clientconfig.Skipped:
 				if errors.Is(res.Reason, clientconfig.ErrHTTPServer) {
-					fmt.Fprintf(w, "  %s: skipped: it is an HTTP server (%s), which goes through a running recorder, and none runs on this data directory: start one with `mcptape record --routes` (or `--upstream %s`, then point the client at it), and attach again\n",
-						name, clean(clientconfig.RedactURL(res.Server.URL)), clean(shellWord(clientconfig.RedactURL(res.Server.URL))))
+					data := clean(shellWord(cc.data))
+					fmt.Fprintf(w, "  %s: skipped: it is an HTTP server (%s), which goes through a running recorder, and none runs on %s: start one with `mcptape record --routes --data %s`, then run `mcptape attach %s --data %s`\n",
+						name, clean(clientconfig.RedactURL(res.Server.URL)), clean(cc.data), data, cc.args([]string{res.Name}), data)
+				} else if res.Server.Transport == clientconfig.HTTP {
+					fmt.Fprintf(w, "  %s: skipped: it is an HTTP server (%s); %s\n", name, clean(clientconfig.RedactURL(res.Server.URL)), clean(res.Reason.Error()))
 				} else {
 					fmt.Fprintf(w, "  %s: skipped: %s\n", name, clean(res.Reason.Error()))
 				}

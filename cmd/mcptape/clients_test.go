@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/clientconfig"
@@ -193,7 +195,10 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 		if bytes.Count(got, []byte("\n")) != bytes.Count(got, []byte("\r\n")) {
 			t.Errorf("a line ends without CR:\n%q", got)
 		}
-		if command, args, _ := entry(t, path, "db"); command != bin || !slices.Equal(args, []string{"wrap", "--name", "db", "--", "uvx", "mcp-server-sqlite", "--db-path", "dev.db"}) {
+		// The default data directory is written, absolute: the client
+		// starts the server with an environment of its own.
+		if command, args, _ := entry(t, path, "db"); command != bin || len(args) != 10 || !slices.Equal(args[:4], []string{"wrap", "--name", "db", "--data"}) ||
+			!strings.HasPrefix(args[4], home+string(filepath.Separator)) || !slices.Equal(args[5:], []string{"--", "uvx", "mcp-server-sqlite", "--db-path", "dev.db"}) {
 			t.Errorf("db runs %s %q", command, args)
 		}
 		if code, out, errOut := c.run("detach", "claude-code", "--all"); code != 0 || string(readFile(t, path)) != projectConfig {
@@ -235,6 +240,113 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 		}
 		if _, err := os.Stat(broken + ".mcptape-backup"); err == nil {
 			t.Error("a backup was written for a refused command")
+		}
+	})
+
+	t.Run("attach writes the path the user runs, and an absolute --data without HOME", func(t *testing.T) {
+		// A package manager's layout: a versioned file, and a link to it
+		// on PATH that an upgrade moves to the next version.
+		versioned := filepath.Join(tmp, "cellar", "mcptape", "1.2.3", "bin", "mcptape")
+		if err := os.MkdirAll(filepath.Dir(versioned), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(bin, versioned); err != nil {
+			t.Fatal(err)
+		}
+		linkDir := filepath.Join(tmp, "usr-local-bin")
+		if err := os.MkdirAll(linkDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(linkDir, "mcptape")
+		if err := os.Symlink(versioned, link); err != nil {
+			t.Skipf("no symbolic links here: %v", err)
+		}
+		cfg := filepath.Join(tmp, "linked.json")
+		text := `{"mcpServers": {"s": {"command": "node", "args": ["server.js"]}}}` + "\n"
+		// Without HOME, run by the bare name on PATH, as a shell would.
+		noHome := []string{"PATH=" + linkDir + string(os.PathListSeparator) + os.Getenv("PATH")}
+		for _, how := range []struct {
+			name, program string
+			args          []string
+		}{
+			{"by the link's path", link, nil},
+			{"by its name on PATH", "/bin/sh", []string{"-c", `exec mcptape "$@"`, "sh"}},
+		} {
+			if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c2 := &cliEnv{t: t, dir: proj, env: noHome}
+			code, out, errOut := c2.runProgram(how.program, append(how.args, "attach", "cursor", "s", "--config", cfg)...)
+			if code != 0 {
+				t.Fatalf("%s: attach exit %d: %s%s", how.name, code, out, errOut)
+			}
+			command, args, _ := entry(t, cfg, "s")
+			if command != link {
+				t.Errorf("%s: the entry runs %s; want the link the user runs, %s (not the versioned file)", how.name, command, link)
+			}
+			if len(args) < 5 || args[3] != "--data" || !filepath.IsAbs(args[4]) {
+				t.Errorf("%s: without HOME the entry's args are %q; want an absolute --data", how.name, args)
+			}
+			if want := "To undo: mcptape detach cursor s --config " + cfg + "."; !strings.Contains(out, want) {
+				t.Errorf("%s: attach with --config does not print %q:\n%s", how.name, want, out)
+			}
+			if code, out, errOut := c2.runProgram(link, "detach", "cursor", "s", "--config", cfg); code != 0 || string(readFile(t, cfg)) != text {
+				t.Errorf("detach: %d %s%s", code, out, errOut)
+			}
+			os.Remove(cfg + ".mcptape-backup")
+			os.Remove(clientconfig.StatePath(cfg))
+		}
+	})
+
+	t.Run("attach --all while a dashboard holds the store and a url server is configured", func(t *testing.T) {
+		data := filepath.Join(tmp, "dash-data")
+		cfg := filepath.Join(tmp, "cursor.json")
+		text := `{"mcpServers": {"remote": {"url": "https://mcp.example.com/mcp"}, "local": {"command": "node", "args": ["server.js"]}}}` + "\n"
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dash := exec.Command(bin, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
+		dash.Env = env
+		var dashOut syncBuffer
+		dash.Stdout, dash.Stderr = &dashOut, &dashOut
+		// A store for the dashboard to open.
+		if code, _, errOut := c.run("demo", "--data", data); code != 0 {
+			t.Fatalf("demo: %s", errOut)
+		}
+		if err := dash.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = dash.Process.Kill(); _ = dash.Wait() }()
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(dashOut.String(), "dashboard of"); {
+			if time.Now().After(deadline) {
+				t.Fatalf("the dashboard did not start:\n%s", dashOut.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		code, out, errOut := c.run("attach", "cursor", "--all", "--config", cfg, "--data", data)
+		if code != 0 {
+			t.Errorf("attach --all: exit %d:\n%s%s", code, out, errOut)
+		}
+		if command, _, _ := entry(t, cfg, "local"); command != bin {
+			t.Errorf("the stdio server was not attached: it runs %s", command)
+		}
+		for _, want := range []string{
+			"local: attached (the client now starts `mcptape wrap … -- node server.js`)",
+			"remote: skipped: it is an HTTP server (https://mcp.example.com/mcp); " + data + " is held by `mcptape dashboard` (pid " + strconv.Itoa(dash.Process.Pid) + ")",
+			"start `mcptape record --routes --data " + data + "`",
+			"then run `mcptape attach cursor remote --config " + cfg + " --data " + data + "`",
+			"The attached stdio servers now run through `mcptape wrap`",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("attach output lacks %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "The attached HTTP servers") || strings.Contains(out, "-- ''") {
+			t.Errorf("attach speaks of an HTTP server it did not attach:\n%s", out)
+		}
+		code, out, errOut = c.run("record", "--routes", "--data", data, "--listen", "127.0.0.1:0", "--dashboard", "off")
+		if code == 0 || !strings.Contains(errOut, "is open in `mcptape dashboard` (pid "+strconv.Itoa(dash.Process.Pid)) || !strings.Contains(errOut, "stop the dashboard") {
+			t.Errorf("record --routes on a directory the dashboard holds: exit %d:\n%s%s", code, out, errOut)
 		}
 	})
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,8 +70,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer replays.close()
 	// Nothing records here: /metrics has the build, Go and process metrics.
 	reg := newMetricsRegistry()
-	status := func() dashboard.RecordingStatus { return storeStatus(store) }
-	d, err := startDashboard(store, *data, *listen, *token, true, dashboard.FeedPoll, metricsHandler(reg), replays, status, nil, logger, nil)
+	d, err := startDashboard(&dashboardConfig{store: store, data: *data, addr: *listen, flag: "--listen", token: *token, fixed: true,
+		feed: dashboard.FeedPoll, metrics: metricsHandler(reg), backend: &storeBackend{dashBackend: &dashBackend{data: *data, replays: replays}, store: store},
+		logger: logger})
 	if err != nil {
 		return err
 	}
@@ -205,50 +207,62 @@ func (d *runningDashboard) metricsNote() string {
 	return "Prometheus metrics at " + d.base + "metrics (send the token of the dashboard's URL as a bearer token: Authorization: Bearer TOKEN)"
 }
 
-// startDashboard starts the dashboard over store on addr. fixed says addr
-// was asked for: when the default address is taken (another recorder),
-// a free loopback port is used instead.
-// status, if set, is what the dashboard's banner reports about recording.
-func startDashboard(store capture.Store, data, addr, token string, fixed bool, feed dashboard.Feed, metrics http.Handler,
-	replays *replayServers, status func() dashboard.RecordingStatus, sync func(context.Context) error, logger *slog.Logger,
-	icpt *capture.Interceptor) (*runningDashboard, error) {
-	opts := dashboardOptions(data, replays, logger)
-	opts.Token, opts.Feed, opts.Metrics, opts.Status = token, feed, metrics, status
-	if icpt != nil {
-		opts.Intercept = icpt
-		opts.AnswerFromProfile = func(ctx context.Context, profile, method string, params json.RawMessage) (json.RawMessage, error) {
-			p, _, err := loadNamedProfile(data, profile)
-			if err != nil {
-				return nil, err
-			}
-			return answerFromProfile(p, method, params)
-		}
-	}
-	opts.Sync = sync
-	return serveDashboard(store, opts, addr, fixed)
+// dashboardConfig is how to start a dashboard.
+type dashboardConfig struct {
+	store capture.Store
+	// data is the store's directory, for the commands the dashboard
+	// shows and its testing profiles ("" for a store in memory).
+	data string
+	// addr is where it listens, and flag the command-line flag that set
+	// it (--dashboard, --listen), for the error when addr is taken. fixed
+	// says addr was asked for: when the default address is taken
+	// (another recorder), a free loopback port is used instead.
+	addr, flag string
+	fixed      bool
+	// token guards it ("" for a random one).
+	token string
+	feed  dashboard.Feed
+	// metrics is served at /metrics (nil: none).
+	metrics http.Handler
+	// backend does tapes, profiles and replay servers, and in front of a
+	// recorder sends through it (a recordBackend).
+	backend dashboard.Backend
+	// intercept is a recorder's queue of held messages; pending a replay
+	// client's questions for a person.
+	intercept *capture.Interceptor
+	pending   *dashboard.Pending
+	logger    *slog.Logger
 }
 
-// serveDashboard serves a dashboard with opts over store on addr (see
-// startDashboard), with opts.Token or a random token: every dashboard has
-// one, on loopback too.
-func serveDashboard(store capture.Store, opts *dashboard.Options, addr string, fixed bool) (*runningDashboard, error) {
-	logger := opts.Logger
+// startDashboard serves a dashboard as c says, with c.token or a random
+// token: every dashboard has one, on loopback too.
+func startDashboard(c *dashboardConfig) (*runningDashboard, error) {
+	logger := c.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	srv, err := dashboard.New(store, opts)
+	opts := &dashboard.Options{Logger: logger, Version: version, DataDir: c.data, Token: c.token, Feed: c.feed,
+		Metrics: c.metrics, Backend: c.backend, Intercept: c.intercept, Pending: c.pending}
+	if c.data != "" {
+		opts.Profiles = profilesDir(c.data)
+	}
+	srv, err := dashboard.New(c.store, opts)
 	if err != nil {
 		return nil, err
 	}
 	token := srv.Token()
-	ln, err := dashboard.Listen(addr, token)
-	if err != nil && !fixed && errors.Is(err, syscall.EADDRINUSE) {
-		logger.Info("the dashboard's default address is taken; using a free port", "addr", addr)
+	ln, err := dashboard.Listen(c.addr, token)
+	if err != nil && !c.fixed && errors.Is(err, syscall.EADDRINUSE) {
+		logger.Info("the dashboard's default address is taken; using a free port", "addr", c.addr)
 		ln, err = dashboard.Listen("127.0.0.1:0", token)
 	}
 	if err != nil {
 		srv.Close()
-		return nil, fmt.Errorf("--dashboard %s: %w (choose another address, or --dashboard off)", addr, err)
+		hint := "choose another address with " + c.flag + " 127.0.0.1:PORT"
+		if c.flag == "--dashboard" {
+			hint += ", or turn the dashboard off with --dashboard off"
+		}
+		return nil, fmt.Errorf("%s %s: %w (%s)", c.flag, c.addr, err, hint)
 	}
 	d := &runningDashboard{srv: srv, base: dashboard.URL(ln.Addr().String(), ""), token: token, errc: make(chan error, 1)}
 	go func() { d.errc <- srv.Serve(ln) }()
@@ -261,59 +275,107 @@ func (d *runningDashboard) close() error {
 	return d.srv.Shutdown(ctx)
 }
 
-// dashboardOptions wires what the dashboard does not do itself: tapes and
-// profiles in replay's format, replay servers.
-func dashboardOptions(data string, replays *replayServers, logger *slog.Logger) *dashboard.Options {
-	return &dashboard.Options{
-		Logger:  logger,
-		Version: version,
-		DataDir: data,
-		Export:  exportTape,
-		Import: func(ctx context.Context, store capture.Store, r io.Reader) ([]string, error) {
-			tape, err := replay.ReadTape(r)
-			if err != nil {
-				return nil, err
-			}
-			return replay.Import(ctx, store, tape, &replay.ImportOptions{Rename: true})
-		},
-		Profiles: filepath.Join(data, "profiles"),
-		ValidateProfile: func(b []byte) error {
-			_, err := replay.ReadProfile(bytes.NewReader(b))
-			return err
-		},
-		StartReplay: replays.start,
-		StopReplay:  replays.stop,
-		Send:        dashboardSend(data),
-	}
+// dashBackend is the dashboard.Backend of every dashboard mcptape
+// starts: tapes and testing profiles in replay's formats, replay servers.
+type dashBackend struct {
+	data    string
+	replays *replayServers
 }
 
-// dashboardSend is Options.Send: replay.Send as the dashboard's own
-// client, the server's sampling, elicitation and roots requests answered
-// from the default testing profile (or its built-in defaults).
-func dashboardSend(data string) func(ctx context.Context, r dashboard.SendRequest) (*dashboard.SendResult, error) {
-	return func(ctx context.Context, r dashboard.SendRequest) (*dashboard.SendResult, error) {
-		p, _, err := loadNamedProfile(data, "")
-		if err != nil {
-			return nil, fmt.Errorf("the default testing profile: %w", err)
-		}
-		if p == nil {
-			p = &replay.Profile{Name: "built-in defaults"}
-		}
-		res, err := replay.Send(ctx, &replay.SendOptions{URL: r.URL, Method: r.Method, Params: r.Params, Body: r.Body, Header: r.Header,
-			Version: r.Version, Client: protocol.Implementation{Name: "mcptape-dashboard", Version: version}, Profile: p})
-		if err != nil {
-			return nil, err
-		}
-		out := &dashboard.SendResult{Version: res.Version, Status: res.Status, ContentType: res.ContentType, Response: res.Response,
-			Body: res.Body, Rounds: res.Rounds, Ms: res.Ms, Events: make([]dashboard.SendEvent, len(res.Events))}
-		for i, e := range res.Events {
-			out.Events[i] = dashboard.SendEvent{Dir: e.Dir, Message: e.Message, Text: e.Text, Note: e.Note}
-		}
-		return out, nil
-	}
+var _ dashboard.Backend = (*dashBackend)(nil)
+
+func (b *dashBackend) ExportTape(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
+	return exportTape(ctx, store, ids, w)
 }
 
-// exportTape is Options.Export: the sessions as a tape in replay's format.
+func (b *dashBackend) ImportTape(ctx context.Context, store capture.Store, r io.Reader) ([]string, error) {
+	tape, err := replay.ReadTape(r)
+	if err != nil {
+		return nil, err
+	}
+	return replay.Import(ctx, store, tape, &replay.ImportOptions{Rename: true})
+}
+
+func (b *dashBackend) CheckProfile(p []byte) error {
+	_, err := replay.ReadProfile(bytes.NewReader(p))
+	return err
+}
+
+func (b *dashBackend) AnswerFromProfile(ctx context.Context, profile, method string, params json.RawMessage) (json.RawMessage, error) {
+	p, _, err := loadNamedProfile(b.data, profile)
+	if err != nil {
+		return nil, err
+	}
+	return answerFromProfile(p, method, params)
+}
+
+func (b *dashBackend) StartReplay(ctx context.Context, id string) (string, error) {
+	return b.replays.start(ctx, id)
+}
+
+func (b *dashBackend) StopReplay(ctx context.Context, url string) error {
+	return b.replays.stop(ctx, url)
+}
+
+// storeBackend is the dashboard.Backend of `mcptape dashboard`: a
+// dashBackend that reports its store's state (size, bound, age limit,
+// sessions pruned) for the banner and the footer.
+type storeBackend struct {
+	*dashBackend
+	store *badgerstore.Store
+}
+
+var _ dashboard.StatusReporter = (*storeBackend)(nil)
+
+func (b *storeBackend) Status() dashboard.RecordingStatus { return storeStatus(b.store) }
+
+// recordBackend is a recorder's dashboard.Backend: a dashBackend, and the
+// recording's status, its routes, and sending through it.
+type recordBackend struct {
+	*dashBackend
+	rs *recording
+	// proxy is the recording proxy once it runs (the dashboard starts
+	// first).
+	proxy atomic.Pointer[proxy.Proxy]
+}
+
+var _ dashboard.Recording = (*recordBackend)(nil)
+
+func (b *recordBackend) Status() dashboard.RecordingStatus { return b.rs.status() }
+
+func (b *recordBackend) Sync(ctx context.Context) error { return b.rs.sync(ctx) }
+
+func (b *recordBackend) Routes() []dashboard.Route {
+	p := b.proxy.Load()
+	if p == nil {
+		return nil
+	}
+	var out []dashboard.Route
+	if up := p.Upstream(); up != nil {
+		out = append(out, dashboard.Route{Upstream: up.Redacted()})
+	}
+	for _, r := range p.Routes() {
+		out = append(out, dashboard.Route{Name: r.Name, Upstream: r.Upstream.Redacted()})
+	}
+	return out
+}
+
+// Send is replay.Send as the dashboard's own client, the server's
+// sampling, elicitation and roots requests answered from the default
+// testing profile (or its built-in defaults).
+func (b *recordBackend) Send(ctx context.Context, r dashboard.SendRequest) (any, error) {
+	p, _, err := loadNamedProfile(b.data, "")
+	if err != nil {
+		return nil, fmt.Errorf("the default testing profile: %w", err)
+	}
+	if p == nil {
+		p = &replay.Profile{Name: "built-in defaults"}
+	}
+	return replay.Send(ctx, &replay.SendOptions{URL: r.URL, Method: r.Method, Params: r.Params, Body: r.Body, Header: r.Header,
+		Version: r.Version, Client: protocol.Implementation{Name: dashboard.ClientName, Version: version}, Profile: p})
+}
+
+// exportTape writes the sessions as a tape in replay's format.
 func exportTape(ctx context.Context, store capture.Store, ids []string, w io.Writer) error {
 	return replay.Export(ctx, store, ids, w, "mcptape "+version)
 }
@@ -390,7 +452,10 @@ func (r *replayServers) stop(ctx context.Context, url string) error {
 }
 
 func (r *replayServers) defaultProfile() (*replay.Profile, error) {
-	dir := filepath.Join(r.data, "profiles")
+	if r.data == "" {
+		return nil, nil // a store in memory has no profiles
+	}
+	dir := profilesDir(r.data)
 	b, err := os.ReadFile(filepath.Join(dir, dashboard.DefaultProfileFile))
 	if err != nil {
 		return nil, nil

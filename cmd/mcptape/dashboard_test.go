@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -422,5 +423,17 @@ func TestDashboardFlags(t *testing.T) {
 	stop()
 	if code, _, e := mcptape(t, "dashboard", "--data", t.TempDir()+"/missing"); code != 1 || !strings.Contains(e, "no store at") {
 		t.Errorf("dashboard of a missing directory: %d %s", code, e)
+	}
+
+	// A busy port: the error names the flag the command has (it said
+	// --dashboard, a flag of record's only).
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	code, _, e := mcptape(t, "dashboard", "--data", data, "--listen", busy.Addr().String())
+	if code != 1 || !strings.Contains(e, "--listen "+busy.Addr().String()) || !strings.Contains(e, "choose another address with --listen") || strings.Contains(e, "--dashboard") {
+		t.Errorf("dashboard on a busy port: %d %s", code, e)
 	}
 }

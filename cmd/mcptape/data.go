@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
@@ -28,17 +30,22 @@ const (
 // defaultDataDir is the per-user data directory: $MCPTAPE_DATA, else
 // $XDG_DATA_HOME/mcptape, else the platform's convention
 // (~/.local/share/mcptape, ~/Library/Application Support/mcptape,
-// %LocalAppData%\mcptape).
+// %LocalAppData%\mcptape). It is never relative to the working directory,
+// which for a server a client starts is the client's: without HOME (a
+// client started by a service manager, or `env -i`) the home directory
+// comes from the account database.
 func defaultDataDir() string {
 	if d := os.Getenv(envData); d != "" {
 		return d
 	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "mcptape")
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "mcptape-data"
+	home := homeDir()
+	if home == "" {
+		// No home at all (an account the system does not know): a
+		// per-user directory that is at least absolute.
+		return filepath.Join(os.TempDir(), fmt.Sprintf("mcptape-%d", os.Getuid()))
 	}
 	switch runtime.GOOS {
 	case "darwin":
@@ -49,6 +56,19 @@ func defaultDataDir() string {
 		}
 	}
 	return filepath.Join(home, ".local", "share", "mcptape")
+}
+
+// homeDir is the user's home directory: $HOME (or the platform's
+// variable), else the account database's entry for this user; "" when
+// neither says, or what they say is not absolute.
+func homeDir() string {
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		return h
+	}
+	if u, err := user.Current(); err == nil && filepath.IsAbs(u.HomeDir) {
+		return u.HomeDir
+	}
+	return ""
 }
 
 // openWrite opens the store for recording (or importing); opts may be
@@ -70,7 +90,7 @@ func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error
 		}
 		if errors.Is(err, badgerstore.ErrLocked) {
 			if a, aerr := remotestore.ReadAnnouncement(dir); aerr == nil {
-				return nil, fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)
+				return nil, heldBy(dir, a)
 			}
 		}
 		return nil, notOpening(dir, err)
@@ -80,6 +100,29 @@ func openWrite(dir string, opts *badgerstore.Options) (*badgerstore.Store, error
 		return nil, err
 	}
 	return st, nil
+}
+
+// heldBy says which mcptape holds dir, announced by a, and what to do.
+func heldBy(dir string, a *remotestore.Announcement) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, st, err := remotestore.Discover(ctx, dir)
+	if err == nil && st.Listen == "" {
+		// Only a dashboard announces no listener of a proxy.
+		at := ""
+		if a.Dashboard != "" {
+			at = ", at " + dashboardBase(a.Dashboard)
+		}
+		return fmt.Errorf("%s is open in `mcptape dashboard` (pid %d%s), and one process at a time holds a data directory: "+
+			"stop the dashboard and run this again; `mcptape record` serves the same dashboard while it records (--dashboard ADDR). Or record into another directory with --data", dir, a.PID, at)
+	}
+	return fmt.Errorf("%s is in use by another mcptape recording (pid %d); stop it first, or use another directory with --data", dir, a.PID)
+}
+
+// dashboardBase is a dashboard's URL without its token, for a message.
+func dashboardBase(u string) string {
+	base, _, _ := strings.Cut(u, "?")
+	return base
 }
 
 // openedStore is a store opened for reading.
@@ -146,7 +189,7 @@ func noStore(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("no store at %s (the directory does not exist); record with `mcptape record --data %s --upstream URL`, or try `mcptape demo`", dir, dir)
+		return fmt.Errorf("no store at %s (the directory does not exist): nothing was recorded there yet. %s", dir, firstSteps(dir))
 	case err != nil:
 		return err
 	case !fi.IsDir():
@@ -158,9 +201,21 @@ func noStore(dir string) error {
 		if files, _ := spool.Files(dir); len(files) > 0 {
 			return nil
 		}
-		return fmt.Errorf("no store at %s (the directory holds no mcptape recordings); give --data the directory `mcptape record` wrote, or try `mcptape demo`", dir)
+		return fmt.Errorf("no store at %s (the directory holds no mcptape recordings); give --data the directory `mcptape record` or `mcptape wrap` wrote. %s", dir, firstSteps(dir))
 	}
 	return nil
+}
+
+// firstSteps says how to record into dir: attach for a client's stdio
+// servers (Claude Desktop and the IDEs launch those), record for an HTTP
+// server, or the demo.
+func firstSteps(dir string) string {
+	data := ""
+	if dir != defaultDataDir() {
+		data = " --data " + shellWord(dir)
+	}
+	return fmt.Sprintf("To record a client's servers (Claude Desktop, Claude Code, Cursor, VS Code): `mcptape attach CLIENT --all%s` "+
+		"(`mcptape clients` lists them), then restart the client; for an HTTP server: `mcptape record%s --upstream URL`; or try `mcptape demo`", data, data)
 }
 
 // pseudonymKey is the per-store secret that keys session-id pseudonyms, so

@@ -80,7 +80,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	// 4. What was recorded, and how to look at it.
 	fmt.Fprintln(stdout, "recorded sessions:")
-	if err := listSessions(ctx, rs.store, capture.SessionQuery{Since: started.Add(-time.Second)}, false, stdout); err != nil {
+	if err := listSessions(ctx, rs.store, capture.SessionQuery{Since: started.Add(-time.Second)}, false, stdout, ""); err != nil {
 		return err
 	}
 	var first string

@@ -15,7 +15,7 @@ import (
 // subcommands are the commands reached through another (`replay server`),
 // with their arguments and what they do, for their -h.
 var subcommands = map[string][2]string{
-	"replay server":     {"--tape FILE [--listen ADDR] [--profile FILE] [--timing recorded|fast] [--strict]", "Stand in for the recorded server: MCP clients connect to --listen and get the tape's answers."},
+	"replay server":     {"--tape FILE [--listen ADDR | --stdio] [--profile FILE] [--timing recorded|fast] [--strict]", "Stand in for the recorded server: MCP clients connect to --listen and get the tape's answers, or,\nwith --stdio, a client launches it as a stdio server (the command in its config) and talks over stdin and stdout."},
 	"replay client":     {"--tape FILE --target URL [--profile FILE] [--junit FILE]", "Send the tape's recorded client requests to a live server and compare its answers with the recording."},
 	"fixture server":    {"[--listen ADDR] [--tls-cert FILE --tls-key FILE] [--stdio]", "Run the reference MCP server (both protocol eras) that the demo and the tests use."},
 	"fixture client":    {"--url URL [--only STEPS] [--json]", "Run the scripted reference client against an MCP endpoint and report each step."},

@@ -178,7 +178,8 @@ func (a *clientAnswerer) askPerson(ctx context.Context, q proxy.AnswerQuestion, 
 			Message: fmt.Sprintf("mcptape: the testing profile %q leaves %s to a person, and this recorder has no dashboard", profile, q.Method)}}, nil
 	}
 	v, err := a.icpt.Hold(ctx, capture.HeldMessage{What: capture.HeldAnswer, Direction: protocol.ServerToClient, Method: q.Method,
-		Raw: q.Params, Key: q.Key, Rule: s.text, Upstream: q.Upstream, Version: q.Version, Profile: profile})
+		Raw: q.Params, Key: q.Key, Rule: s.text, Upstream: q.Upstream, Version: q.Version, Profile: profile,
+		MCPSession: q.MCPSession, Client: q.Client})
 	if err != nil {
 		return proxy.AnswerReply{}, err
 	}

@@ -68,7 +68,10 @@ func TestRecordAndReplayLegacySSE(t *testing.T) {
 	if base == "" {
 		t.Fatalf("no replay URL: %s", rr.out.String())
 	}
-	replayed, err := interop.RunClient(ctx, base+"/sse", &interop.ClientOptions{Transport: "sse"})
+	if !strings.Contains(rr.out.String(), base+"/everything/sse") {
+		t.Errorf("the replay server does not list the route's endpoint %s: %s", base+"/everything/sse", rr.out.String())
+	}
+	replayed, err := interop.RunClient(ctx, base+"/everything/sse", &interop.ClientOptions{Transport: "sse"})
 	if err != nil {
 		t.Fatalf("the TypeScript SSE client against the replay: %v", err)
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/protocol"
@@ -29,7 +31,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	if err := listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout); err != nil {
+	if err := listSessions(ctx, store, capture.SessionQuery{Limit: *limit}, *asJSON, stdout, firstSteps(*data)); err != nil {
 		return err
 	}
 	if !*asJSON {
@@ -38,7 +40,9 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQuery, asJSON bool, w io.Writer) error {
+// listSessions lists the sessions as a table (hint, if any, follows an
+// empty one) or as JSON lines.
+func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQuery, asJSON bool, w io.Writer, hint string) error {
 	if asJSON {
 		enc := newJSONLines(w)
 		for s, err := range store.Sessions(ctx, q) {
@@ -75,6 +79,9 @@ func listSessions(ctx context.Context, store capture.Reader, q capture.SessionQu
 	}
 	if n == 0 {
 		fmt.Fprintln(w, "(no sessions recorded yet)")
+		if hint != "" {
+			fmt.Fprintln(w, hint)
+		}
 	}
 	return nil
 }
@@ -257,13 +264,41 @@ func showSession(ctx context.Context, store capture.Reader, s *capture.Session, 
 		if m.Kind == protocol.KindFrame && m.SSE != nil {
 			notes = append(notes, "sse "+frameNote(m))
 		}
+		if m.Kind == protocol.KindStderr {
+			notes = append(notes, stderrNote(ctx, store, m))
+		}
 		for _, f := range m.Findings {
 			notes = append(notes, "! "+string(f.Kind)+": "+f.Message)
 		}
 		fmt.Fprintf(tw, "+%s\t%s\t%s\t%s\t%s\t%d\t%s\n", fmtOffset(m.Time.Sub(s.Start)), m.Direction.Arrow(), m.Kind,
 			dash(clean(method)), dash(clean(string(m.ID))), m.Size, clean(strings.Join(notes, "; ")))
 	}
+	if c := s.Command; c != nil && c.Exit != "" {
+		// How a stdio server ended, after what it said.
+		fmt.Fprintf(tw, "+%s\t\texit\t-\t-\t-\t%s\n", fmtOffset(s.End.Sub(s.Start)), clean(c.Exit))
+	}
 	return tw.Flush()
+}
+
+// maxStderrNote bounds what a row of show quotes of a stderr line.
+const maxStderrNote = 160
+
+// stderrNote is what a stdio server wrote to stderr, quoted, for show's
+// table (which lists messages without their bytes).
+func stderrNote(ctx context.Context, store capture.Reader, m *capture.Message) string {
+	full, err := store.Message(ctx, m.Seq)
+	if err != nil {
+		return "(the line cannot be read: " + err.Error() + ")"
+	}
+	text := string(full.Raw)
+	if len(text) > maxStderrNote {
+		text = text[:maxStderrNote]
+		for len(text) > 0 && !utf8.ValidString(text) {
+			text = text[:len(text)-1]
+		}
+		return strconv.Quote(text) + "…"
+	}
+	return strconv.Quote(text)
 }
 
 // shownOf is message m of session s as `show --json` prints it.

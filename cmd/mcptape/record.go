@@ -221,6 +221,8 @@ type recording struct {
 	shutdown time.Duration // how long close waits for calls in flight
 	// icpt holds intercepted messages (nil without rules and dashboard).
 	icpt *capture.Interceptor
+	// backend is the dashboard's (nil without one).
+	backend *recordBackend
 }
 
 func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (_ *recording, err error) {
@@ -341,7 +343,8 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		if timeout == 0 {
 			timeout = -1
 		}
-		if rs.icpt, err = capture.NewInterceptor(rules, &capture.InterceptorOptions{Timeout: timeout}); err != nil {
+		// Held messages name their session by its stored key.
+		if rs.icpt, err = capture.NewInterceptor(rules, &capture.InterceptorOptions{Timeout: timeout, Pseudonym: ro.Redact.Pseudonym}); err != nil {
 			return nil, usagef("--intercept: %v", err)
 		}
 	}
@@ -351,8 +354,10 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	if dashOn {
 		rs.replays = &replayServers{store: store, data: c.data, logger: logger}
-		if rs.dash, err = startDashboard(store, c.data, c.dashboard, c.dashboardToken, c.dashboardFixed, dashboard.FeedPublish,
-			metricsHandler(reg), rs.replays, rs.status, rs.sync, logger, rs.icpt); err != nil {
+		rs.backend = &recordBackend{dashBackend: &dashBackend{data: c.data, replays: rs.replays}, rs: rs}
+		if rs.dash, err = startDashboard(&dashboardConfig{store: store, data: c.data, addr: c.dashboard, flag: "--dashboard",
+			fixed: c.dashboardFixed, token: c.dashboardToken, feed: dashboard.FeedPublish, metrics: metricsHandler(reg),
+			backend: rs.backend, intercept: rs.icpt, logger: logger}); err != nil {
 			return nil, err
 		}
 		ro.OnBatch = fanOut(ro.OnBatch, rs.dash.srv.Publish)
@@ -392,6 +397,9 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 		return nil, err
 	}
 	rs.proxy = p
+	if rs.backend != nil {
+		rs.backend.proxy.Store(p)
+	}
 	rs.srv, err = proxy.Listen(c.listen, p, &proxy.ServerOptions{Logger: logger})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/proxy"
 	"github.com/mcptape/mcptape/replay"
 )
@@ -93,9 +94,7 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	fmt.Fprintf(stdout, "mcptape replay: serving %s (%d session(s)) at %s, timing %s\n", clean(*tapePath), len(tape.Sessions), srv.URL(), tm)
-	for _, ts := range tape.Sessions {
-		fmt.Fprintf(stdout, "  %s%s  (%s %s, recorded from %s)\n", srv.URL(), clean(ts.Session.Path), ts.Session.Era, clean(ts.Session.Version), dash(clean(ts.Session.Client.String())))
-	}
+	printEndpoints(stdout, srv.URL(), tape)
 	fmt.Fprintln(stdout, "mcptape replay: Ctrl-C stops")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
@@ -111,6 +110,49 @@ func runReplayServer(ctx context.Context, args []string, stdout, stderr io.Write
 		return rerr
 	}
 	return err
+}
+
+// maxEndpointLines bounds the endpoints the replay server lists.
+const maxEndpointLines = 20
+
+// printEndpoints lists where the replay answers: each recorded endpoint
+// (under its route's prefix) once, with what was recorded there.
+func printEndpoints(w io.Writer, base string, tape *replay.Tape) {
+	type endpoint struct {
+		url      string
+		sessions int
+		first    *capture.Session
+	}
+	var list []*endpoint
+	byURL := map[string]*endpoint{}
+	for _, ts := range tape.Sessions {
+		s := ts.Session
+		if s.Opening == "http" {
+			continue // no MCP traffic: OAuth metadata, probes
+		}
+		u := base + clean(s.Path)
+		if s.Route != "" {
+			u = base + "/" + clean(s.Route) + clean(s.Path)
+		}
+		e := byURL[u]
+		if e == nil {
+			e = &endpoint{url: u, first: s}
+			byURL[u] = e
+			list = append(list, e)
+		}
+		e.sessions++
+	}
+	for i, e := range list {
+		if i == maxEndpointLines {
+			fmt.Fprintf(w, "  … and %d more endpoints\n", len(list)-i)
+			break
+		}
+		if e.sessions == 1 {
+			fmt.Fprintf(w, "  %s  (%s %s, recorded from %s)\n", e.url, e.first.Era, clean(e.first.Version), dash(clean(e.first.Client.String())))
+			continue
+		}
+		fmt.Fprintf(w, "  %s  (%d sessions)\n", e.url, e.sessions)
+	}
 }
 
 // replayStdin is what `replay server --stdio` serves: the process's stdin.

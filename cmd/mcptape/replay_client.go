@@ -143,6 +143,7 @@ type pendingDashboard struct {
 	*runningDashboard
 	pending *dashboard.Pending
 	store   *memstore.Store
+	replays *replayServers
 }
 
 func startPendingDashboard(ctx context.Context, tape *replay.Tape, addr, token string, fixed bool, logger *slog.Logger) (*pendingDashboard, error) {
@@ -152,15 +153,15 @@ func startPendingDashboard(ctx context.Context, tape *replay.Tape, addr, token s
 		return nil, fmt.Errorf("showing the tape in the dashboard: %w", err)
 	}
 	pending := dashboard.NewPending()
-	opts := &dashboard.Options{Logger: logger, Version: version, Token: token, Feed: dashboard.FeedPoll, Pending: pending,
-		Export: exportTape}
-	d, err := serveDashboard(store, opts, addr, fixed)
+	replays := &replayServers{store: store, logger: logger}
+	d, err := startDashboard(&dashboardConfig{store: store, addr: addr, flag: "--dashboard", fixed: fixed, token: token,
+		feed: dashboard.FeedPoll, backend: &dashBackend{replays: replays}, pending: pending, logger: logger})
 	if err != nil {
 		pending.Close()
 		store.Close()
 		return nil, err
 	}
-	return &pendingDashboard{runningDashboard: d, pending: pending, store: store}, nil
+	return &pendingDashboard{runningDashboard: d, pending: pending, store: store, replays: replays}, nil
 }
 
 // close ends the waits (a person can no longer answer), then stops the
@@ -168,5 +169,6 @@ func startPendingDashboard(ctx context.Context, tape *replay.Tape, addr, token s
 func (d *pendingDashboard) close() {
 	d.pending.Close()
 	_ = d.runningDashboard.close()
+	d.replays.close()
 	d.store.Close()
 }

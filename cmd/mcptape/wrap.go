@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +44,9 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	data := fs.String("data", defaultDataDir(), "directory of the capture store the recording goes to")
 	name := fs.String("name", "", "the server's name in the recording (default: from the command)")
 	noRedact := fs.Bool("no-redact", false, "store secrets unredacted (local debugging only)")
+	var redactArgs, redactEnv stringList
+	fs.Var(&redactArgs, "redact-arg", "also redact what this regular expression matches in the server's arguments (its first group, if it has one), there and in every message (repeatable)")
+	fs.Var(&redactEnv, "redact-env", "also redact the values of the server's environment variables named like this (a shell pattern such as 'DB_*'; repeatable)")
 	otlp := fs.String("otlp", "", otlpUsage)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: mcptape wrap %s\n\nRuns COMMAND as a stdio MCP server and records its traffic; put it in front of the\nserver's command in a client's config (or let `mcptape attach` do it).\n\n", wrapUsage)
@@ -56,15 +62,27 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if *name == "" {
 		*name = serverName(argv)
 	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return fmt.Errorf("cannot start the server: %w", err)
+	redact := capture.RedactOptions{Disabled: *noRedact, Env: redactEnv}
+	for _, p := range redactArgs {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return usagef("--redact-arg %q: %v", p, err)
+		}
+		redact.Args = append(redact.Args, re)
 	}
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args[0] = argv[0]
+	for _, p := range redactEnv {
+		if _, err := path.Match(p, ""); err != nil {
+			return usagef("--redact-env %q: %v", p, err)
+		}
+	}
 	wd, _ := os.Getwd()
-
 	note := func(format string, a ...any) { fmt.Fprintf(stderr, "mcptape wrap: "+format+"\n", a...) }
+	// A write to a client that has gone must fail, not kill the wrap
+	// (SIGPIPE) before the recording is finished; handled signals are
+	// reset for the server, which gets SIGPIPE as it would unwrapped.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	// Spans go out from here only when asked: a wrap never fails its server
 	// for them, so an endpoint it cannot use is said once and dropped.
 	tr, terr := startTraces(ctx, *otlp, nil, nil, nil)
@@ -76,59 +94,128 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if tr != nil {
 		onBatch = tr.OnBatch
 	}
-	rec, sp, err := openWrapRecording(ctx, *data, *name, *noRedact, stderr, onBatch)
+	rec, sp, err := openWrapRecording(ctx, *data, *name, redact, stderr, onBatch)
 	var stream *capture.Stream
 	if err != nil {
 		note("not recording this server (%v); it runs as usual", err)
 	} else {
-		stream = rec.OpenStream(&capture.StreamInfo{Name: *name, Command: capture.Command{
+		stream = rec.OpenStream(&capture.StreamInfo{Name: *name, Leg: capture.LegStdio, Command: capture.Command{
 			Args: argv, Env: serverEnv(os.Environ()), Dir: wd,
 		}})
 	}
+	finish := func(exit string) {
+		if stream != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), drainWait)
+			if err := stream.Drain(dctx); err != nil {
+				note("the recording was still catching up after %s; what it had not stored is counted as lost", drainWait)
+			}
+			cancel()
+			stream.Close(exit)
+			closeWrapRecording(rec, sp, note)
+		}
+	}
+
+	prog, err := exec.LookPath(argv[0])
+	if err != nil {
+		// Recorded too: a server that cannot start is one a user looks for.
+		finish("not started: " + err.Error())
+		note("cannot start the server: %v", err)
+		return exitCode(startFailure(err))
+	}
+	cmd := exec.Command(prog, argv[1:]...)
+	cmd.Args[0] = argv[0]
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	// The server gets the signals the wrap gets; the wrap ends when it does.
-	state, werr := proxy.Wrap(context.WithoutCancel(ctx), cmd, stdin, stdout, stderr, &proxy.WrapOptions{Stream: stream, Signals: sigs})
-	if stream != nil {
-		stream.Close(proxy.ExitText(state))
-		closeWrapRecording(rec, sp, note)
+	res, werr := proxy.Wrap(context.WithoutCancel(ctx), cmd, stdin, stdout, stderr, &proxy.WrapOptions{Stream: stream, Signals: sigs})
+	if res == nil {
+		finish("not started: " + werr.Error())
+		note("cannot start the server: %v", werr)
+		return exitCode(startFailure(werr))
 	}
+	// The client has what the server wrote: let it see the end of the
+	// output now, not once the recording has caught up.
+	closeOutput(stdout)
+	finish(res.Exit())
 	if werr != nil {
 		return werr
 	}
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws, ok := res.State.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		sig := ws.Signal()
+		if crashSignal(sig) {
+			// Go turns these into a crash dump of the wrap's own: exit as
+			// a shell reports the server's death instead.
+			note("the server was %s; exiting with %d", proxy.ExitText(res.State), 128+int(sig))
+			return exitCode(128 + int(sig))
+		}
 		// Die as the server did, so the client sees the same end.
-		signal.Reset(ws.Signal())
-		raise(ws.Signal())
+		signal.Reset(sig)
+		raise(sig)
 		time.Sleep(100 * time.Millisecond)
-		return exitCode(128 + int(ws.Signal()))
+		return exitCode(128 + int(sig))
 	}
-	if c := state.ExitCode(); c != 0 {
+	if c := res.State.ExitCode(); c != 0 {
 		return exitCode(c)
 	}
 	return nil
 }
 
+// drainWait bounds how long a wrap whose server has ended waits for its
+// recording to catch up with a burst (see capture.Stream.Drain).
+const drainWait = 30 * time.Second
+
+// startFailure is the exit status for a server that could not start, as a
+// shell's: 127 for a command that is not there, 126 for one that cannot
+// be run.
+func startFailure(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
+}
+
+// crashSignal reports whether sig is one whose default action dumps core
+// (SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGSYS,
+// SIGXCPU, SIGXFSZ): raised in a Go program, those print a crash dump of
+// the program's own and exit 2, so a wrap exits with 128 plus the signal,
+// the status a shell reports for a process that died of it.
+func crashSignal(sig syscall.Signal) bool {
+	for _, s := range crashSignals {
+		if sig == s {
+			return true
+		}
+	}
+	return false
+}
+
+// closeOutput closes the wrap's stdout when it is the process's own.
+func closeOutput(w io.Writer) {
+	if f, ok := w.(*os.File); ok && f == os.Stdout {
+		_ = f.Close()
+	}
+}
+
 // openWrapRecording starts a recorder writing to a new spool in data.
-func openWrapRecording(ctx context.Context, data, name string, noRedact bool, stderr io.Writer, onBatch func(*capture.Batch)) (*capture.Recorder, *spool.Writer, error) {
+func openWrapRecording(ctx context.Context, data, name string, redact capture.RedactOptions, stderr io.Writer, onBatch func(*capture.Batch)) (*capture.Recorder, *spool.Writer, error) {
 	sp, err := spool.Create(data, name, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("from", "mcptape wrap")
 	ro := &capture.RecorderOptions{
-		Logger: logger, Redact: capture.RedactOptions{Disabled: noRedact},
+		Logger: logger, Redact: redact,
 		// A wrap never holds its server up for the record: with the
-		// queue full it gives the record up (counted) at once.
-		Backpressure: time.Millisecond, QueueBytes: 64 << 20,
+		// queue full, a burst waits in a backlog file in the spool
+		// folder, and a long line is kept there too, not in memory.
+		Backpressure: time.Millisecond, QueueBytes: 16 << 20, SpillDir: filepath.Join(data, spool.Dir),
 		// The wrap records its server's tools/list itself: it reads the
 		// baselines from the data directory, without the store.
 		Baselines: capture.OpenBaselines(data),
 		OnBatch:   onBatch,
 	}
-	if !noRedact {
+	if !redact.Disabled {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {
 			sp.Close()
 			return nil, nil, err
@@ -143,7 +230,7 @@ func openWrapRecording(ctx context.Context, data, name string, noRedact bool, st
 }
 
 func closeWrapRecording(rec *capture.Recorder, sp *spool.Writer, note func(string, ...any)) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
 	defer cancel()
 	cerr := rec.Close(ctx)
 	st := rec.Stats()

@@ -1,6 +1,11 @@
 // The dashboard's JSON API (/api/v1). Requests that change anything carry
 // the CSRF token from the mcptape_csrf cookie in the X-CSRF-Token header.
 
+// STOPPED is what a request that reaches nobody means: the mcptape
+// process that served the dashboard has ended.
+export const STOPPED = 'mcptape no longer answers at this address: the recorder (or dashboard) that served this page has stopped. ' +
+  'What is on screen stays readable; other pages, live updates and actions need it running again: start mcptape record (or mcptape dashboard) and reload.';
+
 export class ApiError extends Error {
   constructor(status, message, code) {
     super(message);
@@ -28,7 +33,13 @@ export async function api(path, { method = 'GET', body, signal } = {}) {
     opts.body = JSON.stringify(body);
     headers['Content-Type'] = 'application/json';
   }
-  const res = await fetch('/api/v1' + path, opts);
+  let res;
+  try {
+    res = await fetch('/api/v1' + path, opts);
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, STOPPED, 'stopped');
+  }
   if (res.status === 204) return null;
   let data = null;
   try { data = await res.json(); } catch { data = null; }

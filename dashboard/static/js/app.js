@@ -1,47 +1,105 @@
 // The dashboard app: History API routing over deep links. Each page is a
-// function that fills <main> and may return a cleanup function.
+// function that fills <main> and may return a cleanup function. The pages
+// are listed once, in pages.json, which the server reads too (every page
+// is a deep link it answers with index.html).
 
+import PAGES from './pages.json' with { type: 'json' };
 import { h, clear, add } from './dom.js';
-import { api, info } from './api.js';
+import { api, info, STOPPED } from './api.js';
 import { watchStatus } from './banner.js';
+import { setRouter, navigate, status, setKeys, pageKeys } from './nav.js';
+import { onTail } from './tail.js';
+
+// pattern turns a page's path ("/sessions/{id}/messages/{seq:[0-9]+}")
+// into a regular expression that captures its parameters.
+function pattern(path) {
+  const parts = path.split('/').map((seg) => {
+    const m = /^\{[a-z]+(?::(.+))?\}$/.exec(seg);
+    if (m) return `(${m[1] || '[^/]+'})`;
+    return seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  });
+  return new RegExp(`^${parts.join('/')}$`);
+}
 
 // Each page's module loads the first time it is visited, so a page does
 // not wait for the code of the others.
-const lazy = (path, name) => async (ctx) => (await import(path))[name](ctx);
+const routes = PAGES.map((p) => ({
+  re: pattern(p.path),
+  nav: p.nav || '',
+  page: p.redirect
+    ? () => { navigate(p.redirect, { replace: true }); }
+    : async (ctx) => (await import(p.module))[p.page](ctx),
+}));
 
-const routes = [
-  [/^\/$/, () => { navigate('/sessions', { replace: true }); }, ''],
-  [/^\/sessions$/, lazy('./pages/sessions.js', 'sessionsPage'), 'sessions'],
-  [/^\/sessions\/([^/]+)$/, lazy('./pages/session.js', 'sessionPage'), 'sessions'],
-  [/^\/sessions\/([^/]+)\/messages\/(\d+)$/, lazy('./pages/message.js', 'messagePage'), 'sessions'],
-  [/^\/sessions\/([^/]+)\/messages\/(\d+)\/inputs\/([^/]+)$/, lazy('./pages/input.js', 'inputPage'), 'sessions'],
-  [/^\/sessions\/([^/]+)\/exchanges\/(\d+)$/, lazy('./pages/exchange.js', 'exchangePage'), 'sessions'],
-  [/^\/live$/, lazy('./pages/live.js', 'livePage'), 'live'],
-  [/^\/latency$/, lazy('./pages/latency.js', 'latencyPage'), 'latency'],
-  [/^\/profiles$/, lazy('./pages/profiles.js', 'profilesPage'), 'profiles'],
-  [/^\/profiles\/([^/]+)$/, lazy('./pages/profiles.js', 'profilePage'), 'profiles'],
-  [/^\/import$/, lazy('./pages/import.js', 'importPage'), 'import'],
-  [/^\/pending$/, lazy('./pages/pending.js', 'pendingPage'), 'pending'],
-  [/^\/intercept$/, lazy('./pages/intercept.js', 'interceptPage'), 'intercept'],
-  [/^\/send$/, lazy('./pages/send.js', 'sendPage'), 'tools'],
-  [/^\/tools$/, lazy('./pages/tools.js', 'toolsPage'), 'tools'],
-];
+let current = { cleanup: null, abort: null, keep: null, ready: false };
+// shown is the address of the page on screen: a move within it (the skip
+// link's #main) draws nothing anew.
+let shown = '';
 
-let current = { cleanup: null, abort: null };
+// Keeping one's place. What a page shows — where it is scrolled to, which
+// folds are open, what has the focus, and what the page itself keeps (the
+// tree's open nodes) — is saved in its history entry as the user goes
+// (scrolling, clicking, keys) and when a link leaves it; Back and Forward
+// render the page again and put it all back.
+history.scrollRestoration = 'manual';
 
-// navigate goes to url; notice is a [text, kind] status to show once the
-// page has rendered (render clears the status line first).
-export function navigate(url, { replace = false, notice = null } = {}) {
-  if (replace) history.replaceState(null, '', url);
-  else history.pushState(null, '', url);
-  render(notice);
+// focusPath names the focused element so that it can be found again in the
+// same page drawn anew: by the nearest data-key, else by child positions
+// under <main>.
+function focusPath(main) {
+  const el = document.activeElement;
+  if (!el || el === document.body || !main.contains(el)) return null;
+  const keyed = el.closest('[data-key]');
+  if (keyed && main.contains(keyed)) return { key: keyed.dataset.key, self: keyed === el };
+  const path = [];
+  for (let n = el; n && n !== main; n = n.parentElement) path.unshift([...n.parentElement.children].indexOf(n));
+  return { path };
 }
 
-// status shows a short message in the header.
-export function status(text, kind = '') {
-  const el = document.getElementById('status');
-  el.textContent = text;
-  el.className = 'status ' + kind;
+function findFocus(main, f) {
+  if (!f) return null;
+  if (f.key !== undefined) {
+    const el = main.querySelector(`[data-key="${CSS.escape(f.key)}"]`);
+    return el && !f.self ? el.querySelector('a, button, input, select, textarea, [tabindex]') || el : el;
+  }
+  let n = main;
+  for (const i of f.path || []) {
+    n = n && n.children[i];
+  }
+  return n || null;
+}
+
+function snapshot() {
+  const main = document.getElementById('main');
+  const open = [];
+  main.querySelectorAll('details').forEach((d, i) => { if (d.open) open.push(i); });
+  let page;
+  try { page = current.keep ? current.keep() : undefined; } catch { page = undefined; }
+  return { scroll: window.scrollY, open, focus: focusPath(main), page };
+}
+
+function save() {
+  if (!current.ready) return;
+  history.replaceState({ ...(history.state || {}), view: snapshot() }, '');
+}
+
+let saveTimer = 0;
+function saveSoon() {
+  clearTimeout(saveTimer);
+  saveTimer = setTimeout(save, 150);
+}
+for (const ev of ['scroll', 'click', 'keyup', 'focusin', 'toggle']) window.addEventListener(ev, saveSoon, { passive: true, capture: true });
+
+// restore puts back what snapshot saved, once the page has rendered.
+function restore(main, view) {
+  const details = main.querySelectorAll('details');
+  for (const i of view.open || []) if (details[i]) details[i].open = true;
+  const el = findFocus(main, view.focus);
+  if (el && typeof el.focus === 'function') el.focus({ preventScroll: true });
+  const to = view.scroll || 0;
+  window.scrollTo(0, to);
+  // Folds opened above fill in as they load: scroll again once they have.
+  requestAnimationFrame(() => requestAnimationFrame(() => { if (Math.abs(window.scrollY - to) > 1) window.scrollTo(0, to); }));
 }
 
 async function render(notice) {
@@ -49,36 +107,54 @@ async function render(notice) {
     try { current.cleanup(); } catch { /* a page's cleanup must not stop the next */ }
   }
   if (current.abort) current.abort.abort();
+  clearTimeout(saveTimer);
   const abort = new AbortController();
-  current = { cleanup: null, abort };
+  current = { cleanup: null, abort, keep: null, ready: false };
+  setKeys([]);
+  const mine = current;
+  shown = location.pathname + location.search;
+  const view = history.state && history.state.view;
   const main = document.getElementById('main');
   clear(main);
   status(notice && typeof notice[0] === 'string' ? notice[0] : '', notice ? notice[1] || '' : '');
   const path = location.pathname;
-  for (const [re, page, nav] of routes) {
+  for (const { re, page, nav } of routes) {
     const m = re.exec(path);
     if (!m) continue;
     for (const a of document.querySelectorAll('#nav a')) {
       a.classList.toggle('active', a.dataset.nav === nav);
     }
     const params = m.slice(1).map((p) => { try { return decodeURIComponent(p); } catch { return p; } });
-    const ctx = { params, query: new URLSearchParams(location.search), main, signal: abort.signal, navigate };
+    // saved is what the page kept last time (ctx.keep's), keep registers
+    // what to keep this time.
+    const ctx = { params, query: new URLSearchParams(location.search), main, signal: abort.signal, navigate,
+      saved: view ? view.page : undefined, keep: (fn) => { mine.keep = fn; } };
     try {
       const cleanup = await page(ctx);
       if (abort.signal.aborted) {
         if (typeof cleanup === 'function') cleanup();
       } else {
         current.cleanup = typeof cleanup === 'function' ? cleanup : null;
+        if (view) restore(main, view);
+        else window.scrollTo(0, 0);
+        current.ready = true;
       }
     } catch (e) {
       if (abort.signal.aborted || e.name === 'AbortError') return;
       clear(main);
-      main.append(h('div', { class: 'error', role: 'alert' }, h('h1', {}, e.status === 404 ? 'Not found' : 'Something went wrong'), h('p', {}, e.message)));
+      // A page's code that does not load, or an API that does not answer:
+      // the process behind the page has stopped.
+      const stopped = e.code === 'stopped' || (e instanceof TypeError && /dynamically imported module|Failed to fetch|Importing a module script failed/.test(e.message));
+      main.append(h('div', { class: 'error', role: 'alert' },
+        h('h1', {}, stopped ? 'mcptape has stopped' : e.status === 404 ? 'Not found' : 'Something went wrong'),
+        h('p', {}, stopped ? STOPPED : e.message)));
     }
     return;
   }
   main.append(h('h1', {}, 'Not found'), h('p', {}, 'No page at this address. ', h('a', { href: '/sessions' }, 'Sessions')));
 }
+
+setRouter({ render, leave: save });
 
 // Links to this site navigate within the app.
 document.addEventListener('click', (e) => {
@@ -91,7 +167,36 @@ document.addEventListener('click', (e) => {
   navigate(href);
 });
 
-window.addEventListener('popstate', () => render());
+window.addEventListener('popstate', () => {
+  if (location.pathname + location.search === shown) return;
+  render();
+});
+
+// ? shows the keys: the app's and the page's.
+const APP_KEYS = [['?', 'this help'], ['Tab', 'the first Tab stop is “Skip to content”'], ['Esc', 'close this help']];
+
+function showHelp() {
+  let dlg = document.getElementById('keys-help');
+  if (!dlg) {
+    dlg = h('dialog', { id: 'keys-help', class: 'keys-help', 'aria-labelledby': 'keys-help-title' });
+    document.body.append(dlg);
+  }
+  const rows = (list) => list.map(([k, what]) => h('tr', {}, h('th', { scope: 'row' }, h('kbd', {}, k)), h('td', {}, what)));
+  const page = pageKeys();
+  dlg.replaceChildren(h('h2', { id: 'keys-help-title' }, 'Keys'),
+    ...(page.length ? [h('h3', {}, 'On this page'), h('table', { class: 'keys' }, h('tbody', {}, rows(page)))] : [h('p', { class: 'muted' }, 'This page has no keys of its own.')]),
+    h('h3', {}, 'Everywhere'), h('table', { class: 'keys' }, h('tbody', {}, rows(APP_KEYS))),
+    h('form', { method: 'dialog' }, h('button', { type: 'submit', class: 'primary' }, 'Close')));
+  if (!dlg.open) dlg.showModal();
+}
+
+document.addEventListener('keydown', (e) => {
+  if (e.key !== '?' || e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+  const t = e.target;
+  if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT' || t.isContentEditable)) return;
+  e.preventDefault();
+  showHelp();
+});
 
 async function boot() {
   // The page renders at once; the header and footer follow what the
@@ -105,51 +210,25 @@ async function boot() {
     clear(footer);
     add(footer, [`mcptape ${i.version}`, i.dataDir ? ` · ${i.dataDir}` : '', ` · live tail: ${i.live}`,
       i.features.metrics ? [' · ', h('a', { href: '/metrics' }, 'metrics')] : '']);
-    if (i.features.pending) watchPending();
-    if (i.features.intercept) watchIntercept();
+    if (i.features.pending) watchCount('pending', 'pending-count', '/pending', (r) => r.requests.length);
+    if (i.features.intercept) watchCount('intercept', 'intercept-count', '/intercept', (r) => r.held.length);
   } catch (e) {
     status(e.message, 'bad');
   }
 }
 
-// watchPending keeps the nav's count of requests waiting for a person
-// (a replay client's dashboard) from the live tail's pending events, and
-// passes them on to pages as 'mcptape:pending' events on window.
-function watchPending() {
-  const badge = document.getElementById('pending-count');
+// watchCount keeps a nav badge (requests waiting for a person, messages
+// held) from the live tail's events of type; pages subscribe to the same
+// events themselves.
+function watchCount(type, badgeID, path, count) {
+  const badge = document.getElementById(badgeID);
   const show = (n) => {
     badge.textContent = String(n);
     badge.hidden = !n;
   };
-  api('/pending').then((r) => show(r.requests.length)).catch(() => {});
-  const es = new EventSource('/api/v1/live');
-  es.addEventListener('open', () => { badge.dataset.live = '1'; });
-  es.addEventListener('pending', (ev) => {
-    let d;
-    try { d = JSON.parse(ev.data); } catch { return; }
-    show(Number(d.count) || 0);
-    window.dispatchEvent(new CustomEvent('mcptape:pending', { detail: d }));
-  });
-}
-
-// watchIntercept keeps the nav's count of held messages from the live
-// tail's intercept events, and passes them on to pages as
-// 'mcptape:intercept' events on window.
-function watchIntercept() {
-  const badge = document.getElementById('intercept-count');
-  const show = (n) => {
-    badge.textContent = String(n);
-    badge.hidden = !n;
-  };
-  api('/intercept').then((r) => show(r.held.length)).catch(() => {});
-  const es = new EventSource('/api/v1/live');
-  es.addEventListener('open', () => { badge.dataset.live = '1'; });
-  es.addEventListener('intercept', (ev) => {
-    let d;
-    try { d = JSON.parse(ev.data); } catch { return; }
-    show(Number(d.count) || 0);
-    window.dispatchEvent(new CustomEvent('mcptape:intercept', { detail: d }));
-  });
+  api(path).then((r) => show(count(r))).catch(() => {});
+  onTail('state', (st) => { if (st === 'live') badge.dataset.live = '1'; });
+  onTail(type, (d) => show(Number(d.count) || 0));
 }
 
 boot();

@@ -61,6 +61,13 @@ export function watchStatus() {
       store.hidden = !store.textContent;
     }
   };
-  const poll = () => api('/status').then(show).catch(() => {}).finally(() => setTimeout(poll, every));
+  // A poll that reaches nobody: the process behind the page has ended.
+  const gone = (e) => {
+    if (e.code !== 'stopped') return;
+    el.textContent = `${e.message} (noticed at ${new Date().toLocaleTimeString()})`;
+    el.hidden = false;
+    el.dataset.state = 'stopped';
+  };
+  const poll = () => api('/status').then(show).catch(gone).finally(() => setTimeout(poll, every));
   poll();
 }

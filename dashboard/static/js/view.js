@@ -1,10 +1,10 @@
-// Views of recorded JSON: a lazy collapsible tree, and a structured view
-// chosen by the value's shape. All of it text: recorded content never
+// Views of recorded JSON: a lazy collapsible tree, text with light
+// markdown, tables; render/content.js builds the view chosen by a value's
+// shape from these. All of it text: recorded content never
 // becomes markup, and sizes and depths are bounded so that a 5 MB string or
 // JSON nested 10,000 deep leaves the page usable.
 
 import { h, add, clipped, fmtCount } from './dom.js';
-import { contentBlock, contentBlocks, isBlock } from './render/content.js';
 
 export const MAX_DEPTH = 64; // the JSON tree stops opening below this
 const LEVEL_ITEMS = 200; // members shown per level before "show more"
@@ -25,7 +25,8 @@ function isObj(v) { return v !== null && typeof v === 'object'; }
 
 function size(v) { return Array.isArray(v) ? v.length : Object.keys(v).length; }
 
-function scalar(v) {
+// scalar is a JSON string, number, boolean or null, as text.
+export function scalar(v) {
   if (typeof v === 'string') {
     const el = h('span', { class: 'j-str' });
     add(el, ['"', clipped(v, STRING_CLIP), '"']);
@@ -181,10 +182,6 @@ export function markdown(text) {
   return root;
 }
 
-function isFlat(o) {
-  return Object.values(o).every((v) => !isObj(v));
-}
-
 // objTable renders a list of objects as a table: the union of their keys
 // as columns (at most 12), 100 rows with "show more".
 export function objTable(list) {
@@ -215,37 +212,4 @@ function cell(v) {
   if (v === undefined) return '';
   if (!isObj(v)) return typeof v === 'string' ? clipped(v, 300) : String(v);
   return h('code', {}, clipped(compact(v, 100000), 300));
-}
-
-// value renders v by its shape: content blocks, a table for a list of
-// objects, key/value for an object, text for a string; below depth 4 it
-// falls back to the JSON tree.
-export function value(v, depth = 0) {
-  if (depth > 4) return jsonTree(v);
-  if (!isObj(v)) {
-    if (typeof v === 'string' && (v.includes('\n') || v.length > 120)) return textView(v);
-    return scalar(v);
-  }
-  if (Array.isArray(v)) {
-    if (v.length === 0) return h('span', { class: 'muted' }, '(empty list)');
-    if (v.every(isBlock)) return contentBlocks(v);
-    if (v.every((x) => isObj(x) && !Array.isArray(x))) return objTable(v);
-    if (v.length > 200) return jsonTree(v);
-    return h('ol', { class: 'list', start: '0' }, v.map((x) => h('li', {}, value(x, depth + 1))));
-  }
-  if (isBlock(v)) return contentBlock(v);
-  const keys = Object.keys(v);
-  if (keys.length === 0) return h('span', { class: 'muted' }, '(empty object)');
-  if (keys.length > 200) return jsonTree(v);
-  return h('dl', { class: 'kv' + (isFlat(v) ? ' flat' : '') }, keys.map((k) => [h('dt', {}, k), h('dd', {}, value(v[k], depth + 1))]));
-}
-
-// structured is the structured view of a JSON-RPC message: its result,
-// params or error, by shape.
-export function structured(msg) {
-  if (!isObj(msg) || Array.isArray(msg)) return value(msg, 0);
-  for (const k of ['result', 'params', 'error']) {
-    if (k in msg) return h('div', { class: 'structured' }, h('div', { class: 'muted small' }, k), value(msg[k], 0));
-  }
-  return value(msg, 0);
 }

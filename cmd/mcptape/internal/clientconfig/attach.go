@@ -104,7 +104,8 @@ type AttachOptions struct {
 	// Route sends an HTTP (url) server through a running recorder: it
 	// asks the recorder for a route named after the server to its url,
 	// and returns the URL the client is to use instead. Nil skips HTTP
-	// servers (ErrHTTPServer).
+	// servers (ErrHTTPServer); so does an error, which is then the
+	// server's Result.Reason, while the other servers are attached.
 	Route func(name, upstream string) (string, error)
 }
 
@@ -333,6 +334,10 @@ func attachAt(loc Location, names []string, opts *AttachOptions) (*Report, error
 			return Skipped, nil, nil
 		}
 		edits, err := r.attach(c, e, opts)
+		if err != nil && e.Transport == HTTP {
+			// The recorder cannot take it: say why, attach the rest.
+			return Skipped, nil, &skipError{err}
+		}
 		if err != nil {
 			return 0, nil, err
 		}
@@ -536,11 +541,18 @@ func change(loc Location, names []string, d decide, opts *AttachOptions) (*Repor
 			continue
 		}
 		action, es, err := d(c, e, st)
+		var skip *skipError
+		if errors.As(err, &skip) {
+			err = nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: server %q: %w", c.path, e.Name, err)
 		}
 		res := Result{Name: e.Name, Action: action, Server: e.Server}
-		if action == Skipped {
+		switch {
+		case action == Skipped && skip != nil:
+			res.Reason = skip.err
+		case action == Skipped:
 			res.Reason = skipReason(e)
 		}
 		rep.Results = append(rep.Results, res)
@@ -602,6 +614,11 @@ func change(loc Location, names []string, d decide, opts *AttachOptions) (*Repor
 	}
 	return rep, nil
 }
+
+// skipError carries why a server is Skipped from a decide function.
+type skipError struct{ err error }
+
+func (e *skipError) Error() string { return e.err.Error() }
 
 func skipReason(e *entry) error {
 	if e.Problem != "" {

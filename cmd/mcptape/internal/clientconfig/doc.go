@@ -48,8 +48,10 @@
 // An entry with a "url" is a remote server over HTTP: wrap cannot run it.
 // Its url is pointed at a route of a running recorder (`mcptape record
 // --routes`, asked through its local API) instead; with no such recorder it
-// is [Skipped] with [ErrHTTPServer]. Each [Transport] has a route (the route
-// interface in attach.go).
+// is [Skipped] with [ErrHTTPServer], and when the recorder cannot take it
+// (it serves one upstream, or the store's owner is a dashboard) it is
+// Skipped with the recorder's reason, while the stdio servers are attached.
+// Each [Transport] has a route (the route interface in attach.go).
 //
 // # Example
 //

@@ -2,7 +2,7 @@
 
 import { h, clipped, sessionPath } from '../dom.js';
 import { api } from '../api.js';
-import { status } from '../app.js';
+import { status } from '../nav.js';
 
 export function importPage({ main }) {
   document.title = 'Import a tape · mcptape';

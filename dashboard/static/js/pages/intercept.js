@@ -8,10 +8,9 @@
 // elicitation as a form generated from its requestedSchema and checked;
 // a URL-mode elicitation's URL to copy and a Completed action. Held
 // content is hostile: all of it is shown as text. New messages appear as
-// the live tail announces them (app.js turns its intercept events into
-// 'mcptape:intercept' events on window).
+// the live tail announces them (tail.js).
 
-import { h, chip, clipped, fmtMs } from '../dom.js';
+import { h, chip, clipped, fmtMs, messagePath, sessionPath } from '../dom.js';
 import { api, enc } from '../api.js';
 import { jsonTree, parse } from '../view.js';
 import { messageBody } from '../render/body.js';
@@ -19,7 +18,8 @@ import { samplingRequest } from '../render/sampling.js';
 import { elicitationRequest } from '../render/elicitation.js';
 import { isObj } from '../render/content.js';
 import { schemaForm } from '../render/form.js';
-import { status } from '../app.js';
+import { status } from '../nav.js';
+import { onTail } from '../tail.js';
 
 const SAMPLING = 'sampling/createMessage';
 const ELICIT = 'elicitation/create';
@@ -106,11 +106,11 @@ export async function interceptPage({ main, signal }) {
 
   await refresh();
   const onChange = () => { refresh(); };
-  window.addEventListener('mcptape:intercept', onChange);
+  const stop = onTail('intercept', onChange);
   const poll = setInterval(refresh, 5000);
   const ages = setInterval(tick, 1000);
   return () => {
-    window.removeEventListener('mcptape:intercept', onChange);
+    stop();
     clearInterval(poll);
     clearInterval(ages);
   };
@@ -164,11 +164,19 @@ function parsed(raw) {
 // heldCard shows one held message and what can be done with it; gone is
 // called once it is no longer held.
 function heldCard(m, st, age, gone) {
+  const s = m.session;
+  const client = s ? [s.client.name, s.client.version].filter(Boolean).join(' ') : m.client || '';
   const card = h('section', { class: 'panel held', 'data-held-id': m.id, 'data-what': m.what, 'data-method': m.method || '' },
     h('h2', {}, chip(m.what, 'what'), ' ', chip(m.method || '?', 'method'), m.name ? [' ', h('code', {}, clipped(m.name, 200))] : '',
-      ` #${m.id} `, age),
+      m.rpcId !== undefined ? [' ', h('span', { class: 'rpc-id' }, 'id ', h('code', {}, clipped(JSON.stringify(m.rpcId), 80)))] : '', ' ', age),
+    h('p', { class: 'held-context small' },
+      s ? ['Session ', h('a', { href: sessionPath(s.id), class: 'mono held-session' }, clipped(s.id, 60)), ' · ', chip(s.status, 'status-' + s.status)]
+        : h('span', { class: 'muted' }, 'Its session is not in the store yet (its first request?)'),
+      ' · client ', h('strong', { class: 'held-client' }, clipped(client || 'unknown', 120)),
+      s && s.server.name ? [' · server ', clipped([s.server.name, s.server.version].filter(Boolean).join(' '), 120)] : '',
+      m.upstream ? [' · ', h('code', {}, clipped(m.upstream, 200))] : ''),
     h('p', { class: 'muted small' }, WHAT[m.what] || m.what, ' · ', m.rule.startsWith('--answer') ? clipped(m.rule, 200) : ['rule ', h('code', {}, clipped(m.rule, 200))],
-      m.version ? ` · ${m.version}` : '', m.key ? [' · input ', h('code', {}, clipped(m.key, 100))] : ''));
+      m.version ? ` · ${m.version}` : '', m.key ? [' · input ', h('code', {}, clipped(m.key, 100))] : '', ` · hold #${m.id}`));
   const msg = parsed(m.raw);
   const check = h('div', { class: 'check', role: 'status' });
   const buttons = [];
@@ -204,7 +212,8 @@ function heldCard(m, st, age, gone) {
     const req = parsed(m.request);
     card.append(h('div', { class: 'reading' }, messageBody(msg, { method: m.method, request: req })));
   } else {
-    card.append(h('div', { class: 'reading' }, messageBody(msg, { method: m.method })));
+    const tool = m.tool && s ? { ...m.tool, href: messagePath(s.id, m.tool.from) } : undefined;
+    card.append(h('div', { class: 'reading' }, messageBody(msg, { method: m.method, tool })));
   }
   card.append(h('details', { class: 'raw' }, h('summary', {}, 'Raw message'), jsonTree(msg === undefined ? null : msg)));
 
@@ -212,7 +221,7 @@ function heldCard(m, st, age, gone) {
   const row = h('div', { class: 'row-actions' });
   if (actions.has('forward')) row.append(button('primary forward', 'Forward', () => send({ action: 'forward' }, 'forwarded')));
   card.append(row);
-  if (actions.has('edit')) card.append(editBox(m, send, button, check));
+  if (actions.has('edit')) card.append(editBox(m, msg, send, button, check));
   if (answerable) {
     card.append(answerPanel(m, msg, st, send, button, check, { inPlace: true }));
   } else if (actions.has('answer')) {
@@ -223,9 +232,10 @@ function heldCard(m, st, age, gone) {
   return card;
 }
 
-// editBox edits the message as JSON, checked as you type; bytes that are
-// not JSON go only with the confirmation ticked.
-function editBox(m, send, button, check) {
+// editBox edits the message: a held tools/call with the tool's schema as
+// a form (the Tools page's), or as JSON, checked as you type; bytes that
+// are not JSON go only with the confirmation ticked.
+function editBox(m, msg, send, button, check) {
   const area = h('textarea', { class: 'editor edit-json', spellcheck: 'false', rows: '10', 'aria-label': `edit held message ${m.id}` });
   const raw = typeof m.raw === 'string' ? m.raw : JSON.stringify(m.raw, null, 2);
   try { area.value = JSON.stringify(JSON.parse(raw), null, 2); } catch { area.value = raw; }
@@ -248,7 +258,7 @@ function editBox(m, send, button, check) {
   };
   area.addEventListener('input', validate);
   validate();
-  return h('details', { class: 'edit-box' }, h('summary', {}, 'Edit and forward'), area, h('div', { class: 'row-actions' },
+  const jsonPane = h('div', { class: 'pane pane-json' }, area, h('div', { class: 'row-actions' },
     button('send-edit', 'Forward edited', () => {
       const ok = validate();
       if (!ok && !confirm.checked) {
@@ -258,6 +268,37 @@ function editBox(m, send, button, check) {
       }
       send(ok ? { action: 'edit', raw: area.value } : { action: 'edit', raw: area.value, malformed: true }, 'edited and forwarded');
     }), state, confirmLabel));
+  const box = h('details', { class: 'edit-box' }, h('summary', {}, 'Edit and forward'));
+  const schema = m.method === 'tools/call' && m.tool && isObj(m.tool.inputSchema) && isObj(msg) && isObj(msg.params) ? m.tool.inputSchema : null;
+  if (!schema) {
+    box.append(jsonPane);
+    return box;
+  }
+  // A tool call: its arguments as the form the tool's inputSchema
+  // describes, or the whole message as JSON.
+  const form = schemaForm(schema, { value: isObj(msg.params.arguments) ? msg.params.arguments : {}, label: `arguments of ${m.name || 'the tool'}` });
+  const formPane = h('div', { class: 'pane pane-form' }, form.el, h('div', { class: 'row-actions' },
+    button('send-form', 'Forward with these arguments', () => {
+      const problems = form.validate();
+      if (problems.length) {
+        check.textContent = `The form does not validate: ${problems.map((x) => `${x.path} ${x.message}`).join('; ')}`;
+        check.className = 'check bad';
+        return;
+      }
+      const edited = { ...msg, params: { ...msg.params, arguments: form.get() || {} } };
+      send({ action: 'edit', raw: JSON.stringify(edited) }, 'edited and forwarded');
+    })));
+  const pick = (name) => {
+    formPane.hidden = name !== 'form';
+    jsonPane.hidden = name !== 'json';
+    for (const b of modes.querySelectorAll('button')) b.classList.toggle('primary', b.dataset.mode === name);
+  };
+  const modes = h('div', { class: 'row-actions modes', role: 'group', 'aria-label': 'edit as' },
+    h('button', { type: 'button', 'data-mode': 'form', class: 'mode-form', onclick: () => pick('form') }, 'Form'),
+    h('button', { type: 'button', 'data-mode': 'json', class: 'mode-json', onclick: () => pick('json') }, 'JSON'));
+  box.append(modes, formPane, jsonPane);
+  pick('form');
+  return box;
 }
 
 // answerBox answers a client request in place of the server.

@@ -42,15 +42,19 @@ export async function latencyPage({ main, query, signal, navigate }) {
     main.append(h('p', { class: 'empty' }, MEASURES[measure].empty));
     return;
   }
-  const colors = palette(ans.methods.length);
-  const toolColors = palette(ans.tools.length);
+  // The chart draws the methods with the most samples, each in a colour
+  // of its own that tells it from the others; the rest are in the table.
+  const charted = [...ans.methods].sort((a, b) => b.n - a.n).slice(0, COLORS);
+  const colorOf = new Map(charted.map((m, i) => [m.method, i]));
   const row = (label, m, color) => h('tr', {},
-    h('td', {}, swatch(color), ' ', clipped(label, 80), LABELS[label] ? h('span', { class: 'muted small' }, ` — ${LABELS[label]}`) : ''),
+    h('td', {}, color !== undefined ? swatch(color) : h('span', { class: 'swatch-none', title: 'not in the chart' }), ' ', clipped(label, 80), LABELS[label] ? h('span', { class: 'muted small' }, ` — ${LABELS[label]}`) : ''),
     h('td', { class: 'num' }, fmtCount(m.n)), h('td', { class: 'num' }, fmtMs(m.p50)), h('td', { class: 'num' }, fmtMs(m.p99)));
-  main.append(section('p50 (solid) and p99 (dashed), per method', chart(ans, colors), legend(ans.methods, colors)),
-    section('Per method', table(['Method', MEASURES[measure].count, 'p50', 'p99'], ans.methods.map((m, i) => row(m.method, m, colors[i])), { class: 'grid' })));
+  const rest = ans.methods.length - charted.length;
+  main.append(section('p50 (solid) and p99 (dashed), per method', chart(ans, charted, colorOf), legend(charted, colorOf),
+    rest > 0 ? h('p', { class: 'muted small' }, `The chart draws the ${COLORS} methods with the most samples; the ${fmtCount(rest)} others are in the table below (filter by method to chart one).`) : ''),
+  section('Per method', table(['Method', MEASURES[measure].count, 'p50', 'p99'], ans.methods.map((m) => row(m.method, m, colorOf.get(m.method))), { class: 'grid' })));
   if (ans.tools.length > 0) {
-    main.append(section('Per tool (tools/call)', table(['Tool', MEASURES[measure].count, 'p50', 'p99'], ans.tools.map((m, i) => row(m.tool, m, toolColors[i])), { class: 'grid tools' })));
+    main.append(section('Per tool (tools/call)', table(['Tool', MEASURES[measure].count, 'p50', 'p99'], ans.tools.map((m) => row(m.tool, m, undefined)), { class: 'grid tools' })));
   }
 }
 
@@ -60,23 +64,36 @@ const LABELS = {
   other: 'batches, and tools past the label limit',
 };
 
-// palette is n colours that do not repeat: hues a golden angle apart.
-function palette(n) {
-  const out = [];
-  for (let i = 0; i < n; i++) out.push(`hsl(${Math.round((217 + i * 137.508) % 360)}, ${i % 2 ? 62 : 70}%, ${i % 3 === 2 ? 36 : 44}%)`);
-  return out;
-}
+// COLORS is how many series the chart draws: the stylesheet's c0…c7,
+// colours chosen to tell apart (in both themes), not shades of a hue.
+const COLORS = 8;
 
-// swatch is a colour sample; colours are SVG attributes, not styles.
-function swatch(color) {
+// swatch is a colour sample of series i.
+function swatch(i) {
   return s('svg', { class: 'swatch', width: '12', height: '12', viewBox: '0 0 12 12', 'aria-hidden': 'true' },
-    s('rect', { x: '0', y: '0', width: '12', height: '12', rx: '2', fill: color }));
+    s('rect', { x: '0', y: '0', width: '12', height: '12', rx: '2', class: `c${i}` }));
 }
 
-function legend(methods, colors) {
-  return h('ul', { class: 'legend', 'aria-label': 'legend' }, methods.map((m, i) => h('li', { 'data-method': m.method },
-    swatch(colors[i]), ' ', clipped(m.method, 60), LABELS[m.method] ? h('span', { class: 'muted' }, ` (${LABELS[m.method]})`) : '')),
+function legend(methods, colorOf) {
+  return h('ul', { class: 'legend', 'aria-label': 'legend' }, methods.map((m) => h('li', { 'data-method': m.method },
+    swatch(colorOf.get(m.method)), ' ', clipped(m.method, 60), LABELS[m.method] ? h('span', { class: 'muted' }, ` (${LABELS[m.method]})`) : '')),
   h('li', { class: 'muted' }, 'solid: p50 · dashed: p99'));
+}
+
+// runs splits a series' points where buckets without samples lie between
+// them: a line is drawn only across buckets that have samples.
+export function runs(points, bucketMs) {
+  const out = [];
+  let run = [];
+  for (const p of points) {
+    if (run.length && ms(p.t) - ms(run[run.length - 1].t) > bucketMs * 1.5) {
+      out.push(run);
+      run = [];
+    }
+    run.push(p);
+  }
+  if (run.length) out.push(run);
+  return out;
 }
 
 // MEASURES are the quantities the chart can show (the API's measure=).
@@ -126,11 +143,11 @@ function fmtAt(t, spanMs) {
   return `${d.getMonth() + 1}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
-function chart(ans, colors) {
+function chart(ans, methods, colorOf) {
   const W = 900, H = 320, L = 64, R = 14, T = 10, B = 40;
   const t0 = ms(ans.from), t1 = Math.max(ms(ans.to), t0 + 1);
   let ymax = 0;
-  for (const m of ans.methods) for (const p of m.points) ymax = Math.max(ymax, p.p99);
+  for (const m of methods) for (const p of m.points) ymax = Math.max(ymax, p.p99);
   if (!(ymax > 0)) ymax = 1;
   const ystep = niceStep(ymax, 4);
   const ytop = Math.ceil(ymax / ystep) * ystep;
@@ -150,16 +167,20 @@ function chart(ans, colors) {
     svg.append(s('line', { x1: px, x2: px, y1: H - B, y2: H - B + 4, class: 'grid-line' }),
       s('text', { x: px, y: H - 18, class: 'axis x-tick', 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle' }, fmtAt(t, span)));
   }
-  ans.methods.forEach((m, i) => {
-    const c = colors[i];
-    for (const [key, dash] of [['p50', ''], ['p99', ' dashed']]) {
-      const pts = m.points.map((p) => `${x(p.t).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ');
-      svg.append(s('polyline', { points: pts, class: 'series' + dash, stroke: c, 'data-method': m.method }));
+  for (const m of methods) {
+    const c = `c${colorOf.get(m.method)}`;
+    for (const run of runs(m.points, ans.bucketMs)) {
+      if (run.length < 2) continue; // a lone bucket is its dots
+      for (const [key, dash] of [['p50', ''], ['p99', ' dashed']]) {
+        const pts = run.map((p) => `${x(p.t).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ');
+        svg.append(s('polyline', { points: pts, class: `series${dash} ${c}`, 'data-method': m.method }));
+      }
     }
     for (const p of m.points) {
-      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p99).toFixed(1), r: 3, class: 'dot', fill: c },
+      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p99).toFixed(1), r: 3, class: `dot ${c}`, 'data-method': m.method },
         s('title', {}, `${m.method} ${fmtTime(p.t)}: p50 ${fmtMs(p.p50)}, p99 ${fmtMs(p.p99)}, ${p.n} samples`)));
+      svg.append(s('circle', { cx: x(p.t).toFixed(1), cy: y(p.p50).toFixed(1), r: 2, class: `dot ${c}`, 'data-method': m.method }));
     }
-  });
+  }
   return h('div', { class: 'scroll' }, svg);
 }

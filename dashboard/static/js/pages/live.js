@@ -1,9 +1,10 @@
-// /live: messages as they are recorded, from the dashboard's SSE feed,
+// /live: messages as they are recorded, from the live tail (tail.js),
 // starting with the latest ones recorded before the page opened. Errors
 // stand out; a filter by kind and one by method narrow the list.
 
 import { h, chip, clipped, cls, dirArrow, fmtBytes, fmtClock, fmtCount, messagePath, sessionPath } from '../dom.js';
 import { api } from '../api.js';
+import { onTail } from '../tail.js';
 
 const MAX_ROWS = 500;
 
@@ -114,22 +115,19 @@ export async function livePage({ main, query, signal }) {
     empty.hidden = true;
   }
 
-  const es = new EventSource('/api/v1/live');
-  es.addEventListener('open', () => { state.textContent = 'live'; state.className = 'chip live-state ok'; });
-  es.addEventListener('error', () => { state.textContent = 'reconnecting'; state.className = 'chip live-state warn'; });
-  es.addEventListener('lagged', () => {
-    main.prepend(h('p', { class: 'warn', role: 'alert' }, 'The live tail fell behind and skipped messages; the sessions list has everything.'));
-  });
-  es.addEventListener('message', (ev) => {
-    let m;
-    try { m = JSON.parse(ev.data); } catch { return; }
-    if (paused || m.kind === 'frame') return;
-    addRow(m);
-  });
-  es.addEventListener('session', (ev) => {
-    let s;
-    try { s = JSON.parse(ev.data); } catch { return; }
-    addSession(s);
-  });
-  return () => es.close();
+  const stops = [
+    onTail('state', (st) => {
+      state.textContent = st;
+      state.className = 'chip live-state ' + (st === 'live' ? 'ok' : st === 'reconnecting' ? 'warn' : '');
+    }),
+    onTail('lagged', () => {
+      main.prepend(h('p', { class: 'warn', role: 'alert' }, 'The live tail fell behind and skipped messages; the sessions list has everything.'));
+    }),
+    onTail('message', (m) => {
+      if (paused || m.kind === 'frame') return;
+      addRow(m);
+    }),
+    onTail('session', addSession),
+  ];
+  return () => { for (const stop of stops) stop(); };
 }

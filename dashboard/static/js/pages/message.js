@@ -9,7 +9,7 @@
 
 import { h, chip, clipped, copyButton, dirArrow, exchangePath, inputPath, fmtBytes, fmtClock, fmtCount, fmtMs, fmtTime, kv, messagePath, ms, section, sessionPath, table } from '../dom.js';
 import { api, info, enc } from '../api.js';
-import { navigate } from '../app.js';
+import { navigate } from '../nav.js';
 import { jsonTree, parse } from '../view.js';
 import { messageBody } from '../render/body.js';
 
@@ -84,11 +84,20 @@ export async function messagePage({ params, main, signal }) {
     const answer = d.answer ? parse(d.answer).value : undefined;
     const tool = d.tool ? { ...d.tool, href: messagePath(m.session, d.tool.from) } : null;
     try {
-      view.append(messageBody(parsed.value, {
-        kind: m.kind, method: m.method, request, answer, tool, inputs: rel.inputs || [],
+      const body = messageBody(parsed.value, {
+        kind: m.kind, method: m.method, request, answer: m.dir === 's2c' ? answer : undefined, tool, inputs: rel.inputs || [],
         inputHref: (key) => inputPath(m.session, m.seq, key),
         links: rel.complete ? { complete: messagePath(m.session, rel.complete) } : {},
-      }));
+      });
+      if (m.dir === 'c2s' && m.kind === 'request' && answer !== undefined) {
+        // A call and its answer side by side: one page for the call.
+        view.append(h('div', { class: 'two call-and-answer' },
+          h('div', { class: 'call-request' }, h('h3', {}, 'Request'), body),
+          h('div', { class: 'call-answer' }, h('h3', {}, 'Answer ', link(rel.response, `#${rel.response}`)),
+            messageBody(answer, { method: m.method, request: parsed.value, tool, inputs: [] }))));
+      } else {
+        view.append(body);
+      }
     } catch (e) {
       view.append(h('p', { class: 'muted' }, `Not shown structured: ${e.message}`));
     }

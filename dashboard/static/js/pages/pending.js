@@ -1,15 +1,16 @@
 // /pending: the requests a replay client waits on a person to answer (a
 // testing profile's manual sampling provider). New ones appear as the live
-// tail announces them (app.js turns its pending events into
-// 'mcptape:pending' events on window). What the live server asks is as
+// tail announces them (tail.js). What the live server asks is as
 // hostile as recorded content: all of it is shown as text.
 
 import { h, chip, fmtMs } from '../dom.js';
 import { api, enc } from '../api.js';
-import { jsonTree, value } from '../view.js';
+import { jsonTree } from '../view.js';
+import { value } from '../render/content.js';
 import { samplingRequest } from '../render/sampling.js';
 import { elicitationRequest } from '../render/elicitation.js';
-import { status } from '../app.js';
+import { status } from '../nav.js';
+import { onTail } from '../tail.js';
 
 // TEMPLATE is the answer the editor starts from: a CreateMessageResult.
 const TEMPLATE = { role: 'assistant', content: { type: 'text', text: '' }, model: 'human', stopReason: 'endTurn' };
@@ -69,12 +70,12 @@ export async function pendingPage({ main, signal }) {
 
   await refresh();
   const onPending = () => { refresh(); };
-  window.addEventListener('mcptape:pending', onPending);
+  const stop = onTail('pending', onPending);
   // Belt and braces for a live tail that lost an event; and the ages.
   const poll = setInterval(refresh, 5000);
   const ages = setInterval(tick, 1000);
   return () => {
-    window.removeEventListener('mcptape:pending', onPending);
+    stop();
     clearInterval(poll);
     clearInterval(ages);
   };

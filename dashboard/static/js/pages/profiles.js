@@ -5,7 +5,7 @@
 
 import { h, chip, clipped, fmtBytes, fmtTime, section, table } from '../dom.js';
 import { api, enc } from '../api.js';
-import { navigate, status } from '../app.js';
+import { navigate, status } from '../nav.js';
 
 // NAME is what the server accepts as a profile name (a file name).
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;

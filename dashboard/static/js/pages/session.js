@@ -1,67 +1,167 @@
-// /sessions/{id}: the session's facts and actions, and its causal tree:
-// each call with what it set off (sampling, elicitation and roots requests,
-// MRTR rounds, tool loops, notifications), labelled by what it holds
-// ("2 rounds · 1 sampling · 3 progress"), expandable, with relative
-// timings, status and finding chips; a sampling or elicitation node
-// previews its messages, form and answer when opened. Keyboard: arrows
-// move and open/close, Enter opens the message, Home/End jump; in the
-// page, / filters, e and f go to the next error and finding (E and F back).
+// /sessions/{id}: the session's facts and actions, its server's stderr
+// (a stdio session), and its causal tree (render/tree.js). The page keeps
+// up with the session as traffic arrives (the live tail): new calls are
+// added below, answered ones redrawn where they are, the facts updated,
+// and what the user reads does not move. The filter box searches the
+// messages' content too (params, results, errors); ?q= fills it and opens
+// the first hit. Keyboard: arrows move and open/close, Enter opens the
+// message, Home/End jump; in the page, / filters, e and f go to the next
+// error and finding (E and F back), * opens every node and - closes them.
 
-import { h, chip, clipped, cls, copyButton, dirArrow, fmtCount, fmtMs, fmtTime, inputPath, kv, messagePath, ms, nsToMs, section, via } from '../dom.js';
+import { h, chip, clipped, cls, copyButton, fmtCount, fmtMs, fmtTime, kv, section, via } from '../dom.js';
 import { api, info, enc } from '../api.js';
-import { navigate, status } from '../app.js';
-import { parse } from '../view.js';
+import { navigate, status, setKeys } from '../nav.js';
+import { onTail } from '../tail.js';
+import { buildTree, focusItem, matchesRoot, OPEN_NESTED } from '../render/tree.js';
 
-
-export async function sessionPage({ params, main, signal }) {
+export async function sessionPage({ params, main, signal, query, saved, keep }) {
   const id = params[0];
   const base = '/sessions/' + enc(id);
   const [detail, tree, features] = await Promise.all([
     api(base, { signal }), api(base + '/tree', { signal }), info().then((i) => i.features)]);
-  const s = detail.session;
+  let s = detail.session;
+  if (s.id !== id) {
+    // An id given by its start: the address names the whole id.
+    history.replaceState(history.state, '', '/sessions/' + enc(s.id) + location.search);
+  }
+  const sbase = '/sessions/' + enc(s.id);
   document.title = `Session ${s.id} · mcptape`;
-  const client = [s.client.name, s.client.version].filter(Boolean).join(' ');
-  const server = [s.server.name, s.server.version].filter(Boolean).join(' ');
 
+  const factsBox = h('div');
+  const drawFacts = (treeAnswer) => factsBox.replaceChildren(facts(s, treeAnswer));
+  drawFacts(tree);
   main.append(h('h1', {}, 'Session ', h('span', { class: 'mono' }, clipped(s.id, 80))));
-  main.append(h('div', { class: 'facts' },
-    kv([
-      ['Era', [s.era, s.version ? ' ' + s.version : '', s.opening ? h('span', { class: 'muted' }, ` (${s.opening})`) : '']],
-      ['Client', clipped(client || '—', 120)],
-      ['Server', clipped(server || '—', 120)],
-      ['Via', via(s)],
-      s.command
-        ? ['Command', [h('code', {}, clipped((s.command.args || []).join(' '), 300)),
-          s.command.dir ? h('span', { class: 'muted' }, ' in ', clipped(s.command.dir, 120)) : '',
-          s.command.exit ? h('span', { class: 'muted' }, ` (${s.command.exit})`) : '']]
-        : ['Upstream', h('code', {}, clipped((s.upstream || '') + (s.path || ''), 200))],
-      ['Start', fmtTime(s.start)],
-      ['Duration', fmtMs(s.durationMs)],
-      ['Messages', `${fmtCount(s.messages)} in ${fmtCount(s.exchanges)} exchanges`],
-      ['Calls', fmtCount(s.calls)],
-      ['Errors', h('span', { class: s.errors ? 'bad' : '' }, fmtCount(s.errors))],
-      ['Findings', h('span', { class: s.findings ? 'warn' : '' }, fmtCount(s.findings))],
-      ['Status', [chip(s.status, 'status-' + cls(s.status)), s.lost ? ` ${s.lost} records lost: ${s.lossReason}` : '']],
-    ]),
-    actions(detail, features)));
+  main.append(h('div', { class: 'facts' }, factsBox, actions(detail, features)));
+  const stderrBox = h('div');
+  const drawStderr = (treeAnswer) => stderrBox.replaceChildren(stderrSection(s, treeAnswer));
+  drawStderr(tree);
+  main.append(stderrBox);
 
-  const treeEl = renderTree(tree, s);
-  const nRoots = tree.tree.roots.length;
+  const ctl = buildTree(tree, s);
+  const treeEl = ctl.el;
+  const tools = treeTools(ctl, s, query.get('q') || (saved && saved.q) || '', signal);
+  const heading = h('h2', {});
+  const drawHeading = (t) => {
+    const { calls, notes } = counts(t);
+    heading.textContent = `Calls and notifications (${fmtCount(calls)} call${calls === 1 ? '' : 's'}, ${fmtCount(notes)} other)`;
+  };
+  drawHeading(tree);
   const found = tree.tree.findings || 0;
   const unanswered = tree.tree.unanswered || 0;
-  const tools = treeTools(treeEl, tree.tree.roots);
-  main.append(section(`Calls and notifications (${fmtCount(nRoots)})`,
-    h('p', { class: 'muted small' }, 'Click ▸ or use the arrow keys to open a node; Enter opens its message. ',
+  main.append(h('section', { class: 'panel' }, heading,
+    h('p', { class: 'muted small' }, 'Click ▸ or use the arrow keys to open a node; Enter opens its message; press ? for every key. ',
       `${fmtCount(found)} finding${found === 1 ? '' : 's'} recorded`, unanswered ? `, and ${fmtCount(unanswered)} request${unanswered === 1 ? '' : 's'} never answered` : '', '. ',
       h('a', { href: '/latency?session=' + enc(s.id) }, 'Latency of this session')),
     tools.el,
     treeEl));
+  if (saved) ctl.restore(saved);
+  keep(() => ({ ...ctl.keep(), q: tools.query() }));
+  setKeys([
+    ['/', 'filter the calls (by method, tool, and the messages’ content)'],
+    ['e / E', 'next / previous error'], ['f / F', 'next / previous finding'],
+    ['*', 'open every node'], ['-', 'close every node'],
+    ['↑ ↓', 'move in the tree'], ['→ ←', 'open / close a node'], ['Home / End', 'first / last node'],
+    ['Enter', 'open the node’s message'], ['Space', 'open or close a node'],
+  ]);
   treeEl.setAttribute('data-ready', '');
   // For the render benchmark: the tree is in the page, then on screen
   // (after the next frame is painted).
   performance.mark('mcptape:tree-ready');
   requestAnimationFrame(() => setTimeout(() => performance.mark('mcptape:tree-painted'), 0));
-  return tools.cleanup;
+  await tools.ready(!saved);
+
+  // Keeping up: the live tail says when the session got messages or
+  // changed; the tree is fetched again (at most once a second) and merged.
+  let timer = 0;
+  let last = 0;
+  let busy = false;
+  const refresh = async () => {
+    timer = 0;
+    if (busy) { timer = setTimeout(refresh, 500); return; }
+    busy = true;
+    last = Date.now();
+    try {
+      const t = await api(sbase + '/tree', { signal });
+      ctl.update(t, s);
+      drawHeading(t);
+      drawFacts(t);
+      drawStderr(t);
+      tools.refilter();
+      treeEl.dataset.updated = String((Number(treeEl.dataset.updated) || 0) + 1);
+    } catch (e) {
+      if (e.name !== 'AbortError') status(e.message, 'bad');
+    } finally {
+      busy = false;
+    }
+  };
+  // A big tree is fetched less often: once a second up to 5,000 calls,
+  // then a second more for each 5,000.
+  const every = () => 1000 * Math.max(1, Math.ceil(ctl.roots.length / 5000));
+  const soon = () => {
+    if (timer) return;
+    timer = setTimeout(refresh, Math.max(150, every() - (Date.now() - last)));
+  };
+  const stops = [
+    onTail('message', (m) => { if (m.session === s.id) soon(); }),
+    onTail('session', (row) => {
+      if (row.id !== s.id) return;
+      s = { ...s, ...row, labels: s.labels };
+      soon();
+    }),
+  ];
+  return () => {
+    for (const stop of stops) stop();
+    clearTimeout(timer);
+    tools.cleanup();
+  };
+}
+
+// counts are the tree's calls (client requests, a 2026-07-28 call's
+// rounds folded into it) and its other roots (notifications, requests of
+// the server, stray messages).
+function counts(t) {
+  let calls = 0;
+  for (const n of t.tree.roots) if (n.kind === 'call') calls++;
+  return { calls, notes: t.tree.roots.length - calls };
+}
+
+function facts(s, t) {
+  const client = [s.client.name, s.client.version].filter(Boolean).join(' ');
+  const server = [s.server.name, s.server.version].filter(Boolean).join(' ');
+  const { calls } = counts(t);
+  return kv([
+    ['Era', [s.era, s.version ? ' ' + s.version : '', s.opening ? h('span', { class: 'muted' }, ` (${s.opening})`) : '']],
+    ['Client', clipped(client || '—', 120)],
+    ['Server', clipped(server || '—', 120)],
+    ['Via', via(s)],
+    s.command
+      ? ['Command', [h('code', {}, clipped((s.command.args || []).join(' '), 300)),
+        s.command.dir ? h('span', { class: 'muted' }, ' in ', clipped(s.command.dir, 120)) : '']]
+      : ['Upstream', h('code', {}, clipped((s.upstream || '') + (s.path || ''), 200))],
+    s.command ? ['Exit', h('span', { class: 'exit' + (s.command.exit && !/code 0\b/.test(s.command.exit) ? ' bad' : '') },
+      s.command.exit || (s.status === 'open' ? 'still running' : 'not recorded'))] : null,
+    ['Start', fmtTime(s.start)],
+    ['Duration', fmtMs(s.durationMs)],
+    ['Messages', `${fmtCount(s.messages)} in ${fmtCount(s.exchanges)} exchanges`],
+    ['Calls', h('span', { class: 'calls', title: s.calls !== calls ? `${fmtCount(s.calls)} client requests in all: a 2026-07-28 call's retry rounds count as one call here` : undefined }, fmtCount(calls))],
+    ['Errors', h('span', { class: s.errors ? 'bad' : '' }, fmtCount(s.errors))],
+    ['Findings', h('span', { class: s.findings ? 'warn' : '' }, fmtCount(s.findings))],
+    ['Status', [chip(s.status, 'status-' + cls(s.status)), s.lost ? ` ${s.lost} records lost: ${s.lossReason}` : '']],
+  ]);
+}
+
+// stderrSection shows what a stdio server wrote to its standard error,
+// with how it ended.
+function stderrSection(s, t) {
+  const lines = t.stderr || [];
+  if (!s.command && !lines.length) return '';
+  const more = t.stderrMore || 0;
+  const exit = s.command && s.command.exit ? s.command.exit : s.status === 'open' ? 'still running' : '';
+  return section(`Standard error (${fmtCount(lines.length + more)} line${lines.length + more === 1 ? '' : 's'})`,
+    exit ? h('p', { class: 'stderr-exit' }, 'The server process: ', h('strong', {}, exit)) : '',
+    lines.length ? h('pre', { class: 'raw stderr-lines' }, lines.map((l) => [h('span', { class: 'muted' }, fmtTime(l.time).slice(11), ' '), clipped(l.text, 2000), '\n'])) :
+      h('p', { class: 'muted' }, 'The server wrote nothing to its standard error.'),
+    more ? h('p', { class: 'muted small' }, `… and ${fmtCount(more)} earlier lines (the last ${fmtCount(lines.length)} are shown).`) : '');
 }
 
 function actions(detail, features) {
@@ -95,7 +195,7 @@ function actions(detail, features) {
 
   // Replay.
   const replay = h('div', { class: 'replay' },
-    h('div', { class: 'muted small' }, 'Replay this session as a stand-in server:'),
+    h('div', { class: 'muted small' }, s.command ? 'Replay this session as a stand-in stdio server (the command a client config launches in place of the server):' : 'Replay this session as a stand-in server:'),
     h('pre', { class: 'command' }, detail.replay.export + '\n' + detail.replay.replay),
     copyButton('Copy command', detail.replay.command));
   if (detail.replay.canStart) {
@@ -154,211 +254,13 @@ function actions(detail, features) {
   return box;
 }
 
-// renderTree builds the tree's top level; a node's details and children
-// are built when it is first opened, so a session of thousands of calls
-// renders quickly.
-function renderTree(answer, s) {
-  const t0 = ms(s.start);
-  const edited = answer.edited || {};
-  const ul = h('ul', { class: 'tree', role: 'tree', 'aria-label': 'calls of the session' });
-  const roots = answer.tree.roots;
-  const frag = document.createDocumentFragment();
-  for (const n of roots) frag.append(item(n, 1, t0, true, s.id, edited));
-  ul.append(frag);
-  if (roots.length === 0) ul.append(h('li', { class: 'muted' }, 'No messages.'));
-  const first = ul.querySelector('li[role=treeitem]');
-  if (first) first.tabIndex = 0;
-  ul.addEventListener('keydown', (e) => keyNav(e, ul, s.id));
-  ul.addEventListener('click', (e) => {
-    const li = e.target.closest('li[role=treeitem]');
-    if (li && !e.target.closest('a, button, details, input, select, .preview')) focusItem(ul, li, false);
-  });
-  return ul;
-}
-
-function title(n, round) {
-  if (round) return [h('span', { class: 'method' }, `round ${round}`)];
-  const out = [h('span', { class: 'method' }, n.method || n.kind)];
-  if (n.name) out.push(' ', h('span', { class: 'name' }, clipped(n.name, 80)));
-  if (n.key) out.push(' ', h('span', { class: 'key' }, '[', clipped(n.key, 40), ']'));
-  if (n.label) out.push(' ', h('span', { class: 'label-note' }, `(${n.label})`));
-  return out;
-}
-
-// kidsOf are a node's rounds, then its children.
-function kidsOf(n) {
-  return [...(n.rounds || []).map((r, i) => ({ node: r, round: i + 1 })), ...(n.children || []).map((c) => ({ node: c }))];
-}
-
-// CATEGORY names what a child is, for a node's label.
-function category(n) {
-  switch (n.method) {
-    case 'sampling/createMessage': return 'sampling';
-    case 'elicitation/create': return 'elicitation';
-    case 'roots/list': return 'roots';
-    case 'notifications/progress': return 'progress';
-    case 'notifications/message': return 'log';
-    case 'notifications/cancelled': return 'cancelled';
-  }
-  if (n.kind === 'notification') return 'notification';
-  if (n.kind === 'call') return 'call';
-  return n.method || n.kind;
-}
-
-const ORDER = ['round', 'sampling', 'elicitation', 'roots', 'call', 'progress', 'log', 'cancelled', 'notification'];
-
-// kidsLabel says what a node holds, counting inside its rounds too:
-// "2 rounds · 1 sampling · 1 elicitation · 3 progress".
-export function kidsLabel(n) {
-  if (!(n.rounds && n.rounds.length) && !(n.children && n.children.length)) return [];
-  const counts = new Map();
-  const bump = (k) => counts.set(k, (counts.get(k) || 0) + 1);
-  for (const r of n.rounds || []) {
-    bump('round');
-    for (const c of r.children || []) bump(category(c));
-  }
-  for (const c of n.children || []) bump(category(c));
-  const keys = [...counts.keys()].sort((a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99));
-  return keys.map((k) => {
-    const v = counts.get(k);
-    const word = k === 'round' || k === 'call' || k === 'notification' ? `${k}${v === 1 ? '' : 's'}` : k;
-    return [k, `${fmtCount(v)} ${word}`];
-  });
-}
-
-// facts are a node's errors and findings anywhere under it, counted
-// once; its text for the filter is gathered only when a filter asks.
-function facts(n) {
-  if (n._facts) return n._facts;
-  let errors = n.status === 'error' || n.status === 'isError' ? 1 : 0;
-  let findings = 0;
-  const fs = n.findings;
-  if (fs) for (let i = 0; i < fs.length; i++) if (fs[i].kind !== 'redacted') findings++;
-  for (const list of [n.rounds, n.children]) {
-    if (!list) continue;
-    for (let i = 0; i < list.length; i++) {
-      const f = facts(list[i]);
-      errors += f.errors;
-      findings += f.findings;
-    }
-  }
-  n._facts = { errors, findings };
-  return n._facts;
-}
-
-function textOf(n) {
-  if (n._text !== undefined) return n._text;
-  const parts = [n.method || '', n.name || '', n.key || '', n.label || '', n.summary || '', n.status || '', n.note || ''];
-  for (const list of [n.rounds, n.children]) if (list) for (const c of list) parts.push(textOf(c));
-  n._text = parts.join('\n').toLowerCase();
-  return n._text;
-}
-
-function item(n, level, parentStart, root, sid, edited, round) {
-  const start = ms(n.start);
-  const kids = kidsOf(n);
-  const seq = n.request || n.response || 0;
-  const href = n.kind === 'input-request' && n.in ? inputPath(sid, n.in, n.key || '') : seq ? messagePath(sid, seq) : '';
-  const f = facts(n);
-  const li = h('li', {
-    role: 'treeitem', 'aria-level': String(level), 'aria-expanded': 'false', tabindex: '-1',
-    class: 'node kind-' + cls(n.kind) + (n.dir === 's2c' ? ' s2c' : ''), 'data-method': n.method || '',
-    'data-seq': String(seq || ''), 'data-href': href || undefined,
-    'data-errors': f.errors ? String(f.errors) : undefined, 'data-findings': f.findings ? String(f.findings) : undefined,
-  });
-  li._node = n;
-  const offset = start - parentStart;
-  const toggle = h('span', { class: 'toggle', 'aria-hidden': 'true' }, '▸');
-  const own = (n.findings || []).filter((x) => x.kind !== 'redacted');
-  const inside = f.findings - own.length;
-  const label = kidsLabel(n);
-  const row = h('div', { class: 'row' },
-    toggle,
-    h('span', { class: 'dir', title: n.dir === 'c2s' ? 'client → server' : 'server → client' }, dirArrow(n.dir)),
-    h('span', { class: 'title' }, title(n, round)),
-    n.status ? chip(n.status, 'status-' + cls(n.status)) : '',
-    n.duration ? h('span', { class: 'dur' }, fmtMs(nsToMs(n.duration))) : '',
-    h('span', { class: 'offset', title: root ? 'since the session started' : 'since the parent started' }, '+' + fmtMs(Math.max(0, offset))),
-    (edited[n.request] || edited[n.response]) ? chip('edited', 'edited') : '',
-    own.slice(0, 4).map((x) => chip(x.kind, 'finding')),
-    inside > 0 ? chip(`${inside} finding${inside === 1 ? '' : 's'} inside`, 'finding inside') : '',
-    label.length ? h('span', { class: 'kids-label', title: 'what this call set off' }, label.map(([k, t], i) => [i ? ' · ' : '', h('span', { class: 'k-' + cls(k) }, t)])) : '',
-    n.summary ? h('span', { class: 'summary' }, clipped(n.summary, 140)) : '');
-  li.append(row);
-  let group = null;
-  li._open = (on) => {
-    if (on && !group) {
-      group = h('ul', { role: 'group' });
-      group.append(details(n, sid, href));
-      for (const k of kids) group.append(item(k.node, level + 1, start, false, sid, edited, k.round));
-      li.append(group);
-    }
-    if (group) group.hidden = !on;
-    li.setAttribute('aria-expanded', on ? 'true' : 'false');
-    toggle.textContent = on ? '▾' : '▸';
-  };
-  toggle.addEventListener('click', (e) => { e.stopPropagation(); li._open(li.getAttribute('aria-expanded') !== 'true'); focusItem(li.closest('[role=tree]'), li, false); });
-  row.addEventListener('dblclick', () => li._open(li.getAttribute('aria-expanded') !== 'true'));
-  return li;
-}
-
-function details(n, sid, href) {
-  const links = [];
-  if (n.kind === 'input-request' && href) {
-    links.push(h('a', { href, class: 'msg-link input-link' }, `input request ${n.key || ''}`), ' ',
-      h('span', { class: 'muted' }, 'in '), h('a', { href: messagePath(sid, n.in), class: 'msg-link' }, `#${n.in}`));
-    if (n.answered) links.push(' ', h('span', { class: 'muted' }, 'answered in '), h('a', { href: messagePath(sid, n.answered), class: 'msg-link' }, `#${n.answered}`));
-  }
-  if (n.request) links.push(h('a', { href: messagePath(sid, n.request), class: 'msg-link' }, `request #${n.request}`));
-  if (n.response) links.push(' ', h('a', { href: messagePath(sid, n.response), class: 'msg-link' }, `response #${n.response}`));
-  const el = h('li', { class: 'details', role: 'none' },
-    h('div', {}, links, n.id ? h('span', { class: 'muted' }, ' id ', clipped(n.id, 60)) : '',
-      ' ', h('span', { class: 'muted' }, fmtTime(n.start))),
-    n.summary ? h('div', { class: 'summary-full' }, clipped(n.summary, 2000)) : '',
-    n.note ? h('div', { class: 'note' }, clipped(n.note, 2000)) : '',
-    (n.findings || []).length ? h('ul', { class: 'findings' }, n.findings.map((f) => h('li', {}, chip(f.kind, 'finding'), ' ', clipped(f.message, 500)))) : '');
-  if (n.method === 'sampling/createMessage' || n.method === 'elicitation/create') el.append(preview(n, sid));
-  return el;
-}
-
-// preview shows a sampling node's messages and answer, or an elicitation
-// node's message, form and answer, fetched when the node first opens.
-function preview(n, sid) {
-  const box = h('div', { class: 'preview', 'data-preview': n.method }, h('span', { class: 'muted small' }, 'loading…'));
-  const show = async (params, answer) => {
-    // The renderers load with the first preview: the tree does not wait for them.
-    const [{ samplingRequest, samplingResult }, { elicitationRequest }] = await Promise.all([import('../render/sampling.js'), import('../render/elicitation.js')]);
-    box.replaceChildren();
-    if (n.method === 'sampling/createMessage') {
-      box.append(samplingRequest(params, { compact: true }));
-      if (answer && answer.result) box.append(h('h3', {}, 'Answer'), samplingResult(answer.result, { compact: true }));
-      else if (answer && answer.error) box.append(h('p', { class: 'bad' }, 'Answered with an error: ', clipped(String(answer.error.message || ''), 300)));
-      else box.append(h('p', { class: 'muted' }, 'No answer recorded.'));
-    } else {
-      box.append(elicitationRequest(params, { answer: answer && answer.result ? answer.result : undefined, compact: true }));
-      if (!answer) box.append(h('p', { class: 'muted' }, 'No answer recorded.'));
-    }
-  };
-  const fail = (e) => box.replaceChildren(h('p', { class: 'muted' }, 'No preview: ', e.message));
-  if (n.kind === 'input-request' && n.in) {
-    api('/messages/' + n.in + '/inputs/' + enc(n.key || '')).then((d) =>
-      show(d.params, d.answer === undefined || d.answer === null ? null : { result: d.answer })).catch(fail);
-  } else if (n.request) {
-    api('/messages/' + n.request).then((d) => {
-      const req = parse(d.raw || '').value || {};
-      const ans = d.answer ? parse(d.answer).value : null;
-      return show(req.params, ans);
-    }).catch(fail);
-  } else {
-    box.replaceChildren(h('p', { class: 'muted' }, 'Nothing to preview.'));
-  }
-  return box;
-}
-
-// treeTools is the filter box and the next-error / next-finding buttons,
-// with their keys (/, e, f; E and F go back).
-function treeTools(tree, roots) {
-  const input = h('input', { type: 'search', class: 'tree-filter', placeholder: 'Filter: method, tool or text (press /)', 'aria-label': 'filter the calls', autocomplete: 'off' });
+// treeTools are the filter box (over what the tree shows and, through
+// the server, the messages' content), next error and next finding,
+// expand and collapse all, and the setting to open calls with nested
+// server requests, with their keys (/, e, f, E, F, *, -).
+function treeTools(ctl, s, initial, signal) {
+  const tree = ctl.el;
+  const input = h('input', { type: 'search', class: 'tree-filter', placeholder: 'Filter: method, tool, or text in the messages (press /)', 'aria-label': 'filter the calls', autocomplete: 'off', value: initial });
   const count = h('span', { class: 'muted small filter-count', role: 'status' });
   // at is the root the tree's focus is on, or was on when a button (or
   // the filter box) took it: the next jump steps on from there.
@@ -387,21 +289,50 @@ function treeTools(tree, roots) {
     }
     count.textContent = attr === 'data-errors' ? 'No errors.' : 'No findings.';
   };
-  const nextError = h('button', { type: 'button', class: 'next-error', title: 'next error (e; E goes back)', onclick: () => jump('data-errors', 1) }, 'Next error');
-  const nextFinding = h('button', { type: 'button', class: 'next-finding', title: 'next finding (f; F goes back)', onclick: () => jump('data-findings', 1) }, 'Next finding');
-  let timer;
+  const button = (cls, title, label, onclick) => h('button', { type: 'button', class: cls, title, onclick }, label);
+  let nested = false;
+  try { nested = localStorage.getItem(OPEN_NESTED) === '1'; } catch { nested = false; }
+  const openNested = h('input', { type: 'checkbox', class: 'open-nested', checked: nested });
+  openNested.addEventListener('change', () => {
+    try { localStorage.setItem(OPEN_NESTED, openNested.checked ? '1' : '0'); } catch { /* private mode */ }
+    ctl.setOpenNested(openNested.checked);
+  });
+
+  // The filter: what the tree shows at once, and the server's search of
+  // the messages' content as it comes.
+  let q = '';
+  let seqs = new Set();
+  let hits = 0;
+  let asked = null;
   const apply = () => {
-    const q = input.value.trim().toLowerCase();
-    let shown = 0;
-    for (const li of tree.children) {
-      if (li.getAttribute('role') !== 'treeitem') continue;
-      const ok = !q || textOf(li._node).includes(q);
-      li.classList.toggle('filtered-out', !ok);
-      if (ok) shown++;
-    }
-    count.textContent = q ? `${fmtCount(shown)} of ${fmtCount(roots.length)} shown` : '';
+    const shown = ctl.filter((n) => matchesRoot(n, q, seqs));
+    const total = ctl.roots.length;
+    count.textContent = q ? `${fmtCount(shown)} of ${fmtCount(total)} shown${hits ? ` · ${fmtCount(hits)} message${hits === 1 ? '' : 's'} hold “${q}”` : ''}` : '';
+    return shown;
   };
-  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(apply, 80); });
+  const search = async (text) => {
+    q = text.trim().toLowerCase();
+    if (asked) asked.abort();
+    seqs = new Set();
+    hits = 0;
+    apply();
+    if (q.length < 2) return;
+    const mine = new AbortController();
+    asked = mine;
+    signal.addEventListener('abort', () => mine.abort(), { once: true });
+    try {
+      const r = await api(`/sessions/${enc(s.id)}/search?q=${enc(text.trim())}`, { signal: mine.signal });
+      if (asked !== mine) return;
+      seqs = new Set(r.seqs);
+      hits = r.seqs.length;
+      apply();
+      if (r.more) count.append(` (the first ${fmtCount(hits)})`);
+    } catch (e) {
+      if (e.name !== 'AbortError') count.textContent = e.message;
+    }
+  };
+  let timer;
+  input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(() => search(input.value), 150); });
   const onKey = (e) => {
     if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
     const t = e.target;
@@ -412,74 +343,34 @@ function treeTools(tree, roots) {
       case 'E': jump('data-errors', -1); break;
       case 'f': jump('data-findings', 1); break;
       case 'F': jump('data-findings', -1); break;
+      case '*': ctl.expandAll(); break;
+      case '-': ctl.collapseAll(); break;
       default: return;
     }
     e.preventDefault();
   };
   document.addEventListener('keydown', onKey);
   return {
-    el: h('div', { class: 'tree-tools' }, input, nextError, nextFinding, count),
-    cleanup: () => { document.removeEventListener('keydown', onKey); clearTimeout(timer); },
+    el: h('div', { class: 'tree-tools' }, input,
+      button('next-error', 'next error (e; E goes back)', 'Next error', () => jump('data-errors', 1)),
+      button('next-finding', 'next finding (f; F goes back)', 'Next finding', () => jump('data-findings', 1)),
+      button('expand-all', 'open every node (*)', 'Expand all', () => ctl.expandAll()),
+      button('collapse-all', 'close every node (-)', 'Collapse all', () => ctl.collapseAll()),
+      h('label', { class: 'small', title: 'remembered in this browser' }, openNested, ' Open calls with nested server requests'),
+      count),
+    query: () => input.value,
+    refilter: () => { if (q) apply(); },
+    // ready applies the filter the page opened with; with open, it opens
+    // the first hit (a query carried from the sessions list).
+    ready: async (open) => {
+      if (!initial.trim()) return;
+      await search(initial);
+      if (!open) return;
+      if (!(seqs.size && ctl.reveal(seqs))) {
+        const li = [...tree.children].find((x) => x.getAttribute('role') === 'treeitem' && !x.classList.contains('filtered-out'));
+        if (li) { focusItem(tree, li); li.scrollIntoView({ block: 'center' }); }
+      }
+    },
+    cleanup: () => { document.removeEventListener('keydown', onKey); clearTimeout(timer); if (asked) asked.abort(); },
   };
-}
-
-function visibleItems(tree) {
-  const out = [];
-  const walk = (ul) => {
-    for (const li of ul.children) {
-      if (li.getAttribute('role') !== 'treeitem' || li.classList.contains('filtered-out')) continue;
-      out.push(li);
-      if (li.getAttribute('aria-expanded') === 'true') {
-        const g = li.querySelector(':scope > ul[role=group]');
-        if (g) walk(g);
-      }
-    }
-  };
-  walk(tree);
-  return out;
-}
-
-function focusItem(tree, li, scroll = true) {
-  if (!tree || !li) return;
-  for (const x of tree.querySelectorAll('li[tabindex="0"]')) x.tabIndex = -1;
-  li.tabIndex = 0;
-  li.focus({ preventScroll: !scroll });
-}
-
-function keyNav(e, tree, sid) {
-  if (e.target.closest('a, button, input, select, textarea, summary')) return;
-  const li = e.target.closest('li[role=treeitem]');
-  if (!li) return;
-  const items = visibleItems(tree);
-  const i = items.indexOf(li);
-  const open = li.getAttribute('aria-expanded') === 'true';
-  switch (e.key) {
-    case 'ArrowDown': focusItem(tree, items[Math.min(items.length - 1, i + 1)]); break;
-    case 'ArrowUp': focusItem(tree, items[Math.max(0, i - 1)]); break;
-    case 'Home': focusItem(tree, items[0]); break;
-    case 'End': focusItem(tree, items[items.length - 1]); break;
-    case 'ArrowRight':
-      if (!open) li._open(true);
-      else {
-        const child = li.querySelector(':scope > ul[role=group] > li[role=treeitem]');
-        if (child) focusItem(tree, child);
-      }
-      break;
-    case 'ArrowLeft':
-      if (open) li._open(false);
-      else {
-        const parent = li.parentElement.closest('li[role=treeitem]');
-        if (parent) focusItem(tree, parent);
-      }
-      break;
-    case 'Enter': {
-      // Messages open; so do the requests inside 2026-07-28 rounds.
-      const href = li.dataset.href;
-      if (href) navigate(href);
-      break;
-    }
-    case ' ': li._open(!open); break;
-    default: return;
-  }
-  e.preventDefault();
 }

@@ -5,8 +5,8 @@
 // shape. The message page and the input-request page use it.
 
 import { h, chip, clipped, fmtCount } from '../dom.js';
-import { value, parse } from '../view.js';
-import { isObj, metaFold } from './content.js';
+import { parse } from '../view.js';
+import { isObj, metaFold, value } from './content.js';
 import { samplingRequest, samplingResult } from './sampling.js';
 import { elicitationRequest, elicitationAnswer } from './elicitation.js';
 import { toolArguments, toolResult, toolsList } from './tools.js';

@@ -4,7 +4,7 @@
 // tool_result are drawn inline, without boxes of their own.
 
 import { h, add, chip, clipped, fmtCount } from '../dom.js';
-import { textView, value, mediaURL, compact, jsonTree } from '../view.js';
+import { textView, mediaURL, compact, jsonTree, objTable, scalar } from '../view.js';
 
 export const BLOCK_TYPES = new Set(['text', 'image', 'audio', 'resource', 'resource_link', 'tool_use', 'tool_result']);
 
@@ -120,4 +120,32 @@ export function metaFold(meta, label = '_meta') {
     d.append(jsonTree(meta));
   });
   return d;
+}
+
+function isFlat(o) {
+  return Object.values(o).every((v) => v === null || typeof v !== 'object');
+}
+
+// value renders v by its shape: content blocks, a table for a list of
+// objects, key/value for an object, text for a string; below depth 4 it
+// falls back to the JSON tree. It lives beside the content blocks because
+// each draws the other (a block's structuredContent, a list of blocks).
+export function value(v, depth = 0) {
+  if (depth > 4) return jsonTree(v);
+  if (v === null || typeof v !== 'object') {
+    if (typeof v === 'string' && (v.includes('\n') || v.length > 120)) return textView(v);
+    return scalar(v);
+  }
+  if (Array.isArray(v)) {
+    if (v.length === 0) return h('span', { class: 'muted' }, '(empty list)');
+    if (v.every(isBlock)) return contentBlocks(v);
+    if (v.every(isObj)) return objTable(v);
+    if (v.length > 200) return jsonTree(v);
+    return h('ol', { class: 'list', start: '0' }, v.map((x) => h('li', {}, value(x, depth + 1))));
+  }
+  if (isBlock(v)) return contentBlock(v);
+  const keys = Object.keys(v);
+  if (keys.length === 0) return h('span', { class: 'muted' }, '(empty object)');
+  if (keys.length > 200) return jsonTree(v);
+  return h('dl', { class: 'kv' + (isFlat(v) ? ' flat' : '') }, keys.map((k) => [h('dt', {}, k), h('dd', {}, value(v[k], depth + 1))]));
 }

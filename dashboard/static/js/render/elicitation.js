@@ -36,8 +36,10 @@ export function elicitationRequest(params, { answer, links = {}, editable = fals
   const out = h('div', { class: 'elicitation elicitation-' + mode + (small ? ' small' : '') });
   out.append(h('div', { class: 'elicitation-head' }, chip(mode === 'url' ? 'URL mode' : 'form mode', 'mode'),
     p.mode !== undefined && p.mode !== 'url' && p.mode !== 'form' ? [' ', chip(`mode ${compact(p.mode, 40)}`, 'bad')] : ''));
-  out.append(h('div', { class: 'elicitation-message' }, typeof p.message === 'string' ? textView(p.message) : h('span', { class: 'muted' }, '(no message)')));
   const result = isObj(answer) ? answer : null;
+  // What the user did comes first: accepted, declined, cancelled.
+  if (result) out.append(answerHead(result));
+  out.append(h('div', { class: 'elicitation-message' }, typeof p.message === 'string' ? textView(p.message) : h('span', { class: 'muted' }, '(no message)')));
   if (mode === 'url') {
     const url = typeof p.url === 'string' ? p.url : '';
     out.append(kv([
@@ -46,7 +48,6 @@ export function elicitationRequest(params, { answer, links = {}, editable = fals
       ['Elicitation id', typeof p.elicitationId === 'string' ? h('code', {}, clipped(p.elicitationId, 200)) : h('span', { class: 'muted' }, '(none: 2026-07-28 has none)')],
       links.complete ? ['Completed by', h('a', { href: links.complete, class: 'complete-link' }, 'notifications/elicitation/complete')] : null,
     ]));
-    if (result) out.append(answerHead(result));
   } else {
     const problems = flatProblems(p.requestedSchema);
     const fs = fields(p.requestedSchema);
@@ -54,7 +55,6 @@ export function elicitationRequest(params, { answer, links = {}, editable = fals
       out.append(h('p', { class: 'warn schema-problem' }, 'This form is outside the flat-primitive rule (', problems.join('; '), '): its schema is shown as JSON.'),
         jsonTree(p.requestedSchema === undefined ? null : p.requestedSchema));
     }
-    if (result) out.append(answerHead(result));
     if (problems.length) {
       // No form to fill in: the answer's content is read as JSON too.
       if (result && result.content !== undefined) out.append(h('div', { class: 'answer-content' }, h('span', { class: 'muted small' }, 'content'), jsonTree(result.content)));
@@ -72,10 +72,18 @@ export function elicitationRequest(params, { answer, links = {}, editable = fals
   return out;
 }
 
+// ACTIONS say what each answer means.
+const ACTIONS = {
+  accept: 'accepted: the form holds the answers given',
+  decline: 'declined: the user answered nothing; the form below shows what was asked, with its defaults as defaults',
+  cancel: 'cancelled: the user dismissed the form without answering; the form below shows what was asked',
+};
+
 function answerHead(result) {
   const action = typeof result.action === 'string' ? result.action : '?';
   const kind = action === 'accept' ? 'ok' : action === 'decline' ? 'warn' : action === 'cancel' ? 'warn' : 'bad';
-  return h('div', { class: 'elicitation-answer' }, h('span', { class: 'muted' }, 'Answer: '), chip(action, kind + ' action'),
+  return h('div', { class: 'elicitation-answer', 'data-action': action }, h('span', { class: 'muted' }, 'Answer: '), chip(action, kind + ' action'),
+    ACTIONS[action] ? h('span', { class: 'muted small' }, ' ', ACTIONS[action]) : '',
     action !== 'accept' && result.content !== undefined ? [' ', h('span', { class: 'warn' }, 'with content, which only accept may carry')] : '',
     action === 'accept' && result.content === undefined ? [' ', h('span', { class: 'muted' }, '(no content)')] : '');
 }
@@ -91,7 +99,9 @@ export function elicitationForm(schema, { values = null, editable = false } = {}
     const id = 'f-' + Math.random().toString(36).slice(2);
     const v = values && f.name in values ? values[f.name] : undefined;
     const given = values && f.name in values;
-    const shown = given ? v : f.hasDefault ? f.default : undefined;
+    // A form being answered starts from the defaults; a recorded one
+    // shows only what was answered, and a default as a default.
+    const shown = given ? v : editable && f.hasDefault ? f.default : undefined;
     const label = h('label', { for: id, class: 'field-label' }, clipped(f.title || f.name, 200),
       f.required ? h('span', { class: 'required-mark', title: 'required' }, ' *') : '',
       f.title ? h('span', { class: 'muted small' }, ' ', clipped(f.name, 80)) : '');
@@ -101,7 +111,8 @@ export function elicitationForm(schema, { values = null, editable = false } = {}
     if (f.format) hint.push(`format ${f.format}`);
     hint.push(...f.bounds);
     if (f.hasDefault) hint.push(`default ${compact(f.default, 100)}`);
-    const row = h('div', { class: 'form-row' + (given ? ' answered' : ''), 'data-field': f.name }, label, input.el,
+    if (!editable && !given) input.placeholder(f.hasDefault ? `not answered · default: ${compact(f.default, 60)}` : 'not answered');
+    const row = h('div', { class: 'form-row' + (given ? ' answered' : ' unanswered'), 'data-field': f.name }, label, input.el,
       hint.length ? h('div', { class: 'muted small hint' }, hint.join(' · ')) : '',
       values && !given && f.required ? h('div', { class: 'bad small' }, 'required, but the answer leaves it out') : '',
       given && !fits(f, v) ? h('div', { class: 'bad small' }, `the answer ${compact(v, 100)} does not fit this field`) : '');
@@ -129,7 +140,8 @@ function control(f, id, shown, editable) {
   const ro = !editable;
   if (t === 'boolean') {
     const el = h('input', { id, type: 'checkbox', checked: shown === true, disabled: ro });
-    return { el, get: () => el.checked };
+    // Not answered: neither ticked nor not (a default is in the hint).
+    return { el, get: () => el.checked, placeholder: () => { el.indeterminate = true; } };
   }
   if (f.choices.length && t === 'array') {
     const set = new Set(Array.isArray(shown) ? shown : []);
@@ -139,7 +151,7 @@ function control(f, id, shown, editable) {
       box.append(h('label', { class: 'choice' }, cb, ' ', c.title ? clipped(c.title, 200) : choiceText(c.value, 200)));
       return [cb, c.value];
     });
-    return { el: box, get: () => inputs.filter(([cb]) => cb.checked).map(([, v]) => v) };
+    return { el: box, get: () => inputs.filter(([cb]) => cb.checked).map(([, v]) => v), placeholder: () => {} };
   }
   if (f.choices.length) {
     const sel = h('select', { id, disabled: ro },
@@ -149,7 +161,8 @@ function control(f, id, shown, editable) {
     if (shown !== undefined && !f.choices.some((c) => c.value === shown)) {
       sel.append(h('option', { value: 'x', selected: true }, `${compact(shown, 100)} (not a choice)`));
     }
-    return { el: sel, get: () => (sel.value === '' || sel.value === 'x' ? undefined : f.choices[Number(sel.value)].value) };
+    return { el: sel, get: () => (sel.value === '' || sel.value === 'x' ? undefined : f.choices[Number(sel.value)].value),
+      placeholder: (text) => { sel.options[0].textContent = `— (${text})`; } };
   }
   const type = t === 'number' || t === 'integer' ? 'number' : f.format === 'email' ? 'email' : f.format === 'uri' ? 'url' : f.format === 'date' ? 'date' : 'text';
   const el = h('input', { id, type, readonly: ro, 'aria-readonly': ro ? 'true' : undefined,
@@ -161,7 +174,7 @@ function control(f, id, shown, editable) {
     if (type === 'number' && typeof shown !== 'number') el.type = 'text';
     el.value = typeof shown === 'string' ? shown : compact(shown, 10000);
   }
-  return { el, get: () => {
+  return { el, placeholder: (text) => { el.placeholder = text; }, get: () => {
     if (el.value === '') return undefined;
     if (t === 'number' || t === 'integer') { const n = Number(el.value); return Number.isNaN(n) ? el.value : n; }
     return el.value;

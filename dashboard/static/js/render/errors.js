@@ -2,8 +2,7 @@
 // protocol gives it, its message, and its data.
 
 import { h, clipped } from '../dom.js';
-import { value } from '../view.js';
-import { isObj } from './content.js';
+import { isObj, value } from './content.js';
 
 const CODES = {
   '-32700': 'parse error', '-32600': 'invalid request', '-32601': 'method not found', '-32602': 'invalid params',

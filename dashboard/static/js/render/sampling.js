@@ -5,8 +5,8 @@
 // sampling with these.
 
 import { h, chip, clipped, fmtCount, kv } from '../dom.js';
-import { textView, value, compact } from '../view.js';
-import { contentBlocks, isObj, toolCallText, metaFold } from './content.js';
+import { textView, compact } from '../view.js';
+import { contentBlocks, isObj, toolCallText, metaFold, value } from './content.js';
 import { schemaTable } from './schema.js';
 
 const MAX_MESSAGES = 500;

@@ -5,8 +5,8 @@
 // structuredContent beside content, isError results as errors.
 
 import { h, chip, clipped, fmtCount } from '../dom.js';
-import { value, compact, objTable } from '../view.js';
-import { contentBlocks, contentBlock, isObj, isBlock, metaFold } from './content.js';
+import { compact, objTable } from '../view.js';
+import { contentBlocks, contentBlock, isObj, isBlock, metaFold, value } from './content.js';
 import { fields, describe, schemaTable } from './schema.js';
 
 // toolArguments draws a call's arguments against the tool's schema (tool
