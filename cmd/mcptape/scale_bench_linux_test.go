@@ -63,7 +63,14 @@ func scaleDir(b *testing.B) string {
 // (one exchange, a request and its one-event SSE result), made once per
 // directory: the shape of a store a busy agent fills over months.
 func scaleStore(b *testing.B, dir string, n int) string {
-	data := filepath.Join(dir, fmt.Sprintf("sessions-%d", n))
+	return generatedStore(b, filepath.Join(dir, fmt.Sprintf("sessions-%d", n)), func(write func(*capture.Batch)) {
+		fillSessions(n, write)
+	})
+}
+
+// generatedStore is the store in data that fill writes, made once: one
+// whose making finished is marked so, and kept for the next run.
+func generatedStore(b *testing.B, data string, fill func(write func(*capture.Batch))) string {
 	if _, err := os.Stat(filepath.Join(data, "complete")); err == nil {
 		return data
 	}
@@ -73,7 +80,23 @@ func scaleStore(b *testing.B, dir string, n int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
+	fill(func(batch *capture.Batch) {
+		if err := st.Write(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+	})
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "complete"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("wrote %s in %v", data, time.Since(start).Round(time.Second))
+	return data
+}
+
+// fillSessions writes n sessions of one echo call each.
+func fillSessions(n int, write func(*capture.Batch)) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	const per = 1000
 	for first := 0; first < n; first += per {
@@ -99,18 +122,8 @@ func scaleStore(b *testing.B, dir string, n int) string {
 					Kind: protocol.KindResult, Method: "tools/call", Name: "echo", ID: json.RawMessage(strconv.Itoa(i)), Batch: -1, Raw: res, Size: len(res),
 					Links: capture.Links{Request: seq}, SSE: &capture.SSEInfo{Type: "message", Prefix: []byte("event: message\ndata: "), Suffix: []byte("\n\n")}})
 		}
-		if err := st.Write(ctx, batch); err != nil {
-			b.Fatal(err)
-		}
+		write(batch)
 	}
-	if err := st.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "complete"), nil, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("wrote a store of %d sessions in %v", n, time.Since(start).Round(time.Second))
-	return data
 }
 
 const scaleChildEnv = "MCPTAPE_SCALE_CHILD_ARGS"
@@ -326,16 +339,13 @@ func reportMedians(b *testing.B, what string, cpus, walls []time.Duration) {
 // SSE stream with a result of about 4 kB (every 500th, 1 MiB), every tenth
 // with a progress notification first.
 func tapeStore(b *testing.B, dir string, mb int) string {
-	data := filepath.Join(dir, fmt.Sprintf("tape-store-%dMB", mb))
-	if _, err := os.Stat(filepath.Join(data, "complete")); err == nil {
-		return data
-	}
-	os.RemoveAll(data)
-	st, err := badgerstore.Open(data, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
+	return generatedStore(b, filepath.Join(dir, fmt.Sprintf("tape-store-%dMB", mb)), func(write func(*capture.Batch)) {
+		fillRecording(mb, write)
+	})
+}
+
+// fillRecording writes a long recording whose tape is about mb megabytes.
+func fillRecording(mb int, write func(*capture.Batch)) {
 	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	seq, xid, written := uint64(0), uint64(0), 0
 	words := []string{"alpha ", "bravo ", "charlie ", "delta ", "echo ", "foxtrot ", "golf ", "hotel ", "india ", "juliet "}
@@ -380,17 +390,8 @@ func tapeStore(b *testing.B, dir string, mb int) string {
 			}
 			add(protocol.ServerToClient, protocol.KindResult, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":%q}]}}`, call, text(call+k, size)), req)
 		}
-		if err := st.Write(ctx, batch); err != nil {
-			b.Fatal(err)
-		}
+		write(batch)
 	}
-	if err := st.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "complete"), nil, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return data
 }
 
 // scaleTapeMB is the size of BenchmarkScaleImport's tape.
