@@ -772,7 +772,7 @@ func (p *SSEParser) field(start, end int) {
 		p.spans = append(p.spans, span{vs - p.ev, end - p.ev})
 		p.cur.HasData = true
 	case "event":
-		p.cur.Type = string(value)
+		p.cur.Type = knownString(value) // "message", mostly
 	case "id":
 		if bytes.IndexByte(value, 0) < 0 {
 			p.cur.ID = string(value)
