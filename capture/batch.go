@@ -215,6 +215,16 @@ func (b *batcher) messageWith(xs *exchange, dir protocol.Direction, pm *protocol
 		read, _ = b.strs.ParseParams(pm.Params)
 		params = &read
 	}
+	if dir == protocol.ClientToServer && len(xs.held) > 0 && params != nil {
+		// What the server saw is what the client is taken to have
+		// declared: a capability mcptape added (--answer) is no fault of
+		// a server that uses it.
+		if caps := xs.sentCapabilities(); caps != nil {
+			p := *params
+			p.ClientCapabilities = caps
+			params = &p
+		}
+	}
 	st.skeletal = b.skeletal
 	if again := st.link(xs, dir, pm, params, m); again != nil {
 		b.msgs = append(b.msgs, again)

@@ -69,6 +69,26 @@ func (xs *exchange) noteHeld(dir protocol.Direction, in *Intercepted) {
 	}
 }
 
+// sentCapabilities is the client capabilities of what went on instead of
+// the exchange's next client message, when mcptape changed it (nil when
+// it did not, or the change left none).
+func (xs *exchange) sentCapabilities() json.RawMessage {
+	for _, h := range xs.held {
+		if h.dir != protocol.ClientToServer {
+			continue
+		}
+		if h.in.Sent == nil {
+			return nil
+		}
+		pm := protocol.Decode(h.in.Sent)
+		if p, ok := protocol.ParseParams(pm.Params); ok {
+			return p.ClientCapabilities
+		}
+		return nil
+	}
+	return nil
+}
+
 // attachHeld gives m the exchange's pending Intercepted for its
 // direction, if any; it returns the message to record beside m (bytes
 // that went on instead and are no JSON), or nil.
