@@ -27,7 +27,7 @@ func (st *linker) link(xs *exchange, dir protocol.Direction, pm *protocol.Messag
 	case protocol.KindNotification:
 		st.notification(xs, dir, pm, params, m)
 	case protocol.KindResult, protocol.KindError:
-		st.response(xs, dir, pm, m)
+		return st.response(xs, dir, pm, m)
 	}
 	return nil
 }
@@ -47,11 +47,13 @@ func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Mes
 		}
 		switch {
 		case params.RequestState != nil:
-			if prev, ok := st.rounds[roundKey(pm.Method, params.Name, *params.RequestState)]; ok {
+			key := roundKey(pm.Method, params.Name, *params.RequestState)
+			if prev, ok := st.rounds[key]; ok {
 				m.Links.Previous = prev
 			} else {
 				m.Findings = append(m.Findings, Finding{FindingRequestState,
 					"requestState matches no input_required result of this call recorded in this session (altered, or from another session)"})
+				st.keepRetry(key, m, params.InputResponses)
 			}
 		case len(params.InputResponses) > 0:
 			st.chainStateless(pm.Method, params.Name, params.InputResponses, m)
@@ -368,7 +370,7 @@ func (st *linker) notification(xs *exchange, dir protocol.Direction, pm *protoco
 	}
 }
 
-func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Message, m *Message) {
+func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Message, m *Message) (again *Message) {
 	reqDir := protocol.ClientToServer
 	if dir == protocol.ClientToServer {
 		reqDir = protocol.ServerToClient
@@ -449,7 +451,9 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 	}
 	if res.ResultType == "input_required" {
 		if res.RequestState != nil {
-			st.rounds[roundKey(pd.method, pd.name, *res.RequestState)] = pd.seq
+			key := roundKey(pd.method, pd.name, *res.RequestState)
+			st.rounds[key] = pd.seq
+			again = st.retryEarly(key, pd.seq, m.Time)
 		} else if keys := inputKeys(res.InputRequests); keys != "" && len(st.stateless) < maxPending {
 			k := roundKey(pd.method, pd.name, keys)
 			st.stateless[k] = append(st.stateless[k], pd.seq)
@@ -462,6 +466,7 @@ func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Me
 			m.Findings = append(m.Findings, st.checkInputRequests(pd.seq, caps, res.InputRequests)...)
 		}
 	}
+	return again
 }
 
 func (st *linker) learnServer(method string, res *protocol.Result) {
@@ -489,4 +494,57 @@ func (st *linker) learnServer(method string, res *protocol.Result) {
 	if res.Capabilities != nil {
 		st.s.ServerCapabilities = append(json.RawMessage(nil), res.Capabilities...)
 	}
+}
+
+// earlyRetry is an MRTR retry recorded before the input_required result it
+// answers: the proxy hands the recorder a result's end after the client
+// has read it, so the client's next round may be recorded first.
+type earlyRetry struct {
+	m       *Message
+	answers json.RawMessage
+}
+
+// keepRetry keeps a copy of a retry whose requestState matches no round
+// yet, for retryEarly.
+func (st *linker) keepRetry(key string, m *Message, answers json.RawMessage) {
+	if len(st.retries) >= maxPending {
+		return
+	}
+	c := *m
+	c.Raw = bytes.Clone(m.Raw)
+	c.ID = bytes.Clone(m.ID)
+	c.Findings = slices.Clone(m.Findings)
+	st.retries[key] = earlyRetry{m: &c, answers: bytes.Clone(answers)}
+}
+
+// retryEarly is the retry that came before the round whose request is
+// seq, now that its result is here, chained to it (Links.Previous) and
+// without the finding it got for matching nothing; nil when there is none
+// (or it came too long before).
+func (st *linker) retryEarly(key string, seq uint64, at time.Time) *Message {
+	r, ok := st.retries[key]
+	if !ok {
+		return nil
+	}
+	delete(st.retries, key)
+	if at.Sub(r.m.Time) > earlyWindow {
+		return nil
+	}
+	fixed := *r.m
+	fixed.Links.Previous = seq
+	fixed.Findings = nil
+	for _, f := range r.m.Findings {
+		if f.Kind == FindingRequestState {
+			st.s.Findings--
+			continue
+		}
+		fixed.Findings = append(fixed.Findings, f)
+	}
+	if len(r.answers) > 0 && !st.skeletal {
+		more := st.checkInputAnswers(seq, r.answers)
+		st.s.Findings += len(more)
+		fixed.Findings = append(fixed.Findings, more...)
+	}
+	// The store replaces a message written again under its Seq.
+	return &fixed
 }

@@ -40,6 +40,7 @@ type linker struct {
 	earlyNew    rpcID                 // the id of the one just added to early (see keepEarly)
 	progress    map[rpcID]uint64      // progress token → request seq
 	rounds      map[string]uint64     // method|name|requestState → the input_required round's request seq
+	retries     map[string]earlyRetry // method|name|requestState → a retry that came before that round's result (see retryEarly)
 	stateless   map[string][]uint64   // method|name|inputRequests keys → rounds without requestState
 	lastSample  map[uint64]uint64     // parent call → its latest sampling request
 	elicit      map[string]uint64     // elicitationId → the URL elicitation request
@@ -64,6 +65,7 @@ func newLinker(s Session, scope string, at time.Time, met *recorderMetrics, strs
 		early:      map[rpcID]*Message{},
 		progress:   map[rpcID]uint64{},
 		rounds:     map[string]uint64{},
+		retries:    map[string]earlyRetry{},
 		stateless:  map[string][]uint64{},
 		lastSample: map[uint64]uint64{},
 		elicit:     map[string]uint64{},

@@ -20,7 +20,7 @@ import (
 type call struct {
 	seq     uint64
 	session string
-	span    trace.Span
+	span    trace.Span      // nil until the span starts (see builder.started)
 	ctx     context.Context // carries span: children start from it
 	start   time.Time
 	// root is the logical call of a multi round-trip request this round
@@ -31,6 +31,8 @@ type call struct {
 	rounds int
 	// method and name are the request's, for a round's span.
 	method, name string
+	// req is the request (its latest version), until its span starts.
+	req *msgInfo
 	// waiting is set on a root whose answer asked for more input: it ends
 	// when a later round is answered without asking.
 	waiting bool
@@ -112,50 +114,73 @@ func (b *builder) message(m *msgInfo) {
 			for k, v := range m.event {
 				attrs = append(attrs, attribute.String(k, v))
 			}
-			c.span.AddEvent(m.method, trace.WithTimestamp(m.at), trace.WithAttributes(attrs...))
+			b.started(c).span.AddEvent(m.method, trace.WithTimestamp(m.at), trace.WithAttributes(attrs...))
 		}
 	}
 }
 
+// request opens a call for m. Its span starts only when something needs
+// it (its answer, a child, an event): the recorder may store a request
+// again with a link it learnt later (an MRTR retry recorded before the
+// round it answers), and a span's parent cannot change once it started.
 func (b *builder) request(m *msgInfo) {
+	if c := b.open[m.seq]; c != nil {
+		if c.span == nil { // the same request, stored again with its links
+			c.req = m
+			b.chainRound(c)
+		}
+		return
+	}
 	if len(b.open) >= b.e.opts.MaxOpen {
 		b.evictOldest(m.at)
 	}
-	ctx := context.Background()
-	var root *call
-	switch {
-	case m.links.Parent != 0 && b.open[m.links.Parent] != nil:
-		ctx = b.open[m.links.Parent].ctx // a server→client request under its call
-	case m.links.Previous != 0 && b.chains[m.links.Previous] != nil:
-		root = b.chains[m.links.Previous] // the next round of a multi round-trip request
-		ctx = root.ctx
-	case m.traceCtx != nil:
-		ctx = b.prop.Extract(ctx, propagation.MapCarrier(m.traceCtx))
-	}
-	if root != nil {
-		root.rounds++
-	}
-	name := spanName(m.method, m.name)
-	if root != nil {
-		name += " round " + strconv.Itoa(root.rounds)
-	}
-	ctx, span := b.e.tracer.Start(ctx, name, trace.WithTimestamp(m.at), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(b.requestAttrs(m)...))
-	c := &call{seq: m.seq, session: m.session, span: span, ctx: ctx, start: m.at, root: root, method: m.method, name: m.name}
+	c := &call{seq: m.seq, session: m.session, start: m.at, method: m.method, name: m.name, req: m}
 	b.open[m.seq] = c
 	if b.bySess[m.session] == nil {
 		b.bySess[m.session] = map[uint64]*call{}
 	}
 	b.bySess[m.session][m.seq] = c
-	if root != nil {
-		b.chains[m.seq] = root
-	}
+	b.chainRound(c)
 	b.e.open.Store(int64(len(b.open)))
+}
+
+// chainRound makes c a round of the logical call its previous round
+// belongs to, when it is one.
+func (b *builder) chainRound(c *call) {
+	if prev := c.req.links.Previous; prev != 0 && b.chains[prev] != nil {
+		c.root = b.chains[prev]
+		b.chains[c.seq] = c.root
+	}
+}
+
+// started is c with its span started: under its call (a server→client
+// request), its logical call (a round), or the client's trace.
+func (b *builder) started(c *call) *call {
+	if c.span != nil {
+		return c
+	}
+	m := c.req
+	ctx := context.Background()
+	name := spanName(m.method, m.name)
+	switch {
+	case c.root != nil:
+		c.root.rounds++
+		ctx = b.started(c.root).ctx
+		name += " round " + strconv.Itoa(c.root.rounds)
+	case m.links.Parent != 0 && b.open[m.links.Parent] != nil:
+		ctx = b.started(b.open[m.links.Parent]).ctx
+	case m.traceCtx != nil:
+		ctx = b.prop.Extract(ctx, propagation.MapCarrier(m.traceCtx))
+	}
+	c.ctx, c.span = b.e.tracer.Start(ctx, name, trace.WithTimestamp(m.at), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(b.requestAttrs(m)...))
+	return c
 }
 
 // answer ends c's span with m, and the logical call's when this was its
 // last round.
 func (b *builder) answer(c *call, m *msgInfo) {
+	b.started(c)
 	b.forget(c)
 	if c.root == nil && m.inputRequired && m.kind == protocol.KindResult {
 		// The first round of a multi round-trip request: c becomes the
@@ -199,6 +224,7 @@ func setAnswer(span trace.Span, m *msgInfo) {
 }
 
 func (b *builder) unanswered(c *call, at time.Time, why string) {
+	b.started(c)
 	b.forget(c)
 	if at.Before(c.start) {
 		at = c.start

@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/traces"
@@ -110,5 +115,65 @@ func TestUnansweredCallEndsWithItsSession(t *testing.T) {
 	defer cancel()
 	if err := e.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRetryStoredAgainJoinsItsCall: the recorder stores an MRTR retry
+// that overtook the round it answers once without, then again with its
+// link to that round; its span is a round of the logical call all the
+// same, not a call of its own.
+func TestRetryStoredAgainJoinsItsCall(t *testing.T) {
+	got := make(chan *coltracepb.ExportTraceServiceRequest, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ex coltracepb.ExportTraceServiceRequest
+		if proto.Unmarshal(b, &ex) == nil {
+			got <- &ex
+		}
+	}))
+	defer srv.Close()
+	e, err := traces.New(context.Background(), &traces.Options{Endpoint: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	msg := func(seq uint64, kind protocol.Kind, dir protocol.Direction, raw string, links capture.Links, d time.Duration) *capture.Message {
+		return &capture.Message{Seq: seq, SessionID: "s1", Direction: dir, Kind: kind, Method: "tools/call", Name: "ask",
+			ID: json.RawMessage("1"), Raw: []byte(raw), Time: at.Add(d), Links: links}
+	}
+	c2s, s2c := protocol.ClientToServer, protocol.ServerToClient
+	req := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`
+	retry := msg(2, protocol.KindRequest, c2s, req, capture.Links{}, 2*time.Millisecond)
+	e.OnBatch(&capture.Batch{Messages: []*capture.Message{
+		msg(1, protocol.KindRequest, c2s, req, capture.Links{}, 0),
+		retry,
+		msg(3, protocol.KindResult, s2c, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"s"}}`, capture.Links{Request: 1}, time.Millisecond),
+	}})
+	again := *retry
+	again.Links.Previous = 1
+	e.OnBatch(&capture.Batch{Messages: []*capture.Message{
+		&again,
+		msg(4, protocol.KindResult, s2c, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, capture.Links{Request: 2}, 3*time.Millisecond),
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(got)
+	var names []string
+	for ex := range got {
+		for _, rs := range ex.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					names = append(names, s.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	want := []string{"tools/call ask", "tools/call ask round 1", "tools/call ask round 2"}
+	if !slices.Equal(names, want) {
+		t.Errorf("spans %q, want one logical call and its two rounds %q", names, want)
 	}
 }
