@@ -504,17 +504,17 @@ type earlyRetry struct {
 	answers json.RawMessage
 }
 
-// keepRetry keeps a copy of a retry whose requestState matches no round
-// yet, for retryEarly.
+// keepRetry keeps a retry whose requestState matches no round yet, for
+// retryEarly.
 func (st *linker) keepRetry(key string, m *Message, answers json.RawMessage) {
 	if len(st.retries) >= maxPending {
 		return
 	}
-	c := *m
-	c.Raw = bytes.Clone(m.Raw)
-	c.ID = bytes.Clone(m.ID)
-	c.Findings = slices.Clone(m.Findings)
-	st.retries[key] = earlyRetry{m: &c, answers: bytes.Clone(answers)}
+	// m is copied once it is complete (keepEarly): what the batch adds
+	// to it after linking (what became of an intercepted message) is
+	// part of what is stored again.
+	st.retries[key] = earlyRetry{m: m, answers: bytes.Clone(answers)}
+	st.retryNew = key
 }
 
 // retryEarly is the retry that came before the round whose request is

@@ -41,6 +41,7 @@ type linker struct {
 	progress    map[rpcID]uint64      // progress token → request seq
 	rounds      map[string]uint64     // method|name|requestState → the input_required round's request seq
 	retries     map[string]earlyRetry // method|name|requestState → a retry that came before that round's result (see retryEarly)
+	retryNew    string                // the key of the one just added to retries (see keepEarly)
 	stateless   map[string][]uint64   // method|name|inputRequests keys → rounds without requestState
 	lastSample  map[uint64]uint64     // parent call → its latest sampling request
 	elicit      map[string]uint64     // elicitationId → the URL elicitation request
@@ -110,12 +111,23 @@ func (st *linker) useID(id rpcID) {
 // of its own, now that it is complete: a message lies in its batch's
 // arena, which an answer kept for up to earlyWindow would hold on to.
 func (st *linker) keepEarly() {
+	if st.retryNew != "" {
+		// Likewise an MRTR retry that came before its round (keepRetry).
+		r := st.retries[st.retryNew]
+		r.m = ownedCopy(r.m)
+		st.retries[st.retryNew] = r
+		st.retryNew = ""
+	}
 	if st.earlyNew.none() {
 		return
 	}
 	id := st.earlyNew
-	m := st.early[id]
 	st.earlyNew = rpcID{}
+	st.early[id] = ownedCopy(st.early[id])
+}
+
+// ownedCopy is m with memory of its own.
+func ownedCopy(m *Message) *Message {
 	c := *m
 	c.Raw, c.ID = bytes.Clone(m.Raw), bytes.Clone(m.ID)
 	c.Findings = slices.Clone(m.Findings)
@@ -124,7 +136,7 @@ func (st *linker) keepEarly() {
 		sse.Prefix, sse.Suffix, sse.Whole = bytes.Clone(sse.Prefix), bytes.Clone(sse.Suffix), bytes.Clone(sse.Whole)
 		c.SSE = &sse
 	}
-	st.early[id] = &c
+	return &c
 }
 
 // touch notes traffic at at.
