@@ -15,81 +15,54 @@ import (
 // that never reads its answers cannot grow the recorder without bound.
 const maxPending = 10000
 
-// message records one decoded message and links it to the others.
-// owned says pm.Raw is the recorder's to keep (no copy needed).
-func (p *pipeline) message(xs *xState, dir protocol.Direction, pm *protocol.Message, at time.Time, sse *SSEInfo, owned bool) *Message {
-	st := xs.sess
-	p.seq++
-	raw, redacted := p.red.body(pm.Raw)
-	if !owned && !redacted {
-		raw = append([]byte(nil), raw...)
-	}
-	m := &Message{
-		Seq: p.seq, SessionID: st.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
-		Kind: pm.Kind, Method: pm.Method, Batch: pm.Batch, SSE: sse,
-		Raw: raw,
-	}
-	if pm.ID != nil {
-		m.ID = append(json.RawMessage(nil), pm.ID...)
-	}
-	m.Size = len(m.Raw)
-	if redacted {
-		m.Findings = append(m.Findings, Finding{FindingRedacted, "secrets seen in headers were removed from this message"})
-	}
-	if pm.Problem != "" {
-		kind := FindingMalformed
-		if pm.Kind == protocol.KindInvalid {
-			kind = FindingInvalidFrame
-		}
-		m.Findings = append(m.Findings, Finding{kind, pm.Problem})
-	}
-	if pm.Batch >= 0 && st.s.Version != "" && !protocol.AllowsBatches(st.s.Version) {
-		m.Findings = append(m.Findings, Finding{FindingBatch,
-			fmt.Sprintf("a JSON-RPC batch on %s; only 2025-03-26 allows batches", st.s.Version)})
-	}
+// link links m, the message pm that exchange xs carried in direction
+// dir, to the session's others and adds the findings that linking finds;
+// params are pm's, for a request or a notification. It returns a message
+// recorded earlier to store again with the link it has now (a client's
+// answer that overtook the request it answers), or nil.
+func (st *linker) link(xs *exchange, dir protocol.Direction, pm *protocol.Message, params *protocol.Params, m *Message) (again *Message) {
 	switch pm.Kind {
 	case protocol.KindRequest:
-		p.request(xs, dir, pm, m)
+		return st.request(xs, dir, pm, params, m)
 	case protocol.KindNotification:
-		p.notification(xs, dir, pm, m)
+		st.notification(xs, dir, pm, params, m)
 	case protocol.KindResult, protocol.KindError:
-		p.responseMsg(xs, dir, pm, m)
+		return st.response(xs, dir, pm, m)
 	}
-	p.add(xs, m, pm)
-	return m
+	return nil
 }
 
-func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
-	st := xs.sess
-	params, _ := protocol.ParseParams(pm.Params)
+func (st *linker) request(xs *exchange, dir protocol.Direction, pm *protocol.Message, params *protocol.Params, m *Message) (again *Message) {
 	m.Name = params.Name
-	p.linkTask(st, &params, m)
+	st.linkTask(params, m)
 	if dir == protocol.ClientToServer {
 		st.s.Calls++
-		st.useID(pm.IDKey())
+		st.useID(msgID(pm))
 		if xs.reqSeq == 0 && !xs.stream {
 			xs.reqSeq, xs.reqID, xs.reqMeth = m.Seq, pm.ID, pm.Method
 		}
-		p.learnClient(st, pm.Method, &params)
+		st.learnClient(pm.Method, params)
 		if len(params.ProgressToken) > 0 {
-			st.progress[protocol.IDKey(params.ProgressToken)] = m.Seq
+			st.progress[idOf(params.ProgressToken)] = m.Seq
 		}
 		switch {
 		case params.RequestState != nil:
-			if prev, ok := st.rounds[roundKey(pm.Method, params.Name, *params.RequestState)]; ok {
+			key := roundKey(pm.Method, params.Name, *params.RequestState)
+			if prev, ok := st.rounds[key]; ok {
 				m.Links.Previous = prev
 			} else {
 				m.Findings = append(m.Findings, Finding{FindingRequestState,
 					"requestState matches no input_required result of this call recorded in this session (altered, or from another session)"})
+				st.keepRetry(key, m, params.InputResponses)
 			}
 		case len(params.InputResponses) > 0:
-			p.chainStateless(st, pm.Method, params.Name, params.InputResponses, m)
+			st.chainStateless(pm.Method, params.Name, params.InputResponses, m)
 		}
-		if m.Links.Previous != 0 && len(params.InputResponses) > 0 && !p.skeletal {
+		if m.Links.Previous != 0 && len(params.InputResponses) > 0 && !st.skeletal {
 			m.Findings = append(m.Findings, st.checkInputAnswers(m.Links.Previous, params.InputResponses)...)
 		}
-		if pm.Method == protocol.MethodToolsCall && !p.skeletal {
-			m.Findings = append(m.Findings, checkToolCall(st, params.Name, params.Arguments, xs.headers)...)
+		if pm.Method == protocol.MethodToolsCall && !st.skeletal {
+			m.Findings = append(m.Findings, st.checkToolCall(params.Name, params.Arguments, xs.headers)...)
 		}
 	} else {
 		// A server→client request belongs to the client call whose stream
@@ -108,34 +81,40 @@ func (p *pipeline) request(xs *xState, dir protocol.Direction, pm *protocol.Mess
 		if params.ElicitationID != "" && len(st.elicit) < maxPending {
 			st.elicit[params.ElicitationID] = m.Seq
 		}
-		if pm.Method == protocol.MethodElicitation && !p.skeletal {
+		if pm.Method == protocol.MethodElicitation && !st.skeletal {
 			m.Findings = append(m.Findings, st.noteElicitation(elicitKey{seq: m.Seq}, pm.Params)...)
 		}
 		if st.s.Era == protocol.EraModern {
 			m.Findings = append(m.Findings, Finding{FindingWrongStream,
 				fmt.Sprintf("server→client request %s on a 2026-07-28 session, which has none (MRTR replaces them)", pm.Method)})
-		} else if f := capabilityFinding(st.s.ClientCapabilities, pm.Method, &params); f != nil {
+		} else if f := st.capabilityFinding(pm.Method, params); f != nil {
 			m.Findings = append(m.Findings, *f)
 		}
 	}
-	k := pendKey{dir, pm.IDKey()}
-	if k.id == "" {
-		return
+	k := pendKey{dir, msgID(pm)}
+	if k.id.none() {
+		return nil
 	}
-	if dir == protocol.ServerToClient && p.answerEarly(st, k.id, m, params.Name) {
-		return
+	if dir == protocol.ServerToClient {
+		if again = st.answerEarly(k.id, m, params.Name); again != nil {
+			return again
+		}
 	}
 	if len(st.pending[k]) > 0 {
 		m.Findings = append(m.Findings, Finding{FindingDuplicateID,
-			fmt.Sprintf("id %s is already in flight in this direction", k.id)})
+			fmt.Sprintf("id %s is already in flight in this direction", k.id.String())})
 	}
-	if len(st.pending) < maxPending && len(st.pending[k]) < maxSameID {
+	if list := st.pending[k]; len(st.pending) < maxPending && len(list) < maxSameID {
 		pd := pending{seq: m.Seq, at: m.Time, x: xs.x.ID, method: pm.Method, name: params.Name, paged: bytes.Contains(pm.Params, []byte(`"cursor"`))}
 		if params.Modern {
 			pd.caps = params.ClientCapabilities
 		}
-		st.pending[k] = append(st.pending[k], pd)
+		if list == nil && len(st.spare) > 0 {
+			list, st.spare = st.spare[len(st.spare)-1], st.spare[:len(st.spare)-1]
+		}
+		st.pending[k] = append(list, pd)
 	}
+	return nil
 }
 
 // maxSameID bounds the requests in flight under one id (a client that
@@ -150,7 +129,7 @@ const earlyWindow = 10 * time.Second
 // refers to: the one exchange x carried (a response on its request's own
 // stream), else the only one with that id. Two or more with that id and
 // none carried by x is ambiguous: the caller links nothing.
-func (st *sessState) findPending(k pendKey, x uint64) (pd pending, i int, ambiguous bool) {
+func (st *linker) findPending(k pendKey, x uint64) (pd pending, i int, ambiguous bool) {
 	list := st.pending[k]
 	if x != 0 {
 		for i, pd := range list {
@@ -173,7 +152,7 @@ func (st *sessState) findPending(k pendKey, x uint64) (pd pending, i int, ambigu
 // most likely belongs to: stdio carries no stream per call, so it is the
 // latest tools/call (or prompts/get, resources/read, completion) still
 // unanswered, else the only client request unanswered, else none.
-func (st *sessState) callInFlight() uint64 {
+func (st *linker) callInFlight() uint64 {
 	var best, only uint64
 	n := 0
 	for k, list := range st.pending {
@@ -198,10 +177,17 @@ func (st *sessState) callInFlight() uint64 {
 	return 0
 }
 
-func (st *sessState) donePending(k pendKey, i int) {
+// maxSpare bounds the lists a session keeps for later ids.
+const maxSpare = 64
+
+func (st *linker) donePending(k pendKey, i int) {
 	list := st.pending[k]
 	if len(list) == 1 {
 		delete(st.pending, k)
+		if len(st.spare) < maxSpare && cap(list) <= 4 {
+			clear(list[:cap(list)])
+			st.spare = append(st.spare, list[:0])
+		}
 		return
 	}
 	st.pending[k] = append(list[:i:i], list[i+1:]...)
@@ -209,16 +195,17 @@ func (st *sessState) donePending(k pendKey, i int) {
 
 // answerEarly links a client answer the recorder indexed before the server
 // request it answers (the answer's POST overtook the stream event that
-// carried the request): the answer, already recorded as an orphan, is
-// rewritten with its link, and the request is not left in flight.
-func (p *pipeline) answerEarly(st *sessState, id string, req *Message, name string) bool {
+// carried the request): it returns the answer, already recorded as an
+// orphan, rewritten with its link, to store again, and the request is not
+// left in flight. Nil when no such answer came.
+func (st *linker) answerEarly(id rpcID, req *Message, name string) *Message {
 	ans := st.early[id]
 	if ans == nil {
-		return false
+		return nil
 	}
 	delete(st.early, id)
 	if req.Time.Sub(ans.Time) > earlyWindow {
-		return false
+		return nil
 	}
 	fixed := *ans
 	fixed.Links.Request = req.Seq
@@ -232,13 +219,11 @@ func (p *pipeline) answerEarly(st *sessState, id string, req *Message, name stri
 		fixed.Findings = append(fixed.Findings, f)
 	}
 	// The store replaces a message written again under its Seq.
-	p.msgs = append(p.msgs, &fixed)
-	p.dirtyS[st.s.ID] = st
-	return true
+	return &fixed
 }
 
 // linkTask links a message that names a task to the request that created it.
-func (p *pipeline) linkTask(st *sessState, params *protocol.Params, m *Message) {
+func (st *linker) linkTask(params *protocol.Params, m *Message) {
 	if params.TaskID == "" {
 		return
 	}
@@ -247,7 +232,7 @@ func (p *pipeline) linkTask(st *sessState, params *protocol.Params, m *Message) 
 	}
 }
 
-func (p *pipeline) learnClient(st *sessState, method string, params *protocol.Params) {
+func (st *linker) learnClient(method string, params *protocol.Params) {
 	switch {
 	case method == protocol.MethodInitialize:
 		st.initialized = true
@@ -258,9 +243,7 @@ func (p *pipeline) learnClient(st *sessState, method string, params *protocol.Pa
 		if params.ClientInfo != nil {
 			st.s.Client = *params.ClientInfo
 		}
-		if params.ClientCapabilities != nil {
-			st.s.ClientCapabilities = append(json.RawMessage(nil), params.ClientCapabilities...)
-		}
+		st.learnCapabilities(params.ClientCapabilities)
 	case params.Modern:
 		if method == protocol.MethodDiscover {
 			st.discovered = true
@@ -273,11 +256,32 @@ func (p *pipeline) learnClient(st *sessState, method string, params *protocol.Pa
 			if params.ClientInfo != nil {
 				st.s.Client = *params.ClientInfo
 			}
-			if params.ClientCapabilities != nil {
-				st.s.ClientCapabilities = append(json.RawMessage(nil), params.ClientCapabilities...)
-			}
+			st.learnCapabilities(params.ClientCapabilities)
 		}
 	}
+}
+
+// learnCapabilities keeps the client's capabilities, unless they are what
+// the session holds already (a 2026-07-28 client sends them with every
+// request).
+func (st *linker) learnCapabilities(caps json.RawMessage) {
+	if caps != nil && !bytes.Equal(caps, st.s.ClientCapabilities) {
+		st.s.ClientCapabilities = append(json.RawMessage(nil), caps...)
+		st.capsRead = false
+	}
+}
+
+// capabilityFinding is capabilityFinding for the session's client
+// capabilities, read once for all the server's requests.
+func (st *linker) capabilityFinding(method string, params *protocol.Params) *Finding {
+	if !st.capsRead {
+		st.caps, st.capsOK = parseCaps(st.s.ClientCapabilities)
+		st.capsRead = true
+	}
+	if !st.capsOK {
+		return nil
+	}
+	return capsFinding(&st.caps, method, params)
 }
 
 func roundKey(method, name, state string) string { return method + "\x00" + name + "\x00" + state }
@@ -302,7 +306,7 @@ func inputKeys(raw json.RawMessage) string {
 // whose inputRequests keys its inputResponses answer. Two such rounds open
 // at once cannot be told apart: the retry is left unchained, with a
 // finding.
-func (p *pipeline) chainStateless(st *sessState, method, name string, responses json.RawMessage, m *Message) {
+func (st *linker) chainStateless(method, name string, responses json.RawMessage, m *Message) {
 	keys := inputKeys(responses)
 	k := roundKey(method, name, keys)
 	open := st.stateless[k]
@@ -319,18 +323,16 @@ func (p *pipeline) chainStateless(st *sessState, method, name string, responses 
 	}
 }
 
-func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
-	st := xs.sess
-	params, _ := protocol.ParseParams(pm.Params)
-	p.linkTask(st, &params, m)
+func (st *linker) notification(xs *exchange, dir protocol.Direction, pm *protocol.Message, params *protocol.Params, m *Message) {
+	st.linkTask(params, m)
 	switch {
 	case pm.Method == protocol.MethodProgress && len(params.ProgressToken) > 0:
-		if seq, ok := st.progress[protocol.IDKey(params.ProgressToken)]; ok {
+		if seq, ok := st.progress[idOf(params.ProgressToken)]; ok {
 			m.Links.Request = seq
 		}
 	case pm.Method == protocol.MethodCancelled && len(params.RequestID) > 0:
 		// A sender cancels a request it sent itself.
-		if pd, i, _ := st.findPending(pendKey{dir, protocol.IDKey(params.RequestID)}, xs.x.ID); i >= 0 {
+		if pd, i, _ := st.findPending(pendKey{dir, idOf(params.RequestID)}, xs.x.ID); i >= 0 {
 			m.Links.Request = pd.seq
 		}
 	case pm.Method == protocol.MethodElicitationComplete && params.ElicitationID != "":
@@ -368,8 +370,7 @@ func (p *pipeline) notification(xs *xState, dir protocol.Direction, pm *protocol
 	}
 }
 
-func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.Message, m *Message) {
-	st := xs.sess
+func (st *linker) response(xs *exchange, dir protocol.Direction, pm *protocol.Message, m *Message) (again *Message) {
 	reqDir := protocol.ClientToServer
 	if dir == protocol.ClientToServer {
 		reqDir = protocol.ServerToClient
@@ -377,7 +378,7 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	if pm.Kind == protocol.KindError {
 		st.s.Errors++
 	}
-	k := pendKey{reqDir, pm.IDKey()}
+	k := pendKey{reqDir, msgID(pm)}
 	// A response on a POST's stream (or in its JSON body) answers a request
 	// that POST carried; a client's answer to a server request, and a
 	// response on the GET stream, travel apart from their request.
@@ -389,25 +390,26 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	switch {
 	case ambiguous:
 		m.Findings = append(m.Findings, Finding{FindingDuplicateID,
-			fmt.Sprintf("response to id %s, which %d requests in flight share; it is not linked to any of them", k.id, len(st.pending[k]))})
+			fmt.Sprintf("response to id %s, which %d requests in flight share; it is not linked to any of them", k.id.String(), len(st.pending[k]))})
 		return
 	case i < 0:
-		if k.id != "" {
+		if !k.id.none() {
 			m.Findings = append(m.Findings, Finding{FindingOrphanResponse,
-				fmt.Sprintf("response to id %s, which no recorded request in flight has", k.id)})
+				fmt.Sprintf("response to id %s, which no recorded request in flight has", k.id.String())})
 			if dir == protocol.ClientToServer && len(st.early) < maxPending {
 				st.early[k.id] = m
+				st.earlyNew = k.id
 			}
 		}
 		return
 	}
 	st.donePending(k, i)
 	if reqDir == protocol.ClientToServer {
-		p.r.met.call(pd.method, pd.name, st.s.Leg, m.Time.Sub(pd.at))
+		st.met.call(pd.method, pd.name, st.s.Leg, m.Time.Sub(pd.at))
 	}
 	if carrier != 0 && pd.x != carrier {
 		m.Findings = append(m.Findings, Finding{FindingWrongStream,
-			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id, xs.reqID)})
+			fmt.Sprintf("a response to id %s on the stream of another request (id %s)", k.id.String(), xs.reqID)})
 	}
 	m.Links.Request = pd.seq
 	m.Method = pd.method
@@ -419,10 +421,10 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 	if pm.Kind != protocol.KindResult {
 		return
 	}
-	res, _ := protocol.ParseResult(pm.Result)
+	res, _ := st.strs.ParseResult(pm.Result)
 	if res.IsError {
 		st.s.Errors++
-		p.r.met.toolError(pd.method, pd.name)
+		st.met.toolError(pd.method, pd.name)
 	}
 	if res.TaskID != "" && len(st.tasks) < maxPending {
 		if _, known := st.tasks[res.TaskID]; !known {
@@ -430,26 +432,28 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		}
 	}
 	if dir != protocol.ServerToClient {
-		if pd.method == protocol.MethodElicitation && !p.skeletal {
+		if pd.method == protocol.MethodElicitation && !st.skeletal {
 			m.Findings = append(m.Findings, st.checkElicitAnswer(elicitKey{seq: pd.seq}, pm.Result)...)
 		}
 		return
 	}
-	p.learnServer(st, pd.method, &res)
+	st.learnServer(pd.method, &res)
 	switch {
-	case p.skeletal:
+	case st.skeletal:
 		// What a check reads may be what the skeleton left out.
 	case pd.method == protocol.MethodToolsList:
-		m.Findings = append(m.Findings, learnTools(st, pm.Result, pd.paged)...)
-		m.Findings = append(m.Findings, p.r.drift.toolsList(&st.s, pm.Result, pd.paged)...)
+		m.Findings = append(m.Findings, st.learnTools(pm.Result, pd.paged)...)
+		m.Findings = append(m.Findings, st.drift.toolsList(&st.s, pm.Result, pd.paged)...)
 	case pd.method == protocol.MethodToolsCall:
 		if res.ResultType != "input_required" {
-			m.Findings = append(m.Findings, checkStructured(st, pd.name, &res)...)
+			m.Findings = append(m.Findings, st.checkStructured(pd.name, &res)...)
 		}
 	}
 	if res.ResultType == "input_required" {
 		if res.RequestState != nil {
-			st.rounds[roundKey(pd.method, pd.name, *res.RequestState)] = pd.seq
+			key := roundKey(pd.method, pd.name, *res.RequestState)
+			st.rounds[key] = pd.seq
+			again = st.retryEarly(key, pd.seq, m.Time)
 		} else if keys := inputKeys(res.InputRequests); keys != "" && len(st.stateless) < maxPending {
 			k := roundKey(pd.method, pd.name, keys)
 			st.stateless[k] = append(st.stateless[k], pd.seq)
@@ -458,13 +462,14 @@ func (p *pipeline) responseMsg(xs *xState, dir protocol.Direction, pm *protocol.
 		if caps == nil {
 			caps = st.s.ClientCapabilities
 		}
-		if !p.skeletal {
+		if !st.skeletal {
 			m.Findings = append(m.Findings, st.checkInputRequests(pd.seq, caps, res.InputRequests)...)
 		}
 	}
+	return again
 }
 
-func (p *pipeline) learnServer(st *sessState, method string, res *protocol.Result) {
+func (st *linker) learnServer(method string, res *protocol.Result) {
 	switch method {
 	case protocol.MethodInitialize:
 		if res.ProtocolVersion != "" {
@@ -491,31 +496,55 @@ func (p *pipeline) learnServer(st *sessState, method string, res *protocol.Resul
 	}
 }
 
-// checkHeaders compares the 2026-07-28 routing headers with the body.
-func (p *pipeline) checkHeaders(xs *xState, msgs []protocol.Message) {
-	h := xs.headers
-	hm, hn := h.Get(protocol.HeaderMethod), h.Get(protocol.HeaderName)
-	if (hm == "" && hn == "") || len(msgs) != 1 || (msgs[0].Kind != protocol.KindRequest && msgs[0].Kind != protocol.KindNotification) {
+// earlyRetry is an MRTR retry recorded before the input_required result it
+// answers: the proxy hands the recorder a result's end after the client
+// has read it, so the client's next round may be recorded first.
+type earlyRetry struct {
+	m       *Message
+	answers json.RawMessage
+}
+
+// keepRetry keeps a retry whose requestState matches no round yet, for
+// retryEarly.
+func (st *linker) keepRetry(key string, m *Message, answers json.RawMessage) {
+	if len(st.retries) >= maxPending {
 		return
 	}
-	pm := &msgs[0]
-	var fs []Finding
-	if hm != "" && hm != pm.Method {
-		fs = append(fs, Finding{FindingHeaderMismatch, fmt.Sprintf("Mcp-Method is %q but the body's method is %q", hm, pm.Method)})
+	// m is copied once it is complete (keepEarly): what the batch adds
+	// to it after linking (what became of an intercepted message) is
+	// part of what is stored again.
+	st.retries[key] = earlyRetry{m: m, answers: bytes.Clone(answers)}
+	st.retryNew = key
+}
+
+// retryEarly is the retry that came before the round whose request is
+// seq, now that its result is here, chained to it (Links.Previous) and
+// without the finding it got for matching nothing; nil when there is none
+// (or it came too long before).
+func (st *linker) retryEarly(key string, seq uint64, at time.Time) *Message {
+	r, ok := st.retries[key]
+	if !ok {
+		return nil
 	}
-	if hn != "" {
-		params, _ := protocol.ParseParams(pm.Params)
-		name, err := protocol.DecodeHeaderValue(hn)
-		switch {
-		case err != nil:
-			fs = append(fs, Finding{FindingHeaderMismatch, "Mcp-Name: " + err.Error()})
-		case name != params.Name:
-			fs = append(fs, Finding{FindingHeaderMismatch, fmt.Sprintf("Mcp-Name is %q but the body names %q", name, params.Name)})
+	delete(st.retries, key)
+	if at.Sub(r.m.Time) > earlyWindow {
+		return nil
+	}
+	fixed := *r.m
+	fixed.Links.Previous = seq
+	fixed.Findings = nil
+	for _, f := range r.m.Findings {
+		if f.Kind == FindingRequestState {
+			st.s.Findings--
+			continue
 		}
+		fixed.Findings = append(fixed.Findings, f)
 	}
-	if len(fs) > 0 {
-		xs.x.FindingList = append(xs.x.FindingList, fs...)
-		xs.sess.s.Findings += len(fs)
-		p.r.met.findingList(fs)
+	if len(r.answers) > 0 && !st.skeletal {
+		more := st.checkInputAnswers(seq, r.answers)
+		st.s.Findings += len(more)
+		fixed.Findings = append(fixed.Findings, more...)
 	}
+	// The store replaces a message written again under its Seq.
+	return &fixed
 }

@@ -337,3 +337,49 @@ func TestAnswerAfterCancellation(t *testing.T) {
 		t.Errorf("tree lacks %q:\n%s", want, text)
 	}
 }
+
+// The proxy hands the recorder the end of a round's result once the
+// client has read it, so the client's retry may be recorded before the
+// input_required result it answers: it is chained all the same, without a
+// finding for a requestState that matched nothing yet.
+func TestMRTRRetryBeforeItsRound(t *testing.T) {
+	d := newDriver(t, nil)
+	h := map[string]string{"Mcp-Name": "ask"}
+	round := modernCall(1, "tools/call", `"name":"ask"`, h)
+	tap := d.begin(round)
+	tap.Response(200, http.Header{"Content-Type": {"text/event-stream"}}, false)
+	// The retry, recorded whole while the first round's result is still
+	// to come; mcptape sent it itself (--answer), which its record says.
+	retry := modernCall(2, "tools/call", `"name":"ask","requestState":"st-1","inputResponses":{"llm":{"role":"assistant","content":{"type":"text","text":"hi"}}}`, h)
+	hr := httptest.NewRequest(retry.method, "http://127.0.0.1:7411"+retry.path, strings.NewReader(retry.body))
+	hr.RemoteAddr = "127.0.0.1:50000"
+	for k, v := range retry.reqHeader {
+		hr.Header.Set(k, v)
+	}
+	in := capture.RequestFrom(hr, []byte(retry.body), true)
+	in.Intercepted = &capture.Intercepted{Note: "sent by mcptape, not by the client"}
+	rt := d.rec.Begin(in)
+	rt.Response(200, http.Header{"Content-Type": {"text/event-stream"}}, false)
+	rt.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"done"}]}}`)))
+	rt.End("", false)
+	tap.ResponseBody([]byte(sse(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"st-1","inputRequests":{"llm":{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}}}}}`)))
+	tap.End("", false)
+	reqs := map[string]*capture.Message{}
+	for _, m := range d.messages("s01") {
+		if m.Kind == protocol.KindRequest {
+			reqs[string(m.ID)] = m
+		}
+	}
+	if !hasFinding(reqs["2"], capture.FindingIntercepted) {
+		t.Errorf("the retry stored again lost what became of it (sent by mcptape): %q", findingsOf(reqs["2"]))
+	}
+	if req := reqs; req["2"] == nil || req["2"].Links.Previous != req["1"].Seq {
+		t.Fatalf("the retry recorded before its round is not chained to it; its findings: %q", findingsOf(req["2"]))
+	}
+	if hasFinding(reqs["2"], capture.FindingRequestState) {
+		t.Errorf("the retry keeps a finding for a requestState its round holds: %q", findingsOf(reqs["2"]))
+	}
+	if s := d.session("s01"); s.Findings != 1 {
+		t.Errorf("the session counts %d findings, want the one saying mcptape sent the retry", s.Findings)
+	}
+}

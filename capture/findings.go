@@ -35,7 +35,7 @@ const maxTools = 2000
 
 // learnTools reads a tools/list result into the session's catalog and
 // returns findings about invalid x-mcp-header annotations and schemas.
-func learnTools(st *sessState, result json.RawMessage, paged bool) []Finding {
+func (st *linker) learnTools(result json.RawMessage, paged bool) []Finding {
 	var r struct {
 		Tools []struct {
 			Name         string          `json:"name"`
@@ -169,7 +169,7 @@ func isToken(s string) bool {
 // checkToolCall validates a tools/call request's arguments against the
 // tool's inputSchema and its Mcp-Param-* headers against the tool's
 // x-mcp-header annotations.
-func checkToolCall(st *sessState, name string, args json.RawMessage, h http.Header) []Finding {
+func (st *linker) checkToolCall(name string, args json.RawMessage, h http.Header) []Finding {
 	ti := st.tools[name]
 	if ti == nil {
 		return nil
@@ -241,7 +241,7 @@ func sameParam(v any, header, typ string) bool {
 
 // checkStructured validates a tool result's structuredContent against the
 // tool's outputSchema.
-func checkStructured(st *sessState, name string, res *protocol.Result) []Finding {
+func (st *linker) checkStructured(name string, res *protocol.Result) []Finding {
 	ti := st.tools[name]
 	if ti == nil || ti.output == nil || res.IsError {
 		return nil
@@ -259,22 +259,36 @@ func checkStructured(st *sessState, name string, res *protocol.Result) []Finding
 	return nil
 }
 
+// clientCaps is what capabilityFinding reads of a client's capabilities.
+type clientCaps struct {
+	Sampling    *struct{ Tools json.RawMessage } `json:"sampling"`
+	Elicitation *struct {
+		URL  json.RawMessage `json:"url"`
+		Form json.RawMessage `json:"form"`
+	} `json:"elicitation"`
+	Roots json.RawMessage `json:"roots"`
+}
+
+// parseCaps reads caps; false when they are malformed.
+func parseCaps(caps json.RawMessage) (c clientCaps, ok bool) {
+	if len(caps) > 0 && json.Unmarshal(caps, &c) != nil {
+		return c, false
+	}
+	return c, true
+}
+
 // capabilityFinding says whether a client that declared caps may be asked
 // method with params (a server→client request, or an MRTR input request).
 func capabilityFinding(caps json.RawMessage, method string, p *protocol.Params) *Finding {
-	var c struct {
-		Sampling    *struct{ Tools json.RawMessage } `json:"sampling"`
-		Elicitation *struct {
-			URL  json.RawMessage `json:"url"`
-			Form json.RawMessage `json:"form"`
-		} `json:"elicitation"`
-		Roots json.RawMessage `json:"roots"`
+	c, ok := parseCaps(caps)
+	if !ok {
+		return nil
 	}
-	if len(caps) > 0 {
-		if json.Unmarshal(caps, &c) != nil {
-			return nil
-		}
-	}
+	return capsFinding(&c, method, p)
+}
+
+// capsFinding is capabilityFinding for capabilities parseCaps read.
+func capsFinding(c *clientCaps, method string, p *protocol.Params) *Finding {
 	missing := ""
 	switch method {
 	case protocol.MethodSampling:
@@ -306,7 +320,7 @@ func capabilityFinding(caps json.RawMessage, method string, p *protocol.Params) 
 // input_required result, against the capabilities its request declared,
 // and checks its elicitation forms (noteElicitation); round is the seq of
 // the request the result answers.
-func (st *sessState) checkInputRequests(round uint64, caps json.RawMessage, inputRequests json.RawMessage) []Finding {
+func (st *linker) checkInputRequests(round uint64, caps json.RawMessage, inputRequests json.RawMessage) []Finding {
 	var reqs map[string]struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
@@ -420,7 +434,7 @@ func flatProblems(raw json.RawMessage) []string {
 // noteElicitation checks an elicitation/create (a server→client request,
 // or an MRTR input request) and keeps its form's schema until the answer
 // comes, to validate the answer against it.
-func (st *sessState) noteElicitation(k elicitKey, params json.RawMessage) []Finding {
+func (st *linker) noteElicitation(k elicitKey, params json.RawMessage) []Finding {
 	var p struct {
 		Mode            string          `json:"mode"`
 		RequestedSchema json.RawMessage `json:"requestedSchema"`
@@ -450,7 +464,7 @@ func (st *sessState) noteElicitation(k elicitKey, params json.RawMessage) []Find
 // checkElicitAnswer validates an elicitation result against the form it
 // answers: an accepted form's content must validate against its
 // requestedSchema, and only accept carries content.
-func (st *sessState) checkElicitAnswer(k elicitKey, result json.RawMessage) []Finding {
+func (st *linker) checkElicitAnswer(k elicitKey, result json.RawMessage) []Finding {
 	rs := st.forms[k]
 	delete(st.forms, k)
 	var r struct {
@@ -524,7 +538,7 @@ func formProblems(form *jsonschema.Schema, inst any, err error) string {
 
 // checkInputAnswers validates the elicitation answers of an MRTR retry
 // (its inputResponses) against the forms the round before asked.
-func (st *sessState) checkInputAnswers(prev uint64, responses json.RawMessage) []Finding {
+func (st *linker) checkInputAnswers(prev uint64, responses json.RawMessage) []Finding {
 	if len(st.forms) == 0 {
 		return nil
 	}

@@ -10,81 +10,107 @@ import (
 )
 
 // grouper decides which session an HTTP exchange belongs to. It holds the
-// indexes from what a request shows — an Mcp-Session-Id, a client
-// fingerprint, a remote address — to the live sessions, and nothing else:
-// the linking state of a session (requests in flight, progress tokens,
-// rounds) is the session's own ([sessState]). A stdio stream is a session
-// of its own and never passes through here. Owned by the pipeline
-// goroutine.
+// live sessions and the indexes from what a request shows — an
+// Mcp-Session-Id, a client fingerprint, a remote address — to them, and
+// nothing else: the linking state of a session (requests in flight,
+// progress tokens, rounds) is the session's own ([linker]). A stdio stream
+// is a session of its own and never passes through here, but opens its
+// session here too. Owned by the pipeline goroutine.
 type grouper struct {
-	p        *pipeline             // opens sessions
-	byKey    map[string]*sessState // raw Mcp-Session-Id → session; never stored
-	byFP     map[string]*sessState // modern fingerprint → latest session
-	probes   map[string]*sessState // ip|path|client → a session opened by server/discover
-	httpOnly map[string]*sessState // ip → session of non-MCP exchanges
-	recent   map[string]*sessState // ip|path → the latest session-less session
+	out      *batcher              // writes the sessions it opens
+	sessions map[string]*linker    // live sessions by ID
+	byKey    map[string]*linker    // raw Mcp-Session-Id → session; never stored
+	byFP     map[clientKey]*linker // modern fingerprint → latest session
+	probes   map[clientKey]*linker // ip, path, client → a session opened by server/discover
+	httpOnly map[clientKey]*linker // ip → session of non-MCP exchanges
+	recent   map[clientKey]*linker // ip, path → the latest session-less session
 	caps     map[string]string     // raw clientCapabilities → capsDigest
 }
 
-func newGrouper(p *pipeline) *grouper {
+func newGrouper(out *batcher) *grouper {
 	return &grouper{
-		p: p, byKey: map[string]*sessState{}, byFP: map[string]*sessState{}, probes: map[string]*sessState{},
-		httpOnly: map[string]*sessState{}, recent: map[string]*sessState{}, caps: map[string]string{},
+		out: out, sessions: map[string]*linker{},
+		byKey: map[string]*linker{}, byFP: map[clientKey]*linker{}, probes: map[clientKey]*linker{},
+		httpOnly: map[clientKey]*linker{}, recent: map[clientKey]*linker{}, caps: map[string]string{},
 	}
+}
+
+// newSession opens a session for the exchange xs.
+func (g *grouper) newSession(xs *exchange, at time.Time, opening string) *linker {
+	o := g.out.o
+	id := o.NewSessionID(at)
+	for g.sessions[id] != nil {
+		id += "x"
+	}
+	up := xs.upstream
+	if up == "" && xs.leg != LegStdio {
+		up = o.Upstream
+	}
+	st := newLinker(Session{
+		ID: id, Upstream: up, Path: xs.path, Opening: opening, Start: at, End: at,
+		Leg: xs.leg, Route: xs.route,
+	}, keyScope(xs), at, g.out.met, &g.out.strs)
+	st.drift = g.out.drift
+	g.sessions[id] = st
+	g.out.dirtyS[id] = st
+	return st
 }
 
 // probeWindow bounds how long after a server/discover that found only
 // legacy versions an initialize from the same client still joins its session.
 const probeWindow = 30 * time.Second
 
+// clientKey is what the grouper knows a session-less client by: where its
+// requests come from and go to, and who it says it is. A field the index
+// does not use is empty.
+type clientKey struct {
+	ip, route, upstream, path string
+	name, version             string // clientInfo
+	caps                      string // capsHash of its capabilities
+}
+
 // sessionFor finds or opens the session of an exchange whose request body
-// has been decoded. See the package documentation for the rules.
-func (g *grouper) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) *sessState {
-	o := g.p.o
+// has been decoded: first is its first request or notification (nil when
+// it has none) and params first's params. See the package documentation
+// for the rules.
+func (g *grouper) sessionFor(xs *exchange, first *protocol.Message, params *protocol.Params, at time.Time) *linker {
+	o := g.out.o
 	if xs.key != "" && !xs.refused {
 		if st := g.byKey[keyScope(xs)+xs.key]; st != nil {
 			return st
 		}
-		st := g.p.newSession(xs, at, "mid-session")
+		st := g.newSession(xs, at, "mid-session")
 		g.bindKey(xs.key, st)
 		return st
-	}
-	var first *protocol.Message
-	for i := range msgs {
-		if msgs[i].Kind == protocol.KindRequest || msgs[i].Kind == protocol.KindNotification {
-			first = &msgs[i]
-			break
-		}
 	}
 	if first == nil && !xs.mcp || xs.refused {
 		// Plain HTTP (OAuth metadata, health checks), and requests the
 		// proxy refused itself: filed per client address, never in an MCP
 		// session whose traffic they are not.
-		hk := xs.ip + "|" + xs.route + "|" + xs.upstream
+		hk := clientKey{ip: xs.ip, route: xs.route, upstream: xs.upstream}
 		if st := g.httpOnly[hk]; st != nil && at.Sub(st.last) < o.IdleGap {
 			return st
 		}
-		st := g.p.newSession(xs, at, "http")
-		st.httpKey = hk
+		st := g.newSession(xs, at, "http")
+		st.plainHTTP, st.httpKey = true, hk
 		g.httpOnly[hk] = st
 		return st
 	}
-	var params protocol.Params
-	if first != nil {
-		params, _ = protocol.ParseParams(first.Params)
+	near := clientKey{ip: xs.ip, route: xs.route, upstream: xs.upstream, path: xs.path}
+	probeFP := near
+	if ci := params.ClientInfo; ci != nil {
+		probeFP.name, probeFP.version = ci.Name, ci.Version
 	}
-	client := params.ClientInfo.String()
-	probeFP := xs.ip + "|" + xs.route + "|" + xs.upstream + "|" + xs.path + "|" + client
-	fp := probeFP + "|" + g.capsHash(params.ClientCapabilities)
-	method, id := "", ""
+	fp := probeFP
+	fp.caps = g.capsHash(params.ClientCapabilities)
+	method, id := "", rpcID{}
 	if first != nil {
 		method = first.Method
-		id = first.IDKey()
+		id = msgID(first)
 	}
 	// A message that does not say who sent it (go-sdk's HTTP
 	// notifications/cancelled has no _meta) belongs with the latest
 	// session-less traffic from the same address and endpoint.
-	near := xs.ip + "|" + xs.route + "|" + xs.upstream + "|" + xs.path
 	if params.ClientInfo == nil && method != protocol.MethodInitialize && method != protocol.MethodDiscover {
 		if st := g.recent[near]; st != nil && !st.keyed && at.Sub(st.last) < o.IdleGap && !st.usedID(id) {
 			return st
@@ -100,11 +126,11 @@ func (g *grouper) sessionFor(xs *xState, msgs []protocol.Message, at time.Time) 
 // the request's id. A client never reuses a request id within a session,
 // so a reused one is a new run of the same program (a test run twice, say),
 // whose ids start again.
-func (g *grouper) joinable(st *sessState, id string, at time.Time) bool {
-	return st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < g.p.o.IdleGap && !st.usedID(id)
+func (g *grouper) joinable(st *linker, id rpcID, at time.Time) bool {
+	return st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < g.out.o.IdleGap && !st.usedID(id)
 }
 
-func (g *grouper) sessionByFP(xs *xState, method, id, probeFP, fp string, at time.Time) *sessState {
+func (g *grouper) sessionByFP(xs *exchange, method string, id rpcID, probeFP, fp clientKey, at time.Time) *linker {
 	switch method {
 	case protocol.MethodInitialize:
 		if st := g.probes[probeFP]; st != nil && !st.initialized && !st.keyed && at.Sub(st.last) < probeWindow &&
@@ -116,12 +142,12 @@ func (g *grouper) sessionByFP(xs *xState, method, id, probeFP, fp string, at tim
 			}
 			return st
 		}
-		return g.p.newSession(xs, at, "initialize")
+		return g.newSession(xs, at, "initialize")
 	case protocol.MethodDiscover:
 		if st := g.byFP[fp]; g.joinable(st, id, at) {
 			return st
 		}
-		st := g.p.newSession(xs, at, "discover")
+		st := g.newSession(xs, at, "discover")
 		st.fp, st.probeFP = fp, probeFP
 		g.byFP[fp] = st
 		g.probes[probeFP] = st
@@ -130,7 +156,7 @@ func (g *grouper) sessionByFP(xs *xState, method, id, probeFP, fp string, at tim
 	if st := g.byFP[fp]; g.joinable(st, id, at) {
 		return st
 	}
-	st := g.p.newSession(xs, at, "request")
+	st := g.newSession(xs, at, "request")
 	st.fp = fp
 	g.byFP[fp] = st
 	return st
@@ -139,14 +165,14 @@ func (g *grouper) sessionByFP(xs *xState, method, id, probeFP, fp string, at tim
 // bindKey makes key name st: the response that opens a legacy session names
 // it, and a server may mint the same id again after the client deleted the
 // session that had it — the new session takes the id over.
-func (g *grouper) bindKey(key string, st *sessState) bool {
+func (g *grouper) bindKey(key string, st *linker) bool {
 	k := st.scope + key
 	if other := g.byKey[k]; other != nil && other != st && !other.deleted {
 		return false
 	}
 	g.byKey[k] = st
 	st.keyed = true
-	st.s.Key = g.p.red.pseudonym(key)
+	st.s.Key = g.out.red.pseudonym(key)
 	if g.probes[st.probeFP] == st {
 		delete(g.probes, st.probeFP)
 	}
@@ -156,15 +182,17 @@ func (g *grouper) bindKey(key string, st *sessState) bool {
 // keyScope scopes a session id to the leg, route and upstream that
 // carried it: servers mint ids on their own, so two upstreams (or a
 // hostile one) naming the same id never share a session.
-func keyScope(xs *xState) string {
+func keyScope(xs *exchange) string {
 	if xs.leg == LegReverse && xs.route == "" && xs.upstream == "" {
 		return ""
 	}
 	return xs.leg.String() + "|" + xs.route + "|" + xs.upstream + "\x00"
 }
 
-// forget drops every index entry that points at st (a purged session).
-func (g *grouper) forget(st *sessState) {
+// forget drops st (a purged session) and every index entry that points at
+// it.
+func (g *grouper) forget(st *linker) {
+	delete(g.sessions, st.s.ID)
 	for k, v := range g.byKey {
 		if v == st {
 			delete(g.byKey, k)

@@ -87,9 +87,9 @@ func (p *pipeline) ingest(q *ingestReq) {
 		if n, ok := m.Seq[old]; ok {
 			return n
 		}
-		p.seq++
-		m.Seq[old] = p.seq
-		return p.seq
+		p.out.seq++
+		m.Seq[old] = p.out.seq
+		return p.out.seq
 	}
 	msgs := slices.Clone(q.b.Messages)
 	slices.SortStableFunc(msgs, func(a, b *Message) int {
@@ -119,12 +119,12 @@ func (p *pipeline) ingest(q *ingestReq) {
 				*v = n
 			}
 		}
-		p.msgs = append(p.msgs, &nm)
-		if p.foreignM == nil {
-			p.foreignM = map[*Message]struct{}{}
+		p.out.msgs = append(p.out.msgs, &nm)
+		if p.out.foreignM == nil {
+			p.out.foreignM = map[*Message]struct{}{}
 		}
-		p.foreignM[&nm] = struct{}{}
-		p.batchBytes += len(nm.Raw)
+		p.out.foreignM[&nm] = struct{}{}
+		p.out.batchBytes += len(nm.Raw)
 		p.r.messages.Add(1)
 		var pm *protocol.Message
 		if nm.Kind == protocol.KindError {
@@ -136,11 +136,11 @@ func (p *pipeline) ingest(q *ingestReq) {
 	for _, old := range q.b.Exchanges {
 		nx := *old
 		nx.ID = xid(old.ID)
-		p.foreignX = append(p.foreignX, &nx)
+		p.out.foreignX = append(p.out.foreignX, &nx)
 	}
 	for _, s := range q.b.Sessions {
 		ns := *s
-		p.foreignS = append(p.foreignS, &ns)
+		p.out.foreignS = append(p.out.foreignS, &ns)
 	}
 	p.syncs = append(p.syncs, q.done)
 }

@@ -63,16 +63,36 @@ type pendingEdit struct {
 }
 
 // noteHeld queues an Intercepted for the exchange's next message in dir.
-func (p *pipeline) noteHeld(xs *xState, dir protocol.Direction, in *Intercepted) {
+func (xs *exchange) noteHeld(dir protocol.Direction, in *Intercepted) {
 	if in != nil {
 		xs.held = append(xs.held, heldNote{dir, in})
 	}
 }
 
+// sentCapabilities is the client capabilities of what went on instead of
+// the exchange's next client message, when mcptape changed it (nil when
+// it did not, or the change left none).
+func (xs *exchange) sentCapabilities() json.RawMessage {
+	for _, h := range xs.held {
+		if h.dir != protocol.ClientToServer {
+			continue
+		}
+		if h.in.Sent == nil {
+			return nil
+		}
+		pm := protocol.Decode(h.in.Sent)
+		if p, ok := protocol.ParseParams(pm.Params); ok {
+			return p.ClientCapabilities
+		}
+		return nil
+	}
+	return nil
+}
+
 // attachHeld gives m the exchange's pending Intercepted for its
 // direction, if any; it returns the message to record beside m (bytes
 // that went on instead and are no JSON), or nil.
-func (p *pipeline) attachHeld(xs *xState, m *Message) *Message {
+func (b *batcher) attachHeld(xs *exchange, m *Message) *Message {
 	k := -1
 	for i, h := range xs.held {
 		if h.dir == m.Direction {
@@ -89,15 +109,15 @@ func (p *pipeline) attachHeld(xs *xState, m *Message) *Message {
 		m.Findings = append(m.Findings, Finding{FindingIntercepted, in.Note})
 		return nil
 	}
-	sent, _ := p.red.body(in.Sent)
-	if _, editor := p.r.store.(Editor); editor && json.Valid(sent) {
+	sent, _ := b.red.body(in.Sent)
+	if b.editor && json.Valid(sent) {
 		m.Findings = append(m.Findings, Finding{FindingIntercepted, in.Note + "; what went on is version 1 of this message, what came in version 0"})
-		p.edits = append(p.edits, pendingEdit{seq: m.Seq, raw: append([]byte(nil), sent...), note: in.Note})
+		b.edits = append(b.edits, pendingEdit{seq: m.Seq, raw: append([]byte(nil), sent...), note: in.Note})
 		return nil
 	}
-	p.seq++
+	b.seq++
 	extra := &Message{
-		Seq: p.seq, SessionID: m.SessionID, ExchangeID: m.ExchangeID, Direction: m.Direction, Time: m.Time,
+		Seq: b.seq, SessionID: m.SessionID, ExchangeID: m.ExchangeID, Direction: m.Direction, Time: m.Time,
 		Kind: protocol.KindInvalid, Batch: -1, Raw: append([]byte(nil), sent...),
 		Findings: []Finding{{FindingIntercepted, fmt.Sprintf("%s: this is what went on instead of message #%d", in.Note, m.Seq)}},
 	}

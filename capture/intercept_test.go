@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
@@ -113,20 +114,21 @@ type holdResult struct {
 	err error
 }
 
+// waitHeld waits, in a synctest bubble, until the Holds started have
+// queued or left, and wants n held.
 func waitHeld(t *testing.T, i *capture.Interceptor, n int) []capture.HeldMessage {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if h := i.Held(); len(h) == n {
-			return h
-		}
-		time.Sleep(2 * time.Millisecond)
+	synctest.Wait()
+	h := i.Held()
+	if len(h) != n {
+		t.Fatalf("%d held, want %d", len(h), n)
 	}
-	t.Fatalf("%d held, want %d", len(i.Held()), n)
-	return nil
+	return h
 }
 
-func TestInterceptorHold(t *testing.T) {
+func TestInterceptorHold(t *testing.T) { synctest.Test(t, testInterceptorHold) }
+
+func testInterceptorHold(t *testing.T) {
 	i, err := capture.NewInterceptor(mustRules(t, "tools/call"), &capture.InterceptorOptions{Timeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -185,14 +187,16 @@ func TestInterceptorHold(t *testing.T) {
 	}
 }
 
-func TestInterceptorTimeout(t *testing.T) {
+func TestInterceptorTimeout(t *testing.T) { synctest.Test(t, testInterceptorTimeout) }
+
+func testInterceptorTimeout(t *testing.T) {
 	i, err := capture.NewInterceptor(nil, &capture.InterceptorOptions{Timeout: 30 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	v, err := i.Hold(context.Background(), capture.HeldMessage{What: capture.HeldResponse, Raw: json.RawMessage(`{}`)})
-	if err != nil || v.Action != capture.ActionForward || !v.TimedOut || time.Since(start) < 30*time.Millisecond {
+	if err != nil || v.Action != capture.ActionForward || !v.TimedOut || time.Since(start) != 30*time.Millisecond {
 		t.Errorf("after the timeout: %+v, %v", v, err)
 	}
 	if len(i.Held()) != 0 {

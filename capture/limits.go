@@ -21,10 +21,10 @@ const headerCutMarker = "…[cut by mcptape]"
 // capHeader returns h, or when its names and values take more than the
 // limit, a copy cut to it: values in name order until the budget is
 // spent, the value that crosses it cut and marked with headerCutMarker,
-// the headers after it left out; cut reports that. The finding on x says
-// so.
-func (p *pipeline) capHeader(x *Exchange, h http.Header, which string) (_ http.Header, cut bool) {
-	limit := min(maxHeaderBytes, p.o.MaxMessageSize)
+// the headers after it left out; cut reports that. The finding on the
+// exchange's record says so.
+func (xs *exchange) capHeader(h http.Header, which string) (_ http.Header, cut bool) {
+	limit := min(maxHeaderBytes, xs.out.o.MaxMessageSize)
 	size := 0
 	for k, vs := range h {
 		for _, v := range vs {
@@ -65,8 +65,8 @@ func (p *pipeline) capHeader(x *Exchange, h http.Header, which string) (_ http.H
 	}
 	text += "); the traffic was forwarded whole"
 	f := Finding{FindingOversize, text}
-	x.FindingList = append(x.FindingList, f)
-	p.r.met.findingList([]Finding{f})
+	xs.x.FindingList = append(xs.x.FindingList, f)
+	xs.out.met.findingList([]Finding{f})
 	return out, true
 }
 

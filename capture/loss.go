@@ -105,7 +105,7 @@ func (r *Recorder) markFinalLoss(ctx context.Context) {
 	for id, l := range loss {
 		// The pipeline has ended (it closed r.batches): its sessions
 		// are the writer's to read now.
-		st := r.pipe.sessions[id]
+		st := r.pipe.groups.sessions[id]
 		if st == nil {
 			continue
 		}

@@ -362,8 +362,8 @@ func (p *pipeline) countActive(now time.Time) {
 		return
 	}
 	n := int64(0)
-	for _, st := range p.sessions {
-		if st.httpKey == "" && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
+	for _, st := range p.groups.sessions {
+		if !st.plainHTTP && st.s.Status != StatusClosed && now.Sub(st.last) < p.o.IdleGap {
 			n++
 		}
 	}

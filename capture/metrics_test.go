@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,7 +196,9 @@ func (g *gatedStore) Write(ctx context.Context, b *capture.Batch) error {
 // TestRecorderMetricsQueueAndLoss: while the store does not keep up, the
 // queue gauges show what waits; when its writes fail, the scrape counts
 // the messages lost and the failed writes; after, the queue is empty.
-func TestRecorderMetricsQueueAndLoss(t *testing.T) {
+func TestRecorderMetricsQueueAndLoss(t *testing.T) { synctest.Test(t, testRecorderMetricsQueueAndLoss) }
+
+func testRecorderMetricsQueueAndLoss(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	store := &gatedStore{Store: memstore.New(), open: make(chan struct{})}
 	store.fail.Store(true)
@@ -226,7 +229,7 @@ func TestRecorderMetricsQueueAndLoss(t *testing.T) {
 			t.Fatalf("the queue gauges never rose while the store blocked: %v events, %v bytes",
 				got["mcptape_capture_queue_events{}"], got["mcptape_capture_queue_bytes{}"])
 		}
-		time.Sleep(time.Millisecond)
+		synctest.Wait() // the recorder's goroutines are blocked: on the store, or lingering
 	}
 	close(store.open) // every held write now fails
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

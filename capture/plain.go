@@ -37,8 +37,8 @@ func plainJSON(body []byte) bool {
 
 // bufferPlain keeps the first MaxPlainBody bytes of a plain exchange's
 // response body (RecorderOptions.MaxMessageSize when that is smaller).
-func (p *pipeline) bufferPlain(xs *xState, b []byte) {
-	limit := min(MaxPlainBody, p.o.MaxMessageSize)
+func (xs *exchange) bufferPlain(b []byte) {
+	limit := min(MaxPlainBody, xs.out.o.MaxMessageSize)
 	if xs.respOver {
 		return
 	}
@@ -54,11 +54,11 @@ func (p *pipeline) bufferPlain(xs *xState, b []byte) {
 // decoded from its Content-Encoding first, so that its secrets can be
 // found; one that cannot be decoded is not stored, only noted. over says
 // that buf is only the start of a body of total bytes.
-func (p *pipeline) plainBody(xs *xState, dir protocol.Direction, buf []byte, over bool, total int64, contentType, enc string, at time.Time) {
+func (xs *exchange) plainBody(dir protocol.Direction, buf []byte, over bool, total int64, contentType, enc string, at time.Time) {
 	if len(buf) == 0 {
 		return
 	}
-	limit := min(MaxPlainBody, p.o.MaxMessageSize)
+	limit := min(MaxPlainBody, xs.out.o.MaxMessageSize)
 	if len(buf) > limit {
 		buf, over = buf[:limit], true
 	}
@@ -69,7 +69,7 @@ func (p *pipeline) plainBody(xs *xState, dir protocol.Direction, buf []byte, ove
 			if problem == "" {
 				problem = "the body was cut before its end"
 			}
-			p.add(xs, p.frameOf(xs, dir, nil, at, Finding{FindingEncoding, fmt.Sprintf(
+			xs.out.add(xs, xs.out.frameOf(xs, dir, nil, at, Finding{FindingEncoding, fmt.Sprintf(
 				"%s body (%d bytes) not stored: %s, so its secrets could not be found and redacted", enc, total, problem)}), nil)
 			return
 		}
@@ -78,7 +78,7 @@ func (p *pipeline) plainBody(xs *xState, dir protocol.Direction, buf []byte, ove
 			buf, over = buf[:limit], true
 		}
 	}
-	raw, redacted := p.red.plainBody(buf, contentType)
+	raw, redacted := xs.out.red.plainBody(buf, contentType)
 	if redacted {
 		findings = append(findings, Finding{FindingRedacted, "secrets (codes, tokens, client secrets, passwords) were removed from this body"})
 	}
@@ -86,16 +86,5 @@ func (p *pipeline) plainBody(xs *xState, dir protocol.Direction, buf []byte, ove
 		findings = append(findings, Finding{FindingOversize, fmt.Sprintf(
 			"body of %d bytes: the first %d are stored, the rest is not", total, len(buf))})
 	}
-	p.add(xs, p.frameOf(xs, dir, raw, at, findings...), nil)
-}
-
-// frameOf is a frame message of raw (copied), with findings.
-func (p *pipeline) frameOf(xs *xState, dir protocol.Direction, raw []byte, at time.Time, findings ...Finding) *Message {
-	p.seq++
-	m := &Message{
-		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: dir, Time: at,
-		Kind: protocol.KindFrame, Batch: -1, Raw: append([]byte(nil), raw...), Findings: findings,
-	}
-	m.Size = len(m.Raw)
-	return m
+	xs.out.add(xs, xs.out.frameOf(xs, dir, raw, at, findings...), nil)
 }

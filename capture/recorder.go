@@ -126,6 +126,7 @@ type Recorder struct {
 	pipe                   *pipeline
 	met                    *recorderMetrics // nil without a Registerer
 	bufs                   *bigBuffers      // nil unless the store is a RawCopier
+	headers                headerCache      // response headers the Taps cloned
 	drift                  *driftCheck      // nil without Baselines
 }
 

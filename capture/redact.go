@@ -51,13 +51,25 @@ type redactor struct {
 	// seen remembers sensitive's answer by header name (at most
 	// seenNames): the same few names come with every exchange.
 	seen map[string]bool
+	// pseudonyms remembers pseudonym's answers (at most seenNames): a
+	// session's id comes with each of its requests, and an HMAC per
+	// request cost more than the rest of its header's redaction.
+	pseudonyms map[string]string
+	// headers are the last headers header redacted, and what it made of
+	// them: a client sends the same headers with every request of a
+	// session (see headerCached).
+	headers [4]redactedHeader
+	next    int
 }
+
+// redactedHeader is a header and its redaction.
+type redactedHeader struct{ in, out http.Header }
 
 // seenNames bounds redactor.seen; it is cleared when full.
 const seenNames = 256
 
 func newRedactor(opts RedactOptions) *redactor {
-	r := &redactor{opts: opts, extra: map[string]bool{}, seen: map[string]bool{}}
+	r := &redactor{opts: opts, extra: map[string]bool{}, seen: map[string]bool{}, pseudonyms: map[string]string{}}
 	for _, h := range opts.Headers {
 		r.extra[strings.ToLower(h)] = true
 	}
@@ -118,6 +130,26 @@ func (r *redactor) header(h http.Header) http.Header {
 	if h == nil || r.opts.Disabled {
 		return h
 	}
+	if len(h) > maxCachedHeader {
+		return r.redactHeader(h)
+	}
+	for _, c := range r.headers {
+		if c.in != nil && sameHeader(c.in, h) {
+			return c.out
+		}
+	}
+	out := r.redactHeader(h)
+	r.headers[r.next] = redactedHeader{h, out}
+	r.next = (r.next + 1) % len(r.headers)
+	return out
+}
+
+// maxCachedHeader bounds the names of a header whose redaction header
+// remembers.
+const maxCachedHeader = 32
+
+// redactHeader is header, without remembering.
+func (r *redactor) redactHeader(h http.Header) http.Header {
 	var out http.Header
 	for k, vs := range h {
 		var nv []string
@@ -255,11 +287,21 @@ func (r *redactor) pseudonym(id string) string {
 	if r.opts.Disabled {
 		return id
 	}
+	if p, ok := r.pseudonyms[id]; ok {
+		return p
+	}
 	key := r.opts.PseudonymKey
 	if len(key) == 0 {
 		key = defaultPseudonymKey
 	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(id))
-	return "sid-" + strings.ToLower(pseudoEnc.EncodeToString(m.Sum(nil))[:16])
+	p := "sid-" + strings.ToLower(pseudoEnc.EncodeToString(m.Sum(nil))[:16])
+	if r.pseudonyms != nil { // nil in a redactor made for one pseudonym
+		if len(r.pseudonyms) >= seenNames {
+			clear(r.pseudonyms)
+		}
+		r.pseudonyms[id] = p
+	}
+	return p
 }

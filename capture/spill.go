@@ -33,9 +33,10 @@ func (s *spillFile) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// spill makes a spill file for an SSE parser (RecorderOptions.SpillDir).
-func (p *pipeline) spill() (protocol.SpillFile, error) {
-	f, err := os.CreateTemp(p.o.SpillDir, "sse-*")
+// spill makes a spill file for the exchange's SSE parser
+// (RecorderOptions.SpillDir).
+func (xs *exchange) spill() (protocol.SpillFile, error) {
+	f, err := os.CreateTemp(xs.out.o.SpillDir, "sse-*")
 	if err != nil {
 		return nil, err
 	}

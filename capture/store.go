@@ -77,6 +77,27 @@ type Writer interface {
 	LastIDs(ctx context.Context) (seq, exchange uint64, err error)
 }
 
+// SessionCounter is implemented by a store that knows how many sessions it
+// holds without reading them (a dashboard's first page says how many
+// there are).
+type SessionCounter interface {
+	// CountSessions returns the number of sessions Sessions would yield
+	// with no query.
+	CountSessions(ctx context.Context) (int, error)
+}
+
+// Snapshotter is implemented by a store that reads fast from one snapshot
+// through a Reader of its own, which reuses its cursors from one call to
+// the next: reading many sessions one after another (an export of a whole
+// store) then costs a seek per session rather than opening a read and its
+// iterators each time.
+type Snapshotter interface {
+	// Snapshot returns a Reader of the store as it is now, for one
+	// goroutine, and the function that releases it (the store's Close
+	// waits for that).
+	Snapshot(ctx context.Context) (Reader, func(), error)
+}
+
 // RawCopier is a Writer whose Write keeps no reference to a message's Raw
 // once it returns: it has written or copied the bytes. A recorder writing
 // to one reuses the memory of a large response's Raw for later ones.

@@ -15,10 +15,10 @@ import (
 func (p *pipeline) streamOpen(ev event) {
 	info := ev.stream
 	leg := info.leg()
-	xs := &xState{stream: true, leg: leg, route: info.Name, mcp: true, reqDone: true, resp: true, respLen: -1}
+	xs := &exchange{out: p.out, groups: p.groups, stream: true, leg: leg, route: info.Name, mcp: true, reqDone: true, resp: true, respLen: -1}
 	var cmd *Command
 	if len(info.Command.Args) > 0 {
-		c := p.red.command(info.Command)
+		c := p.out.red.command(info.Command)
 		cmd = &c
 	}
 	url, method := info.Endpoint, strings.ToUpper(leg.String())
@@ -30,18 +30,18 @@ func (p *pipeline) streamOpen(ev event) {
 		RequestBody: BodyJSON, ResponseBody: BodyJSON,
 	}
 	p.xs[ev.x] = xs
-	st := p.newSession(xs, ev.at, leg.String())
+	st := p.groups.newSession(xs, ev.at, leg.String())
 	st.s.Command = cmd
 	xs.sess = st
 	xs.x.SessionID = st.s.ID
 	st.s.Exchanges++
 	// Readers see a stream's session as soon as it starts.
 	st.urgent = true
-	p.dirtyX[ev.x] = xs
+	p.out.dirtyX[ev.x] = xs
 }
 
 // streamEvent handles an event of a stream's exchange.
-func (p *pipeline) streamEvent(xs *xState, ev event) {
+func (p *pipeline) streamEvent(xs *exchange, ev event) {
 	switch ev.kind {
 	case evLine:
 		p.streamBlock(xs, ev.block)
@@ -53,7 +53,7 @@ func (p *pipeline) streamEvent(xs *xState, ev event) {
 }
 
 // streamBlock records a block of frames, in order.
-func (p *pipeline) streamBlock(xs *xState, b *streamBlock) {
+func (p *pipeline) streamBlock(xs *exchange, b *streamBlock) {
 	if b == nil {
 		return
 	}
@@ -77,7 +77,7 @@ const maxQuoted = 120
 
 // sides names a stream's two sides in findings: what the client and the
 // server write to, and who reads each.
-func (xs *xState) sides(dir protocol.Direction) (who, reader string) {
+func (xs *exchange) sides(dir protocol.Direction) (who, reader string) {
 	switch {
 	case xs.leg == LegStdio && dir == protocol.ClientToServer:
 		return "stdin line", "the server"
@@ -90,7 +90,7 @@ func (xs *xState) sides(dir protocol.Direction) (who, reader string) {
 }
 
 // countBytes adds a frame's bytes (with its newline) to the exchange.
-func (xs *xState) countBytes(f *streamFrame) {
+func (xs *exchange) countBytes(f *streamFrame) {
 	n := f.total + 1
 	if f.dir == protocol.ClientToServer && f.kind == evLine {
 		xs.x.RequestBytes += n
@@ -100,13 +100,13 @@ func (xs *xState) countBytes(f *streamFrame) {
 }
 
 // streamLine records one frame held in memory.
-func (p *pipeline) streamLine(xs *xState, f *streamFrame, data []byte) {
+func (p *pipeline) streamLine(xs *exchange, f *streamFrame, data []byte) {
 	xs.countBytes(f)
 	if f.total > int64(p.o.MaxMessageSize) || len(data) > p.o.MaxMessageSize {
-		m := p.invalid(xs, f.dir, data[:min(len(data), p.o.MaxMessageSize)], true, f.at, FindingOversize,
+		m := p.out.invalid(xs, f.dir, data[:min(len(data), p.o.MaxMessageSize)], true, f.at, FindingOversize,
 			fmt.Sprintf("line of %d bytes, longer than %d; stored cut", f.total, p.o.MaxMessageSize))
-		p.add(xs, m, nil)
-		p.touch(xs.sess, f.at)
+		p.out.add(xs, m, nil)
+		p.out.touch(xs.sess, f.at)
 		return
 	}
 	msgs := protocol.Split(data)
@@ -114,30 +114,30 @@ func (p *pipeline) streamLine(xs *xState, f *streamFrame, data []byte) {
 		pm := &msgs[i]
 		if pm.Kind == protocol.KindInvalid && pm.Batch < 0 {
 			who, reader := xs.sides(f.dir)
-			m := p.invalid(xs, f.dir, data, true, f.at, FindingInvalidFrame,
+			m := p.out.invalid(xs, f.dir, data, true, f.at, FindingInvalidFrame,
 				fmt.Sprintf("a %s that is not JSON-RPC (%s fails on it, e.g. \"Unexpected token … is not valid JSON\"): %s",
 					who, reader, quoteLine(data)))
-			p.add(xs, m, nil)
+			p.out.add(xs, m, nil)
 			continue
 		}
-		p.message(xs, f.dir, pm, f.at, nil, true) // data is the pipeline's
+		p.out.message(xs, f.dir, pm, f.at, nil, true) // data is the pipeline's
 	}
-	p.touch(xs.sess, f.at)
+	p.out.touch(xs.sess, f.at)
 }
 
 // streamStderr records a line of the server's standard error.
-func (p *pipeline) streamStderr(xs *xState, f *streamFrame, data []byte) {
-	p.seq++
-	raw, _ := p.red.body(data)
+func (p *pipeline) streamStderr(xs *exchange, f *streamFrame, data []byte) {
+	p.out.seq++
+	raw, _ := p.out.red.body(data)
 	m := &Message{
-		Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
+		Seq: p.out.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
 		Time: f.at, Kind: protocol.KindStderr, Batch: -1, Raw: raw, Size: len(raw),
 	}
 	if f.total > int64(len(data)) {
 		m.Findings = append(m.Findings, Finding{FindingOversize, fmt.Sprintf("stderr line of %d bytes, longer than %d; stored cut", f.total, p.o.MaxMessageSize)})
 	}
-	p.add(xs, m, nil)
-	p.touch(xs.sess, f.at)
+	p.out.add(xs, m, nil)
+	p.out.touch(xs.sess, f.at)
 }
 
 // streamFileFrame records a frame kept on disk (longer than
@@ -145,7 +145,7 @@ func (p *pipeline) streamStderr(xs *xState, f *streamFrame, data []byte) {
 // the message's bytes, so that neither side holds the frame in memory; the
 // message is classified from the frame's skeleton. Another writer gets
 // the frame read back into memory.
-func (p *pipeline) streamFileFrame(xs *xState, f *streamFrame) {
+func (p *pipeline) streamFileFrame(xs *exchange, f *streamFrame) {
 	file := f.file
 	f.file = nil
 	if _, ok := p.r.store.(RawReaderTaker); !ok || file.failed {
@@ -165,7 +165,7 @@ func (p *pipeline) streamFileFrame(xs *xState, f *streamFrame) {
 		}
 		return
 	}
-	scrubbed, redacted, err := p.red.scrubFile(file, p.o.SpillDir)
+	scrubbed, redacted, err := p.out.red.scrubFile(file, p.o.SpillDir)
 	if err != nil {
 		p.r.log.Warn("redacting a long stream frame", LogKeyError, err)
 		file.Close()
@@ -177,17 +177,17 @@ func (p *pipeline) streamFileFrame(xs *xState, f *streamFrame) {
 	var m *Message
 	switch {
 	case f.kind == evStderr:
-		p.seq++
-		m = &Message{Seq: p.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
+		p.out.seq++
+		m = &Message{Seq: p.out.seq, SessionID: xs.sess.s.ID, ExchangeID: xs.x.ID, Direction: protocol.ServerToClient,
 			Time: f.at, Kind: protocol.KindStderr, Batch: -1}
 		if f.total > file.Len() {
 			m.Findings = append(m.Findings, Finding{FindingOversize, fmt.Sprintf("stderr line of %d bytes, longer than %d; stored cut", f.total, p.o.MaxMessageSize)})
 		}
-		p.add(xs, m, nil)
+		p.out.add(xs, m, nil)
 	case f.total > file.Len():
-		m = p.invalid(xs, f.dir, nil, true, f.at, FindingOversize,
+		m = p.out.invalid(xs, f.dir, nil, true, f.at, FindingOversize,
 			fmt.Sprintf("line of %d bytes, longer than %d; stored cut", f.total, p.o.MaxMessageSize))
-		p.add(xs, m, nil)
+		p.out.add(xs, m, nil)
 	default:
 		m = p.skeletonMessage(xs, f, file)
 	}
@@ -195,15 +195,15 @@ func (p *pipeline) streamFileFrame(xs *xState, f *streamFrame) {
 		m.Findings = append(m.Findings, Finding{FindingRedacted, "secrets seen in headers were removed from this message"})
 		xs.sess.s.Findings++
 	}
-	p.batchBytes -= len(m.Raw)
+	p.out.batchBytes -= len(m.Raw)
 	m.Raw, m.Size, m.File = nil, int(file.Len()), file
-	p.batchBytes += m.Size
-	p.touch(xs.sess, f.at)
+	p.out.batchBytes += m.Size
+	p.out.touch(xs.sess, f.at)
 }
 
 // skeletonMessage records a long frame from its skeleton (see skeleton):
 // the message's kind, method, id and links, without its bytes in memory.
-func (p *pipeline) skeletonMessage(xs *xState, f *streamFrame, file *frameFile) *Message {
+func (p *pipeline) skeletonMessage(xs *exchange, f *streamFrame, file *frameFile) *Message {
 	sk, err := skeleton(ioSection(file))
 	var msgs []protocol.Message
 	if err == nil {
@@ -212,25 +212,25 @@ func (p *pipeline) skeletonMessage(xs *xState, f *streamFrame, file *frameFile) 
 	switch {
 	case err != nil || len(msgs) == 1 && msgs[0].Kind == protocol.KindInvalid && msgs[0].Batch < 0:
 		who, reader := xs.sides(f.dir)
-		m := p.invalid(xs, f.dir, nil, true, f.at, FindingInvalidFrame,
+		m := p.out.invalid(xs, f.dir, nil, true, f.at, FindingInvalidFrame,
 			fmt.Sprintf("a %s that is not JSON-RPC (%s fails on it, e.g. \"Unexpected token … is not valid JSON\"): %s",
 				who, reader, quoteLine(file.head(maxQuoted+1))))
-		p.add(xs, m, nil)
+		p.out.add(xs, m, nil)
 		return m
 	case len(msgs) != 1 || msgs[0].Batch >= 0:
-		m := p.invalid(xs, f.dir, nil, true, f.at, FindingBatch,
+		m := p.out.invalid(xs, f.dir, nil, true, f.at, FindingBatch,
 			fmt.Sprintf("a JSON-RPC batch of %d bytes, longer than the %d the recorder splits: stored whole, as one frame", file.Len(), streamSpillAt))
-		p.add(xs, m, nil)
+		p.out.add(xs, m, nil)
 		return m
 	}
-	p.skeletal = true
-	m := p.message(xs, f.dir, &msgs[0], f.at, nil, true)
-	p.skeletal = false
+	p.out.skeletal = true
+	m := p.out.message(xs, f.dir, &msgs[0], f.at, nil, true)
+	p.out.skeletal = false
 	return m
 }
 
 // streamLost counts a frame that could not be recorded.
-func (p *pipeline) streamLost(xs *xState, f *streamFrame) {
+func (p *pipeline) streamLost(xs *exchange, f *streamFrame) {
 	xs.sess.s.Lost++
 	xs.sess.s.Status = StatusIncomplete
 	xs.sess.s.LossReason = "a long line could not be copied for the record"
@@ -238,7 +238,7 @@ func (p *pipeline) streamLost(xs *xState, f *streamFrame) {
 }
 
 // streamEnd finishes a stream: the process ended, or the connection.
-func (p *pipeline) streamEnd(xs *xState, ev event) {
+func (p *pipeline) streamEnd(xs *exchange, ev event) {
 	delete(p.xs, xs.x.ID)
 	xs.x.End = ev.at
 	st := xs.sess
@@ -260,8 +260,8 @@ func (p *pipeline) streamEnd(xs *xState, ev event) {
 	}
 	st.s.Status = closedUnlessIncomplete(st.s.Status)
 	st.urgent = true
-	p.dirtyX[xs.x.ID] = xs
-	p.touch(st, ev.at)
+	p.out.dirtyX[xs.x.ID] = xs
+	p.out.touch(st, ev.at)
 }
 
 // quoteLine quotes the start of a line for a finding.

@@ -127,9 +127,18 @@ type beginInfo struct {
 // RequestBody may interleave with the response methods. A Tap copies what it
 // is given and never blocks longer than the recorder's backpressure bound.
 type Tap struct {
-	r    *Recorder
-	id   uint64
-	resp *event // headers not sent yet: they go with the first body bytes or End
+	r     *Recorder
+	id    uint64
+	begin beginInfo // the request, read by the pipeline once Begin has sent it
+	resp  *event    // headers not sent yet: they go with the first body bytes or End
+	// respEv is where Response puts its event, sparing an allocation; the
+	// pipeline reads it once it is sent. (A second Response gets one of
+	// its own.)
+	respEv   event
+	respUsed bool
+	// body holds Begin's copy of a small request body (most are), sparing
+	// it an allocation of its own.
+	body [tapBody]byte
 	// forwarded and upHeaders are what Upstream reported, for Response
 	forwarded, upHeaders time.Time
 	rewritten            string      // what Rewritten reported, for Response
@@ -147,24 +156,32 @@ func (r *Recorder) Begin(req *Request) *Tap {
 	if r == nil || r.closing.Load() {
 		return nil
 	}
-	t := &Tap{r: r, id: r.nextExchange.Add(1)}
-	b := &beginInfo{Request: *req}
+	t := &Tap{r: r, id: r.nextExchange.Add(1), begin: beginInfo{Request: *req}}
+	b := &t.begin
 	b.path, b.query, _ = strings.Cut(req.Target, "?")
 	if strings.IndexByte(b.path, '%') >= 0 {
 		if p, err := url.PathUnescape(b.path); err == nil {
 			b.path = p
 		}
 	}
-	if req.Body != nil {
-		b.Body = append([]byte(nil), req.Body...)
-	} else {
+	switch {
+	case req.Body == nil:
 		b.Complete = false
+	case len(req.Body) == 0:
+		b.Body = nil
+	case len(req.Body) <= tapBody:
+		b.Body = t.body[:copy(t.body[:], req.Body):len(req.Body)]
+	default:
+		b.Body = append([]byte(nil), req.Body...)
 	}
 	r.exchanges.Add(1)
 	r.inflight.Add(1)
 	t.send(event{kind: evBegin, begin: b, weight: int64(len(b.Body)), reqEnd: b.Complete})
 	return t
 }
+
+// tapBody is the largest request body a Tap holds itself.
+const tapBody = 512
 
 // chunkPool and bigChunkPool hold the buffers body bytes are copied into
 // for the pipeline: up to 32 KiB, and up to BodyChunk for the large reads
@@ -209,13 +226,19 @@ func releaseChunk(b []byte, pooled bool) {
 	if !pooled {
 		return
 	}
-	b = b[:0]
 	switch cap(b) {
 	case 32 << 10:
-		chunkPool.Put(&b)
+		putChunk(&chunkPool, b)
 	case BodyChunk:
-		bigChunkPool.Put(&b)
+		putChunk(&bigChunkPool, b)
 	}
+}
+
+// putChunk puts b in pool. (Its own function: a pointer to releaseChunk's
+// b would put b on the heap at every call, pooled or not.)
+func putChunk(pool *sync.Pool, b []byte) {
+	b = b[:0]
+	pool.Put(&b)
 }
 
 func (t *Tap) send(ev event) {
@@ -284,10 +307,16 @@ func (t *Tap) Rewritten(what string) {
 // ResponseBody and End must be called from one goroutine.
 // synthesized marks a response the proxy made itself (an upstream error).
 func (t *Tap) Response(status int, h http.Header, synthesized bool) {
-	if t != nil {
-		t.resp = &event{kind: evResp, status: status, header: h.Clone(), synth: synthesized, at: t.r.opts.Now(),
-			forwarded: t.forwarded, upHeaders: t.upHeaders, rewritten: t.rewritten}
+	if t == nil {
+		return
 	}
+	if t.respUsed {
+		t.resp = &event{}
+	} else {
+		t.resp, t.respUsed = &t.respEv, true
+	}
+	*t.resp = event{kind: evResp, status: status, header: t.r.headers.clone(h), synth: synthesized, at: t.r.opts.Now(),
+		forwarded: t.forwarded, upHeaders: t.upHeaders, rewritten: t.rewritten}
 }
 
 // ResponseBody reports bytes written to the client.
@@ -311,4 +340,41 @@ func (t *Tap) End(errText string, aborted bool) {
 	t.resp = nil
 	t.send(ev)
 	t.r.inflight.Add(-1)
+}
+
+// headerCache clones the response headers Taps report: the same clone
+// again for headers equal to the last one it made. An upstream sends the
+// same headers with most of its answers (until its Date changes), and the
+// recorder never modifies a header map it was handed.
+type headerCache struct{ last atomic.Pointer[http.Header] }
+
+func (c *headerCache) clone(h http.Header) http.Header {
+	if len(h) == 0 {
+		return h.Clone() // nil for nil, as Clone makes it; not kept
+	}
+	if last := c.last.Load(); last != nil && sameHeader(*last, h) {
+		return *last
+	}
+	cl := h.Clone()
+	c.last.Store(&cl)
+	return cl
+}
+
+// sameHeader reports whether a and b hold the same names and values.
+func sameHeader(a, b http.Header) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for k, vs := range a {
+		ws, ok := b[k]
+		if !ok || len(ws) != len(vs) {
+			return false
+		}
+		for i, v := range vs {
+			if ws[i] != v {
+				return false
+			}
+		}
+	}
+	return true
 }

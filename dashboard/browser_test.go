@@ -596,7 +596,9 @@ func TestBrowserHostile(t *testing.T) {
 	}
 	// The 5 MB string is cut in the view, with a "show all" that is still text.
 	b.open(msgURL(big))
-	b.waitFor("the big message", `document.querySelector('section.panel .structured') !== null`, 15*time.Second)
+	// Hang checks, bounded as the messages above are (30 s under the race
+	// detector with every package's tests on two cores).
+	b.waitFor("the big message", `document.querySelector('section.panel .structured') !== null`, 30*time.Second)
 	shown := eval[int](b, `document.querySelector('section.panel .structured').textContent.length`)
 	if shown > 100000 {
 		t.Errorf("the view shows %d characters of a 5 MB string, want it cut", shown)
@@ -607,7 +609,7 @@ func TestBrowserHostile(t *testing.T) {
 
 	// The deep JSON stops at the depth cap.
 	b.open(msgURL(deep))
-	b.waitFor("the deep message", `document.querySelector('details.raw-json') !== null`, 15*time.Second)
+	b.waitFor("the deep message", `document.querySelector('details.raw-json') !== null`, 30*time.Second)
 	b.click(`details.raw-json > summary`)
 	b.waitFor("the JSON tree", `document.querySelector('details.raw-json .jtree') !== null`, 5*time.Second)
 	for range 70 {

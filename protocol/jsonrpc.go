@@ -170,6 +170,9 @@ func (m *Message) IDKey() string {
 // IDKey canonicalises raw id bytes (see [Message.IDKey]).
 func IDKey(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
+	if plainString(raw) {
+		return string(raw) // encoding/json writes it so again
+	}
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
@@ -178,6 +181,21 @@ func IDKey(raw json.RawMessage) string {
 		}
 	}
 	return string(raw)
+}
+
+// plainString reports whether raw is a JSON string of printable ASCII that
+// json.Marshal writes back unchanged: no escapes, and none of the
+// characters it escapes for HTML.
+func plainString(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrorInfo is the decoded error member of an error response.
@@ -206,6 +224,46 @@ type envelope struct {
 	JSONRPC, ID, Method, Params, Result, Error json.RawMessage
 }
 
+// envelopeMembers is how many members an envelope holds.
+const envelopeMembers = 6
+
+// envelopeMember numbers the JSON-RPC members (see member); -1 for any
+// other key.
+func envelopeMember(key []byte) int {
+	switch string(key) {
+	case "jsonrpc":
+		return 0
+	case "id":
+		return 1
+	case "method":
+		return 2
+	case "params":
+		return 3
+	case "result":
+		return 4
+	case "error":
+		return 5
+	}
+	return -1
+}
+
+// member is the member envelopeMember numbers k.
+func (env *envelope) member(k int) *json.RawMessage {
+	switch k {
+	case 0:
+		return &env.JSONRPC
+	case 1:
+		return &env.ID
+	case 2:
+		return &env.Method
+	case 3:
+		return &env.Params
+	case 4:
+		return &env.Result
+	}
+	return &env.Error
+}
+
 // IsBatch reports whether b (ignoring leading whitespace) is a JSON array.
 func IsBatch(b []byte) bool {
 	b = bytes.TrimLeft(b, " \t\r\n")
@@ -217,23 +275,26 @@ func IsBatch(b []byte) bool {
 // empty array, or bytes that are not JSON, yield a single KindInvalid message
 // holding all of b. Split never fails and never drops bytes: the Raw of the
 // messages it returns cover every element of the input.
-func Split(b []byte) []Message {
+func Split(b []byte) []Message { return AppendSplit(nil, b) }
+
+// AppendSplit is Split appending to dst, which a caller that splits body
+// after body can reuse.
+func AppendSplit(dst []Message, b []byte) []Message {
 	if IsBatch(b) {
 		var elems []json.RawMessage
 		if err := json.Unmarshal(b, &elems); err != nil {
-			return []Message{invalid(b, -1, "malformed batch: "+jsonProblem(err))}
+			return append(dst, invalid(b, -1, "malformed batch: "+jsonProblem(err)))
 		}
 		if len(elems) == 0 {
-			return []Message{invalid(b, -1, "empty batch")}
+			return append(dst, invalid(b, -1, "empty batch"))
 		}
-		out := make([]Message, len(elems))
 		for i, e := range elems {
-			out[i] = Decode(e)
-			out[i].Batch = i
+			dst = append(dst, Decode(e))
+			dst[len(dst)-1].Batch = i
 		}
-		return out
+		return dst
 	}
-	return []Message{Decode(b)}
+	return append(dst, Decode(b))
 }
 
 // Decode classifies one JSON value that should be a single JSON-RPC message.
@@ -252,42 +313,28 @@ func Decode(b []byte) Message {
 	// One pass validates and finds the members, as views into b: no copy
 	// of a large result.
 	var env envelope
-	valid := validJSON(trimmed, func(key, v []byte) {
-		switch string(key) {
-		case "jsonrpc":
-			env.JSONRPC = v
-		case "id":
-			env.ID = v
-		case "method":
-			env.Method = v
-		case "params":
-			env.Params = v
-		case "result":
-			env.Result = v
-		case "error":
-			env.Error = v
-		}
-	})
-	if !valid {
+	if !validEnvelope(trimmed, &env) {
 		var v any
 		return invalid(b, -1, "not JSON: "+jsonProblem(json.Unmarshal(trimmed, &v)))
 	}
 	m := Message{Raw: b, Batch: -1, ID: env.ID, Params: env.Params, Result: env.Result, Error: env.Error}
 	var problems []string
-	if v := string(bytes.TrimSpace(env.JSONRPC)); v != `"2.0"` {
-		if v == "" {
+	if v := bytes.TrimSpace(env.JSONRPC); string(v) != `"2.0"` {
+		if len(v) == 0 {
 			problems = append(problems, `missing "jsonrpc":"2.0"`)
 		} else {
-			problems = append(problems, fmt.Sprintf(`"jsonrpc" is %s, want "2.0"`, truncate(v, 40)))
+			problems = append(problems, fmt.Sprintf(`"jsonrpc" is %s, want "2.0"`, truncate(string(v), 40)))
 		}
 	}
 	switch {
 	case env.Method != nil:
-		if err := json.Unmarshal(env.Method, &m.Method); err != nil {
+		method, ok := methodString(env.Method)
+		if !ok {
 			m.Kind = KindInvalid
 			m.Problem = "method is not a string"
 			return m
 		}
+		m.Method = method
 		if env.ID == nil {
 			m.Kind = KindNotification
 		} else {
@@ -306,7 +353,7 @@ func Decode(b []byte) Message {
 		if env.Result != nil {
 			problems = append(problems, "response carries both result and error")
 		}
-		if _, ok := m.ErrorInfo(); !ok {
+		if !validErrorInfo(env.Error) {
 			problems = append(problems, "error member is not {code, message}")
 		}
 	case env.Result != nil:
@@ -325,6 +372,25 @@ func Decode(b []byte) Message {
 		m.Problem += p
 	}
 	return m
+}
+
+// methodString decodes a method member, as encoding/json would into a
+// string; a method the spec names comes back as its constant.
+func methodString(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		if s, ok := known[string(raw[1:len(raw)-1])]; ok {
+			return s, true
+		}
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// validErrorInfo reports whether raw decodes as an ErrorInfo.
+func validErrorInfo(raw json.RawMessage) bool {
+	var e ErrorInfo
+	return json.Unmarshal(raw, &e) == nil
 }
 
 func validID(raw json.RawMessage) bool {

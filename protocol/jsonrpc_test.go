@@ -245,3 +245,72 @@ func TestValidJSONLongStrings(t *testing.T) {
 		}
 	}
 }
+
+// validEnvelope must agree with validJSON, and find the JSON-RPC members
+// its member function sees (the last of a repeated key).
+func FuzzValidEnvelope(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"id":2}}`, `{"id":1,"id":"x","result":{}}`,
+		`{"error":{"code":1,"message":"m"},"jsonrpc":"1"}`, `[{"id":1}]`, `{"a":1,}`, `{"\u0069d":7}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := map[string]string{}
+		ok := validJSON(b, func(k, v []byte) { want[string(k)] = string(v) })
+		var env envelope
+		if got := validEnvelope(b, &env); got != ok {
+			t.Fatalf("validEnvelope(%q) = %v, validJSON %v", b, got, ok)
+		}
+		if !ok {
+			return
+		}
+		for k, key := range []string{"jsonrpc", "id", "method", "params", "result", "error"} {
+			w, present := want[key]
+			if got := *env.member(k); string(got) != w || (got != nil) != present {
+				t.Fatalf("validEnvelope(%q) %s = %q, want %q", b, key, got, w)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeSmall decodes the messages of a small call (a request
+// whose method the spec names, and its result): the recorder decodes every
+// message it records. Target: no allocation.
+func BenchmarkDecodeSmall(b *testing.B) {
+	msgs := [][]byte{
+		[]byte(`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`),
+		[]byte(`{"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"hi"}]}}`),
+	}
+	var dst []Message
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, raw := range msgs {
+			dst = AppendSplit(dst[:0], raw)
+			if dst[0].Problem != "" {
+				b.Fatal(dst[0].Problem)
+			}
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		for _, raw := range msgs {
+			dst = AppendSplit(dst[:0], raw)
+		}
+	}); allocs > 0 {
+		b.Errorf("decoding a small call's two messages took %.1f allocations; the target is none", allocs)
+	}
+}
+
+// IDKey's shortcut for plain strings gives what encoding/json's round trip
+// gives.
+func TestIDKeyPlainStrings(t *testing.T) {
+	for _, raw := range []string{`"s-1"`, `"a b"`, `"<x>"`, `"a&b"`, `"é"`, `"\u0041"`, `"a\"b"`, `"\t"`, `""`, `"~!@#$%^*()"`, " \"x\" "} {
+		var s string
+		want := strings.TrimSpace(raw)
+		if json.Unmarshal([]byte(raw), &s) == nil {
+			b, _ := json.Marshal(s)
+			want = string(b)
+		}
+		if got := IDKey(json.RawMessage(raw)); got != want {
+			t.Errorf("IDKey(%s) = %s, want %s", raw, got, want)
+		}
+	}
+}

@@ -111,7 +111,12 @@ type Params struct {
 // ParseParams reads the fields of [Params] from raw params. Malformed params
 // give the zero value and false. Large members (arguments, messages,
 // capabilities) are views into raw, not copies.
-func ParseParams(raw json.RawMessage) (Params, bool) {
+func ParseParams(raw json.RawMessage) (Params, bool) { return (*Strings)(nil).ParseParams(raw) }
+
+// ParseParams is [ParseParams] taking the strings it reads from c when c
+// holds them already: ClientInfo may then be an Implementation it returned
+// before, which the caller must not modify.
+func (c *Strings) ParseParams(raw json.RawMessage) (Params, bool) {
 	var p Params
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -128,19 +133,19 @@ func ParseParams(raw json.RawMessage) (Params, bool) {
 	if members(raw, func(key, v []byte) bool {
 		switch string(key) {
 		case "_meta":
-			if m, hasMeta = parseMeta(v); !hasMeta {
+			if m, hasMeta = parseMeta(v, c); !hasMeta {
 				ok = false
 			}
 		case "protocolVersion":
-			str(v, &p.ProtocolVersion)
+			c.str(v, &p.ProtocolVersion)
 		case "clientInfo":
-			p.ClientInfo = parseImpl(v)
+			p.ClientInfo = c.impl(v)
 		case "capabilities":
 			p.ClientCapabilities = v
 		case "progressToken":
 			p.ProgressToken = v
 		case "name":
-			str(v, &p.Name)
+			c.str(v, &p.Name)
 		case "uri":
 			str(v, &uri)
 		case "arguments":
@@ -231,7 +236,12 @@ type Result struct {
 // ParseResult reads the fields of [Result]; malformed results give false.
 // Content, structuredContent, tools and the other large members are views
 // into raw, not copies.
-func ParseResult(raw json.RawMessage) (Result, bool) {
+func ParseResult(raw json.RawMessage) (Result, bool) { return (*Strings)(nil).ParseResult(raw) }
+
+// ParseResult is [ParseResult] taking the strings it reads from c when c
+// holds them already: ServerInfo may then be an Implementation it returned
+// before, which the caller must not modify.
+func (c *Strings) ParseResult(raw json.RawMessage) (Result, bool) {
 	var r Result
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
@@ -244,9 +254,9 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 	err := members(raw, func(key, v []byte) bool {
 		switch string(key) {
 		case "_meta":
-			m, hasMeta = parseMeta(v)
+			m, hasMeta = parseMeta(v, c)
 		case "protocolVersion":
-			str(v, &r.ProtocolVersion)
+			c.str(v, &r.ProtocolVersion)
 		case "supportedVersions":
 			// Into vs, not r: that would put every Result on the heap.
 			var vs []string
@@ -254,11 +264,11 @@ func ParseResult(raw json.RawMessage) (Result, bool) {
 				r.SupportedVersions = vs
 			}
 		case "serverInfo":
-			r.ServerInfo = parseImpl(v)
+			r.ServerInfo = c.impl(v)
 		case "capabilities":
 			r.Capabilities = v
 		case "resultType":
-			str(v, &r.ResultType)
+			c.str(v, &r.ResultType)
 		case "inputRequests":
 			r.InputRequests = v
 		case "requestState":
@@ -324,7 +334,7 @@ func str(v []byte, dst *string) bool {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 		in := v[1 : len(v)-1]
 		if bytes.IndexByte(in, '\\') < 0 && bytes.IndexByte(in, '"') < 0 && utf8.Valid(in) {
-			*dst = string(in)
+			*dst = knownString(in)
 			return true
 		}
 		s, ok := unquote(v)
@@ -347,7 +357,7 @@ func unquote(v []byte) (string, bool) {
 }
 
 // parseImpl reads clientInfo or serverInfo; nil when it is not an object.
-func parseImpl(v []byte) *Implementation {
+func parseImpl(v []byte, c *Strings) *Implementation {
 	if len(v) == 0 || v[0] != '{' {
 		return nil
 	}
@@ -355,11 +365,11 @@ func parseImpl(v []byte) *Implementation {
 	if members(v, func(k, x []byte) bool {
 		switch string(k) {
 		case "name":
-			str(x, &impl.Name)
+			c.str(x, &impl.Name)
 		case "version":
-			str(x, &impl.Version)
+			c.str(x, &impl.Version)
 		case "title":
-			str(x, &impl.Title)
+			c.str(x, &impl.Title)
 		}
 		return true
 	}) != nil {
@@ -369,7 +379,7 @@ func parseImpl(v []byte) *Implementation {
 }
 
 // parseMeta reads a _meta object; false when it is not one.
-func parseMeta(v []byte) (meta, bool) {
+func parseMeta(v []byte, c *Strings) (meta, bool) {
 	var m meta
 	if len(v) == 0 || v[0] != '{' {
 		return m, false
@@ -377,13 +387,13 @@ func parseMeta(v []byte) (meta, bool) {
 	if members(v, func(k, x []byte) bool {
 		switch string(k) {
 		case MetaProtocolVersion:
-			str(x, &m.ProtocolVersion)
+			c.str(x, &m.ProtocolVersion)
 		case MetaClientInfo:
-			m.ClientInfo = parseImpl(x)
+			m.ClientInfo = c.impl(x)
 		case MetaClientCapabilities:
 			m.ClientCapabilities = x
 		case MetaServerInfo:
-			m.ServerInfo = parseImpl(x)
+			m.ServerInfo = c.impl(x)
 		case MetaSubscriptionID:
 			m.SubscriptionID = x
 		case MetaRelatedTask:

@@ -40,6 +40,14 @@ func scan[T any](s *Store, ctx context.Context, yield func(T, error) bool,
 	defer s.gate.leave()
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
+	scanIn(s, txn, ctx, yield, fn)
+}
+
+// scanIn is scan in the read transaction txn, which the caller holds (and
+// the gate with it).
+func scanIn[T any](s *Store, txn *badger.Txn, ctx context.Context, yield func(T, error) bool,
+	fn func(txn *badger.Txn, next func() bool) error) {
+	var zero T
 	stopped := false
 	next := func() bool {
 		err := ctx.Err()
@@ -63,12 +71,19 @@ func (s *Store) Session(ctx context.Context, id string) (*capture.Session, error
 	var x *capture.Session
 	err := s.view(ctx, func(txn *badger.Txn) error {
 		var err error
-		if x, err = getSession(txn, id); err != nil {
-			return err
-		}
-		return s.withLabels(txn, x)
+		x, err = s.sessionIn(txn, id)
+		return err
 	})
 	return x, err
+}
+
+// sessionIn is Session in txn.
+func (s *Store) sessionIn(txn *badger.Txn, id string) (*capture.Session, error) {
+	x, err := getSession(txn, id)
+	if err != nil {
+		return nil, err
+	}
+	return x, s.withLabels(txn, x)
 }
 
 func getSession(txn *badger.Txn, id string) (*capture.Session, error) {
@@ -91,125 +106,205 @@ func getSession(txn *badger.Txn, id string) (*capture.Session, error) {
 func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[*capture.Session, error] {
 	return func(yield func(*capture.Session, error) bool) {
 		scan(s, ctx, yield, func(txn *badger.Txn, next func() bool) error {
-			prefix := []byte(prefixTime)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
-			defer it.Close()
-			var until, since timeKey
-			if q.Until.IsZero() {
-				it.Seek(prefixEnd(prefixTime))
-			} else {
-				until = makeTimeKey(q.Until)
-				it.Seek(timeIndexKey(nil, until, ""))
-			}
-			if !q.Since.IsZero() {
-				since = makeTimeKey(q.Since)
-			}
-			n := 0
-			var dmg damage
-			for ; it.Valid(); it.Next() {
-				key := it.Item().Key()
-				if len(key) < len(prefix)+timeKeyLen {
-					dmg.add(fmt.Sprintf("%q", key), "a time index key too short")
-					continue
-				}
-				tk := key[len(prefix) : len(prefix)+timeKeyLen]
-				if !q.Until.IsZero() && bytes.Compare(tk, until[:]) >= 0 {
-					continue // the exact Until key of an empty ID: Until is exclusive
-				}
-				if !q.Since.IsZero() && bytes.Compare(tk, since[:]) < 0 {
-					return nil
-				}
-				if !next() {
-					return nil
-				}
-				id := string(key[len(prefix)+timeKeyLen:])
-				x, err := getSession(txn, id)
-				if errors.Is(err, capture.ErrNotFound) {
-					dmg.add(id, "listed in the time index, but its record is missing")
-					continue
-				}
-				if errors.Is(err, capture.ErrDamaged) {
-					dmg.add(id, "its record does not read")
-					continue
-				}
-				if err == nil {
-					err = s.withLabels(txn, x)
-				}
-				if err != nil {
-					return err
-				}
-				if !yield(x, nil) {
-					return nil
-				}
-				if n++; q.Limit > 0 && n >= q.Limit {
-					return nil
-				}
-			}
-			return dmg.err("the session list")
+			return s.sessionsIn(txn, q, next, yield)
 		})
 	}
+}
+
+// sessionsIn is Sessions' iteration in txn.
+func (s *Store) sessionsIn(txn *badger.Txn, q capture.SessionQuery, next func() bool, yield func(*capture.Session, error) bool) error {
+	prefix := []byte(prefixTime)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	var until, since timeKey
+	if q.Until.IsZero() {
+		it.Seek(prefixEnd(prefixTime))
+	} else {
+		until = makeTimeKey(q.Until)
+		it.Seek(timeIndexKey(nil, until, ""))
+	}
+	if !q.Since.IsZero() {
+		since = makeTimeKey(q.Since)
+	}
+	n := 0
+	var dmg damage
+	for ; it.Valid(); it.Next() {
+		key := it.Item().Key()
+		if len(key) < len(prefix)+timeKeyLen {
+			dmg.add(fmt.Sprintf("%q", key), "a time index key too short")
+			continue
+		}
+		tk := key[len(prefix) : len(prefix)+timeKeyLen]
+		if !q.Until.IsZero() && bytes.Compare(tk, until[:]) >= 0 {
+			continue // the exact Until key of an empty ID: Until is exclusive
+		}
+		if !q.Since.IsZero() && bytes.Compare(tk, since[:]) < 0 {
+			return nil
+		}
+		if !next() {
+			return nil
+		}
+		id := string(key[len(prefix)+timeKeyLen:])
+		x, err := getSession(txn, id)
+		if errors.Is(err, capture.ErrNotFound) {
+			dmg.add(id, "listed in the time index, but its record is missing")
+			continue
+		}
+		if errors.Is(err, capture.ErrDamaged) {
+			dmg.add(id, "its record does not read")
+			continue
+		}
+		if err == nil {
+			err = s.withLabels(txn, x)
+		}
+		if err != nil {
+			return err
+		}
+		if !yield(x, nil) {
+			return nil
+		}
+		if n++; q.Limit > 0 && n >= q.Limit {
+			return nil
+		}
+	}
+	return dmg.err("the session list")
 }
 
 // Exchanges implements [capture.Store].
 func (s *Store) Exchanges(ctx context.Context, sessionID string) iter.Seq2[*capture.Exchange, error] {
 	return func(yield func(*capture.Exchange, error) bool) {
 		scan(s, ctx, yield, func(txn *badger.Txn, next func() bool) error {
-			prefix := exchangePrefix(nil, sessionID)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: exchangePrefix(nil, sessionID)})
 			defer it.Close()
-			var dmg damage
-			for it.Rewind(); it.Valid(); it.Next() {
-				if !next() {
-					return nil
-				}
-				item := it.Item()
-				if len(item.Key()) != len(prefix)+8 {
-					dmg.add(fmt.Sprintf("%q", item.Key()), "an exchange key of the wrong length")
-					continue
-				}
-				id := tail8(item.Key())
-				v, err := item.ValueCopy(nil)
-				if err != nil {
-					dmg.add(fmt.Sprintf("exchange %d", id), err.Error())
-					continue
-				}
-				x, err := decodeExchange(id, sessionID, v)
-				if err != nil {
-					dmg.add(fmt.Sprintf("exchange %d", id), "its record does not decode")
-					continue
-				}
-				if !yield(x, nil) {
-					return nil
-				}
-			}
-			return dmg.err(fmt.Sprintf("session %s: exchanges", sessionID))
+			return exchangesIn(&cursor{it: it}, sessionID, next, yield)
 		})
 	}
+}
+
+// exchangesIn is Exchanges' iteration with c, a cursor over the session's
+// exchanges or over more.
+func exchangesIn(c *cursor, sessionID string, next func() bool, yield func(*capture.Exchange, error) bool) error {
+	prefix := exchangePrefix(nil, sessionID)
+	it := c.seek(prefix, prefix)
+	var dmg damage
+	for ; it.ValidForPrefix(prefix); it.Next() {
+		if !next() {
+			return nil
+		}
+		item := it.Item()
+		if len(item.Key()) != len(prefix)+8 {
+			dmg.add(fmt.Sprintf("%q", item.Key()), "an exchange key of the wrong length")
+			continue
+		}
+		id := tail8(item.Key())
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			dmg.add(fmt.Sprintf("exchange %d", id), err.Error())
+			continue
+		}
+		x, err := decodeExchange(id, sessionID, v)
+		if err != nil {
+			dmg.add(fmt.Sprintf("exchange %d", id), "its record does not decode")
+			continue
+		}
+		if !yield(x, nil) {
+			return nil
+		}
+	}
+	c.past()
+	return dmg.err(fmt.Sprintf("session %s: exchanges", sessionID))
 }
 
 // Exchange implements [capture.Store].
 func (s *Store) Exchange(ctx context.Context, id uint64) (*capture.Exchange, error) {
 	var x *capture.Exchange
 	err := s.view(ctx, func(txn *badger.Txn) error {
-		sid, _, err := getSID(txn, xindexKey(nil, id))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return fmt.Errorf("badgerstore: exchange %d: %w", id, capture.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("badgerstore: exchange %d: %w", id, err)
-		}
-		item, err := txn.Get(exchangeKey(nil, sid, id))
-		if err != nil {
-			return fmt.Errorf("badgerstore: exchange %d of session %q: %w", id, sid, err)
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		x, err = decodeExchange(id, sid, v)
+		var err error
+		x, err = exchangeIn(txn, id)
 		return err
 	})
 	return x, err
+}
+
+// exchangeIn is Exchange in txn.
+func exchangeIn(txn *badger.Txn, id uint64) (*capture.Exchange, error) {
+	sid, _, err := getSID(txn, xindexKey(nil, id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("badgerstore: exchange %d: %w", id, capture.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: exchange %d: %w", id, err)
+	}
+	item, err := txn.Get(exchangeKey(nil, sid, id))
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: exchange %d of session %q: %w", id, sid, err)
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, err
+	}
+	return decodeExchange(id, sid, v)
+}
+
+// cursor positions an iterator for one session's records after another's.
+// Read in ID order, a session's records begin right where the previous
+// session's end, so that when the previous read ran to its end the
+// iterator is there already, or a few steps before: a seek, which loads a
+// block on every level, is spared.
+type cursor struct {
+	it *badger.Iterator
+	// careful makes every positioning a seek (see snapshot.careful).
+	careful *bool
+	prefix  []byte // the last read's prefix
+	// end is just past prefix's keys once the read went past them (nil
+	// until then): no key lies from end up to the iterator's.
+	end, buf []byte
+}
+
+// cursorSteps is how many keys seek steps over before it seeks.
+const cursorSteps = 8
+
+// seek positions the iterator at the first key at or after target, which
+// lies in prefix (the keys a read goes over), and returns it. The caller
+// calls past once its read has gone past the last key in prefix.
+func (c *cursor) seek(target, prefix []byte) *badger.Iterator {
+	it := c.it
+	switch {
+	case it.Valid() && bytes.Equal(it.Item().Key(), target):
+		// In place (a session's record read again).
+	case c.end != nil && bytes.Compare(target, c.end) >= 0 && (c.careful == nil || !*c.careful):
+		// Nothing lies between end and the iterator's key: a target in
+		// between finds the iterator in place, and one a little farther
+		// a few steps on. Unless the iterator is then on a key in
+		// prefix, it seeks all the same: a table block that fails its
+		// checksum ends a table's iterator, and what follows it in the
+		// table is read again only by a seek.
+		for steps := 0; it.Valid() && bytes.Compare(it.Item().Key(), target) < 0 && steps < cursorSteps; steps++ {
+			it.Next()
+		}
+		if !it.ValidForPrefix(prefix) || bytes.Compare(it.Item().Key(), target) < 0 {
+			it.Seek(target)
+		}
+	default:
+		it.Seek(target)
+	}
+	c.prefix, c.end = append(c.prefix[:0], prefix...), nil
+	return it
+}
+
+// past notes that the read from the last seek went past the last key of
+// its prefix.
+func (c *cursor) past() {
+	end := append(c.buf[:0], c.prefix...)
+	c.buf = end
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i]++; end[i] != 0 {
+			c.end = end[:i+1]
+			return
+		}
+	}
+	// The prefix was all 0xff: no key comes after its keys, and end stays
+	// unknown.
 }
 
 // getSID reads a value that starts with a session ID (an exchange's index
@@ -269,7 +364,8 @@ func newRawCursor(txn *badger.Txn, blobs string) *rawCursor {
 
 func (c *rawCursor) Close() { c.it.Close() }
 
-// read is getRaw for seq, which must be above the last seq read.
+// read is getRaw for seq: a few steps forward from the last seq read, or
+// a seek.
 func (c *rawCursor) read(seq uint64) (string, []byte, error) {
 	c.key = rawKey(c.key[:0], seq)
 	it := c.it
@@ -278,8 +374,8 @@ func (c *rawCursor) read(seq uint64) (string, []byte, error) {
 		it.Next()
 		steps++
 	}
-	if !it.Valid() || bytes.Compare(it.Item().Key(), c.key) < 0 {
-		it.Seek(c.key)
+	if !it.Valid() || !bytes.Equal(it.Item().Key(), c.key) {
+		it.Seek(c.key) // farther on, or behind: a snapshot's cursor serves session after session
 	}
 	if !it.Valid() || !bytes.Equal(it.Item().Key(), c.key) {
 		return "", nil, badger.ErrKeyNotFound
@@ -358,97 +454,114 @@ func rawFromHead(txn *badger.Txn, blobs string, seq uint64, key, v []byte) (stri
 func (s *Store) Messages(ctx context.Context, sessionID string, q capture.MessageQuery) iter.Seq2[*capture.Message, error] {
 	return func(yield func(*capture.Message, error) bool) {
 		scan(s, ctx, yield, func(txn *badger.Txn, next func() bool) error {
-			if q.After == 1<<64-1 {
-				return nil
-			}
-			prefix := messagePrefix(nil, sessionID)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: messagePrefix(nil, sessionID)})
 			defer it.Close()
 			var raws *rawCursor
 			if !q.NoRaw {
 				raws = newRawCursor(txn, s.blobs)
 				defer raws.Close()
 			}
-			n := 0
-			var dmg damage
-			for it.Seek(be8(bytes.Clone(prefix), q.After+1)); it.Valid(); it.Next() {
-				if !next() {
-					return nil
-				}
-				item := it.Item()
-				if len(item.Key()) != len(prefix)+8 {
-					dmg.add(fmt.Sprintf("%q", item.Key()), "a message key of the wrong length")
-					continue
-				}
-				seq := tail8(item.Key())
-				v, err := item.ValueCopy(nil)
-				if err != nil {
-					dmg.add(fmt.Sprintf("message %d", seq), err.Error())
-					continue
-				}
-				m, err := decodeMessage(seq, sessionID, v)
-				if err != nil {
-					dmg.add(fmt.Sprintf("message %d", seq), "its record does not decode")
-					continue
-				}
-				if !q.NoRaw {
-					if _, m.Raw, err = raws.read(seq); err != nil {
-						if errors.Is(err, capture.ErrClosed) || ctx.Err() != nil {
-							return err
-						}
-						why := "its raw bytes do not read: " + err.Error()
-						switch {
-						case errors.Is(err, badger.ErrKeyNotFound):
-							why = "its raw bytes are missing"
-						case errors.Is(err, capture.ErrDamaged):
-							why = "its raw bytes do not read: " + strings.TrimPrefix(err.Error(), "badgerstore: ")
-							why = strings.TrimSuffix(why, ": "+capture.ErrDamaged.Error())
-						}
-						dmg.add(fmt.Sprintf("message %d", seq), why)
-						continue
-					}
-				}
-				if err := s.applyEdits(txn, m, q.NoRaw); err != nil {
-					return err
-				}
-				if !yield(m, nil) {
-					return nil
-				}
-				if n++; q.Limit > 0 && n >= q.Limit {
-					return nil
-				}
-			}
-			return dmg.err(fmt.Sprintf("session %s", sessionID))
+			return s.messagesIn(ctx, txn, &cursor{it: it}, raws, sessionID, q, next, yield)
 		})
 	}
+}
+
+// messagesIn is Messages' iteration in txn with c, a cursor over the
+// session's messages or over more, and raws (nil with q.NoRaw).
+func (s *Store) messagesIn(ctx context.Context, txn *badger.Txn, c *cursor, raws *rawCursor, sessionID string, q capture.MessageQuery,
+	next func() bool, yield func(*capture.Message, error) bool) error {
+	if q.After == 1<<64-1 {
+		return nil
+	}
+	prefix := messagePrefix(nil, sessionID)
+	n := 0
+	var dmg damage
+	it := c.seek(be8(bytes.Clone(prefix), q.After+1), prefix)
+	for ; it.ValidForPrefix(prefix); it.Next() {
+		if !next() {
+			return nil
+		}
+		item := it.Item()
+		if len(item.Key()) != len(prefix)+8 {
+			dmg.add(fmt.Sprintf("%q", item.Key()), "a message key of the wrong length")
+			continue
+		}
+		seq := tail8(item.Key())
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			dmg.add(fmt.Sprintf("message %d", seq), err.Error())
+			continue
+		}
+		m, err := decodeMessage(seq, sessionID, v)
+		if err != nil {
+			dmg.add(fmt.Sprintf("message %d", seq), "its record does not decode")
+			continue
+		}
+		if !q.NoRaw {
+			if _, m.Raw, err = raws.read(seq); err != nil {
+				if errors.Is(err, capture.ErrClosed) || ctx.Err() != nil {
+					return err
+				}
+				why := "its raw bytes do not read: " + err.Error()
+				switch {
+				case errors.Is(err, badger.ErrKeyNotFound):
+					why = "its raw bytes are missing"
+				case errors.Is(err, capture.ErrDamaged):
+					why = "its raw bytes do not read: " + strings.TrimPrefix(err.Error(), "badgerstore: ")
+					why = strings.TrimSuffix(why, ": "+capture.ErrDamaged.Error())
+				}
+				dmg.add(fmt.Sprintf("message %d", seq), why)
+				continue
+			}
+		}
+		if err := s.applyEdits(txn, m, q.NoRaw); err != nil {
+			return err
+		}
+		if !yield(m, nil) {
+			return nil
+		}
+		if n++; q.Limit > 0 && n >= q.Limit {
+			return nil
+		}
+	}
+	c.past()
+	return dmg.err(fmt.Sprintf("session %s", sessionID))
 }
 
 // Message implements [capture.Store].
 func (s *Store) Message(ctx context.Context, seq uint64) (*capture.Message, error) {
 	var m *capture.Message
 	err := s.view(ctx, func(txn *badger.Txn) error {
-		sid, raw, err := getRaw(txn, s.blobs, seq)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return fmt.Errorf("badgerstore: message %d: %w", seq, capture.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("badgerstore: message %d: %w", seq, err)
-		}
-		item, err := txn.Get(messageKey(nil, sid, seq))
-		if err != nil {
-			return fmt.Errorf("badgerstore: message %d of session %q: %w", seq, sid, err)
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		if m, err = decodeMessage(seq, sid, v); err != nil {
-			return err
-		}
-		m.Raw = raw
-		return s.applyEdits(txn, m, false)
+		var err error
+		m, err = s.messageIn(txn, seq)
+		return err
 	})
 	return m, err
+}
+
+// messageIn is Message in txn.
+func (s *Store) messageIn(txn *badger.Txn, seq uint64) (*capture.Message, error) {
+	sid, raw, err := getRaw(txn, s.blobs, seq)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("badgerstore: message %d: %w", seq, capture.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: message %d: %w", seq, err)
+	}
+	item, err := txn.Get(messageKey(nil, sid, seq))
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: message %d of session %q: %w", seq, sid, err)
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeMessage(seq, sid, v)
+	if err != nil {
+		return nil, err
+	}
+	m.Raw = raw
+	return m, s.applyEdits(txn, m, false)
 }
 
 // LastIDs implements [capture.Store]. The values are high-water marks kept

@@ -101,6 +101,15 @@ type Options struct {
 	// before it closed needs one read-write open (which replays Badger's
 	// log) before it opens read-only.
 	ReadOnly bool
+	// BulkLoad sizes the store for one large write, such as an import: its
+	// memtables (unless MemTableSize says otherwise) and tables are
+	// smaller, so that the table builders of Badger's compactions, which
+	// Badger keeps eight of at the size they grew to, stay small; and on
+	// Linux the pages of the table files Badger has mapped are let go of
+	// as the writes go (see releaseMapped), so that what was written does
+	// not stay in the process's resident memory. False sizes it for
+	// recording.
+	BulkLoad bool
 	// Registerer, if set, receives the store's metrics
 	// (mcptape_store_recording_paused, _free_bytes,
 	// _messages_refused_total, _sessions_deleted_total); Close
@@ -109,6 +118,11 @@ type Options struct {
 }
 
 const (
+	// bulkMemTableSize and bulkTableSize are Options.BulkLoad's memtable
+	// and base table sizes.
+	bulkMemTableSize = 1 << 20
+	bulkTableSize    = 512 << 10
+
 	defaultMemTableSize   = 4 << 20
 	defaultBlockCacheSize = 16 << 20
 	minSize               = 1 << 20
@@ -137,9 +151,15 @@ const (
 // value log would need garbage collection to give back deleted space).
 // Raw bytes of blobThreshold or more go to files on disk instead.
 func (o *Options) badgerOptions(dir string) (badger.Options, int) {
-	memtable := o.MemTableSize
+	memtable, table := o.MemTableSize, int64(1<<20)
 	if memtable == 0 {
 		memtable = defaultMemTableSize
+		if o.BulkLoad {
+			memtable = bulkMemTableSize
+		}
+	}
+	if o.BulkLoad {
+		table = bulkTableSize
 	}
 	memtable = max(memtable, minSize)
 	cache := o.BlockCacheSize
@@ -176,7 +196,7 @@ func (o *Options) badgerOptions(dir string) (badger.Options, int) {
 		// Table builders keep their buffers in a pool of eight (up to
 		// twice a table's uncompressed size each, released only after
 		// seconds of idleness): small tables keep that pool small.
-		WithBaseTableSize(1 << 20).
+		WithBaseTableSize(table).
 		WithNumLevelZeroTables(5).
 		WithNumLevelZeroTablesStall(15).
 		WithBlockCacheSize(cache).
@@ -214,10 +234,14 @@ type Store struct {
 	blobCache *blobCache
 	packs     *packs // nil where blobs keep a file each
 	extras    extras // which messages have edits, which sessions labels
+	sessions  sessionCount
 	size      sizeCache
 	space     *space // the free-space floor and the size bound
 	readOnly  bool
-	unreg     func() // unregisters the metrics
+	// unmapper lets go of the mapped table files' pages now and then
+	// (Options.BulkLoad on disk); nil otherwise.
+	unmapper *unmapper
+	unreg    func() // unregisters the metrics
 }
 
 // Open opens the store in dir, creating the directory and an empty store if
@@ -284,6 +308,9 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 		}
 	}
 	s.space.start()
+	if opts.BulkLoad && !opts.InMemory && !opts.ReadOnly {
+		s.unmapper = startUnmapper(dir)
+	}
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
 	return s, nil
 }
@@ -361,6 +388,9 @@ func (s *Store) initTxn(txn *badger.Txn) error {
 		if err := txn.Set([]byte(keyVersion), []byte(strconv.Itoa(schemaVersion))); err != nil {
 			return err
 		}
+		if err := txn.Set([]byte(keySessions), be8(nil, 0)); err != nil {
+			return err
+		}
 	case err != nil:
 		return fmt.Errorf("badgerstore: read schema version: %w", err)
 	default:
@@ -387,6 +417,9 @@ func (s *Store) initTxn(txn *badger.Txn) error {
 		}
 	}
 	if err := s.loadExtras(txn); err != nil {
+		return err
+	}
+	if err := s.loadSessionCount(txn); err != nil {
 		return err
 	}
 	return s.loadLast(txn)
@@ -455,6 +488,7 @@ func (s *Store) Close() error {
 			s.unreg()
 		}
 		s.gate.close()
+		s.unmapper.stop()
 		s.packs.close()
 		s.blobCache.close()
 		s.closeErr = s.db.Close()

@@ -149,9 +149,19 @@ func (s *Store) writeEach(ctx context.Context, b *capture.Batch, first error) er
 
 // writeBatch writes b as one transaction, split when Badger says it is too
 // big. s.wmu is held.
-func (s *Store) writeBatch(b *capture.Batch) error {
+func (s *Store) writeBatch(b *capture.Batch) (err error) {
 	w := s.newWriter()
 	defer w.discard()
+	defer func() {
+		switch {
+		case err != nil:
+			// Part of it may be committed (a split), with its part of
+			// the count: the store counts again when asked.
+			s.sessions.set(0, false)
+		case w.counted:
+			s.sessions.set(w.sessions, true)
+		}
+	}()
 	// One arena for all keys and values: slices of it stay valid as it
 	// grows, since append never overwrites bytes already handed out.
 	size := 64 * b.Len()
@@ -252,8 +262,12 @@ func validate(b *capture.Batch) error {
 // is too big. Its Gets see its own pending writes, so several records with
 // one ID in a batch behave like consecutive batches.
 type writer struct {
-	db       *badger.DB
-	txn      *badger.Txn
+	db  *badger.DB
+	txn *badger.Txn
+	// sessions is the count of session records with the batch's new ones,
+	// kept when counted is (see keySessions).
+	sessions int64
+	counted  bool
 	arena    []byte
 	rawLimit int
 	blobs    string
@@ -262,7 +276,9 @@ type writer struct {
 }
 
 func (s *Store) newWriter() *writer {
-	return &writer{db: s.db, txn: s.db.NewTransaction(true), rawLimit: s.rawLimit, blobs: s.blobs, cache: s.blobCache, packs: s.packs}
+	w := &writer{db: s.db, txn: s.db.NewTransaction(true), rawLimit: s.rawLimit, blobs: s.blobs, cache: s.blobCache, packs: s.packs}
+	w.sessions, w.counted = s.sessions.get()
+	return w
 }
 
 // cut returns what was appended to the arena since start.
@@ -326,6 +342,20 @@ func (w *writer) session(x *capture.Session) error {
 	})
 	if err != nil {
 		return err
+	}
+	switch {
+	case !found && w.counted:
+		// In the transaction that adds the record: a write split in
+		// several leaves the count of what it committed.
+		w.sessions++
+		if err := w.set([]byte(keySessions), be8(nil, uint64(w.sessions))); err != nil {
+			return err
+		}
+	case !found:
+		// Not counted: a count stored before must not outlive this.
+		if err := w.delete([]byte(keySessions)); err != nil {
+			return err
+		}
 	}
 	tk := makeTimeKey(x.Start)
 	if found && old != tk {
@@ -589,6 +619,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		s.packs.remove(packed)
 	}
 	if err == nil {
+		count, counted := s.sessions.get()
 		err = s.db.Update(func(txn *badger.Txn) error {
 			if err := txn.Delete(timeIndexKey(nil, tk, id)); err != nil {
 				return err
@@ -596,8 +627,22 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 			if err := txn.Delete(labelKey(id)); err != nil {
 				return err
 			}
+			if counted {
+				if err := txn.Set([]byte(keySessions), be8(nil, uint64(max(count-1, 0)))); err != nil {
+					return err
+				}
+			} else if err := txn.Delete([]byte(keySessions)); err != nil {
+				return err
+			}
 			return txn.Delete(sessionKey(id))
 		})
+		if counted {
+			if err == nil {
+				s.sessions.set(max(count-1, 0), true)
+			} else {
+				s.sessions.set(0, false)
+			}
+		}
 	}
 	if err == nil {
 		s.extras.mu.Lock()

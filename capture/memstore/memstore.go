@@ -117,6 +117,21 @@ func (s *Store) Write(ctx context.Context, b *capture.Batch) error {
 	return nil
 }
 
+var _ capture.SessionCounter = (*Store)(nil)
+
+// CountSessions implements [capture.SessionCounter].
+func (s *Store) CountSessions(ctx context.Context) (int, error) {
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return 0, capture.ErrClosed
+	}
+	return len(s.sessions), nil
+}
+
 // Session implements [capture.Store].
 func (s *Store) Session(ctx context.Context, id string) (*capture.Session, error) {
 	if err := s.check(ctx); err != nil {

@@ -80,6 +80,12 @@ func RunWithOptions(t *testing.T, open func(t *testing.T) capture.Store, opts Ru
 	if _, ok := open(t).(capture.Editor); ok {
 		runEditor(t, open, opts)
 	}
+	if _, ok := open(t).(capture.SessionCounter); ok {
+		t.Run("CountSessions", func(t *testing.T) {
+			t.Parallel()
+			testCountSessions(t, open(t), opts.Reopen)
+		})
+	}
 }
 
 // Fixtures. Every field is set to something other than its zero value, so

@@ -66,12 +66,17 @@ const maxParse = 1 << 20
 // itemsOf reduces a batch.
 func itemsOf(b *capture.Batch) []item {
 	items := make([]item, 0, len(b.Sessions)+len(b.Messages))
+	var ended []item
 	for _, s := range b.Sessions {
 		si := &sessInfo{id: s.ID, era: s.Era, version: s.Version, leg: s.Leg, route: s.Route, upstream: s.Upstream}
-		if s.Status != capture.StatusOpen && !s.End.IsZero() {
-			si.ended, si.end = true, s.End
-		}
 		items = append(items, item{sess: si})
+		if s.Status != capture.StatusOpen && !s.End.IsZero() {
+			// A session's record is as it stands after the batch: its end
+			// comes after the batch's messages (the last answers among them).
+			e := *si
+			e.ended, e.end = true, s.End
+			ended = append(ended, item{sess: &e})
+		}
 	}
 	var exchanges map[uint64]*capture.Exchange
 	if len(b.Exchanges) > 0 {
@@ -85,7 +90,7 @@ func itemsOf(b *capture.Batch) []item {
 			items = append(items, item{msg: mi})
 		}
 	}
-	return items
+	return append(items, ended...)
 }
 
 // reduce keeps what spans need of m; nil for what makes no span or event

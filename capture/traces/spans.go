@@ -1,9 +1,11 @@
 package traces
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,7 +22,7 @@ import (
 type call struct {
 	seq     uint64
 	session string
-	span    trace.Span
+	span    trace.Span      // nil until the span starts (see builder.started)
 	ctx     context.Context // carries span: children start from it
 	start   time.Time
 	// root is the logical call of a multi round-trip request this round
@@ -31,9 +33,18 @@ type call struct {
 	rounds int
 	// method and name are the request's, for a round's span.
 	method, name string
+	// req is the request (its latest version), until its span starts.
+	req *msgInfo
+	// parent is the call whose stream carried this server→client request.
+	parent *call
 	// waiting is set on a root whose answer asked for more input: it ends
 	// when a later round is answered without asking.
 	waiting bool
+	// answer is its answer, held until settle (see builder.settle), and
+	// events its notifications until its span starts.
+	answer   *msgInfo
+	answered time.Time
+	events   []*msgInfo
 }
 
 // builder turns items into spans, on one goroutine: the spans of one
@@ -47,13 +58,22 @@ type builder struct {
 	// chains maps a round's request seq to its logical call, so that the
 	// next round (Links.Previous) finds it; kept while the root is open.
 	chains map[uint64]*call
-	prop   propagation.TextMapPropagator
+	// answeredIn holds, by session, the calls whose answer came and
+	// waits for settle.
+	answeredIn map[string][]*call
+	prop       propagation.TextMapPropagator
 }
+
+// settleAfter is how long an answered call waits before its span is
+// made: the recorder may store its request again meanwhile with a link it
+// learnt later (an MRTR retry that overtook the round it answers), and a
+// span's parent cannot change once it has started.
+const settleAfter = 2 * time.Second
 
 func newBuilder(e *Exporter) *builder {
 	return &builder{
 		e: e, sessions: map[string]*sessInfo{}, open: map[uint64]*call{},
-		bySess: map[string]map[uint64]*call{}, chains: map[uint64]*call{},
+		bySess: map[string]map[uint64]*call{}, chains: map[uint64]*call{}, answeredIn: map[string][]*call{},
 		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
 }
@@ -62,10 +82,13 @@ func (b *builder) run() {
 	defer close(b.e.done)
 	sweep := time.NewTicker(30 * time.Second)
 	defer sweep.Stop()
+	tick := time.NewTicker(settleAfter / 4)
+	defer tick.Stop()
 	for {
 		select {
 		case it, ok := <-b.e.queue:
 			if !ok {
+				b.settleAll(time.Time{})
 				b.endAll(time.Now(), "the recorder stopped before an answer")
 				return
 			}
@@ -74,9 +97,42 @@ func (b *builder) run() {
 			} else {
 				b.message(it.msg)
 			}
+		case now := <-tick.C:
+			b.settleAll(now.Add(-settleAfter))
 		case now := <-sweep.C:
 			b.expire(now)
 		}
+	}
+}
+
+// settleAll settles each session one of whose answers came before due
+// (all of them for a zero due).
+func (b *builder) settleAll(due time.Time) {
+	for id, calls := range b.answeredIn {
+		for _, c := range calls {
+			if due.IsZero() || c.answered.Before(due) {
+				b.settle(id)
+				break
+			}
+		}
+	}
+}
+
+// settle makes the spans of a session's answered calls, in the order of
+// their requests: a round's logical call is made before the rounds after
+// it.
+func (b *builder) settle(session string) {
+	calls := b.answeredIn[session]
+	delete(b.answeredIn, session)
+	slices.SortFunc(calls, func(x, y *call) int { return cmp.Compare(x.seq, y.seq) })
+	for _, c := range calls {
+		if b.open[c.seq] != c || c.answer == nil {
+			continue // ended meanwhile
+		}
+		m := c.answer
+		c.answer = nil
+		b.chainRound(c)
+		b.finish(c, m)
 	}
 }
 
@@ -91,6 +147,7 @@ func (b *builder) session(s *sessInfo) {
 	}
 	b.sessions[s.id] = s
 	if s.ended {
+		b.settle(s.id)
 		for _, c := range b.bySess[s.id] {
 			b.unanswered(c, s.end, "the session ended before an answer")
 		}
@@ -102,60 +159,98 @@ func (b *builder) message(m *msgInfo) {
 	case protocol.KindRequest:
 		b.request(m)
 	case protocol.KindResult, protocol.KindError:
-		if c := b.open[m.links.Request]; c != nil {
-			b.answer(c, m)
+		if c := b.open[m.links.Request]; c != nil && c.answer == nil {
+			c.answer, c.answered = m, time.Now()
+			b.answeredIn[c.session] = append(b.answeredIn[c.session], c)
 		}
 	case protocol.KindNotification:
 		if c := b.open[m.links.Request]; c != nil {
-			attrs := make([]attribute.KeyValue, 0, len(m.event)+1)
-			attrs = append(attrs, attribute.Int64("mcptape.message.seq", int64(m.seq)))
-			for k, v := range m.event {
-				attrs = append(attrs, attribute.String(k, v))
+			if c.span == nil {
+				c.events = append(c.events, m)
+			} else {
+				addEvent(c.span, m)
 			}
-			c.span.AddEvent(m.method, trace.WithTimestamp(m.at), trace.WithAttributes(attrs...))
 		}
 	}
 }
 
+// addEvent adds a notification to a span.
+func addEvent(span trace.Span, m *msgInfo) {
+	attrs := make([]attribute.KeyValue, 0, len(m.event)+1)
+	attrs = append(attrs, attribute.Int64("mcptape.message.seq", int64(m.seq)))
+	for k, v := range m.event {
+		attrs = append(attrs, attribute.String(k, v))
+	}
+	span.AddEvent(m.method, trace.WithTimestamp(m.at), trace.WithAttributes(attrs...))
+}
+
+// request opens a call for m. Its span starts only when something needs
+// it (its answer, a child, an event): the recorder may store a request
+// again with a link it learnt later (an MRTR retry recorded before the
+// round it answers), and a span's parent cannot change once it started.
 func (b *builder) request(m *msgInfo) {
+	if c := b.open[m.seq]; c != nil {
+		if c.span == nil { // the same request, stored again with its links
+			c.req = m
+		}
+		return
+	}
 	if len(b.open) >= b.e.opts.MaxOpen {
 		b.evictOldest(m.at)
 	}
-	ctx := context.Background()
-	var root *call
-	switch {
-	case m.links.Parent != 0 && b.open[m.links.Parent] != nil:
-		ctx = b.open[m.links.Parent].ctx // a server→client request under its call
-	case m.links.Previous != 0 && b.chains[m.links.Previous] != nil:
-		root = b.chains[m.links.Previous] // the next round of a multi round-trip request
-		ctx = root.ctx
-	case m.traceCtx != nil:
-		ctx = b.prop.Extract(ctx, propagation.MapCarrier(m.traceCtx))
+	c := &call{seq: m.seq, session: m.session, start: m.at, method: m.method, name: m.name, req: m}
+	if m.links.Parent != 0 {
+		c.parent = b.open[m.links.Parent]
 	}
-	if root != nil {
-		root.rounds++
-	}
-	name := spanName(m.method, m.name)
-	if root != nil {
-		name += " round " + strconv.Itoa(root.rounds)
-	}
-	ctx, span := b.e.tracer.Start(ctx, name, trace.WithTimestamp(m.at), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(b.requestAttrs(m)...))
-	c := &call{seq: m.seq, session: m.session, span: span, ctx: ctx, start: m.at, root: root, method: m.method, name: m.name}
 	b.open[m.seq] = c
 	if b.bySess[m.session] == nil {
 		b.bySess[m.session] = map[uint64]*call{}
 	}
 	b.bySess[m.session][m.seq] = c
-	if root != nil {
-		b.chains[m.seq] = root
-	}
 	b.e.open.Store(int64(len(b.open)))
 }
 
-// answer ends c's span with m, and the logical call's when this was its
-// last round.
-func (b *builder) answer(c *call, m *msgInfo) {
+// chainRound makes c a round of the logical call its previous round
+// belongs to, when it is one.
+func (b *builder) chainRound(c *call) {
+	if prev := c.req.links.Previous; prev != 0 && b.chains[prev] != nil {
+		c.root = b.chains[prev]
+		b.chains[c.seq] = c.root
+	}
+}
+
+// started is c with its span started: under its call (a server→client
+// request), its logical call (a round), or the client's trace.
+func (b *builder) started(c *call) *call {
+	if c.span != nil {
+		return c
+	}
+	m := c.req
+	ctx := context.Background()
+	name := spanName(m.method, m.name)
+	switch {
+	case c.root != nil:
+		c.root.rounds++
+		ctx = b.started(c.root).ctx
+		name += " round " + strconv.Itoa(c.root.rounds)
+	case c.parent != nil:
+		ctx = b.started(c.parent).ctx
+	case m.traceCtx != nil:
+		ctx = b.prop.Extract(ctx, propagation.MapCarrier(m.traceCtx))
+	}
+	c.ctx, c.span = b.e.tracer.Start(ctx, name, trace.WithTimestamp(m.at), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(b.requestAttrs(m)...))
+	for _, ev := range c.events {
+		addEvent(c.span, ev)
+	}
+	c.events = nil
+	return c
+}
+
+// finish ends c's span with its answer m, and the logical call's when this
+// was its last round.
+func (b *builder) finish(c *call, m *msgInfo) {
+	b.started(c)
 	b.forget(c)
 	if c.root == nil && m.inputRequired && m.kind == protocol.KindResult {
 		// The first round of a multi round-trip request: c becomes the
@@ -199,6 +294,7 @@ func setAnswer(span trace.Span, m *msgInfo) {
 }
 
 func (b *builder) unanswered(c *call, at time.Time, why string) {
+	b.started(c)
 	b.forget(c)
 	if at.Before(c.start) {
 		at = c.start
@@ -251,7 +347,7 @@ func (b *builder) endChain(root *call) {
 func (b *builder) expire(now time.Time) {
 	limit := now.Add(-b.e.opts.OpenTimeout)
 	for _, c := range b.open {
-		if c.start.Before(limit) {
+		if c.answer == nil && c.start.Before(limit) {
 			b.unanswered(c, now, "no answer within "+b.e.opts.OpenTimeout.String())
 		}
 	}
@@ -260,7 +356,7 @@ func (b *builder) expire(now time.Time) {
 func (b *builder) evictOldest(at time.Time) {
 	var oldest *call
 	for _, c := range b.open {
-		if oldest == nil || c.start.Before(oldest.start) {
+		if c.answer == nil && (oldest == nil || c.start.Before(oldest.start)) {
 			oldest = c
 		}
 	}

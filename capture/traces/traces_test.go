@@ -4,10 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/traces"
@@ -110,5 +116,100 @@ func TestUnansweredCallEndsWithItsSession(t *testing.T) {
 	defer cancel()
 	if err := e.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRetryStoredAgainJoinsItsCall: the recorder stores an MRTR retry
+// that overtook the round it answers once without, then again with its
+// link to that round; its span is a round of the logical call all the
+// same, not a call of its own.
+func TestRetryStoredAgainJoinsItsCall(t *testing.T) {
+	e, spans := collector(t)
+	at := time.Now()
+	msg := func(seq uint64, kind protocol.Kind, dir protocol.Direction, raw string, links capture.Links, d time.Duration) *capture.Message {
+		return &capture.Message{Seq: seq, SessionID: "s1", Direction: dir, Kind: kind, Method: "tools/call", Name: "ask",
+			ID: json.RawMessage("1"), Raw: []byte(raw), Time: at.Add(d), Links: links}
+	}
+	c2s, s2c := protocol.ClientToServer, protocol.ServerToClient
+	req := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}`
+	retry := msg(2, protocol.KindRequest, c2s, req, capture.Links{}, 2*time.Millisecond)
+	e.OnBatch(&capture.Batch{Messages: []*capture.Message{
+		msg(1, protocol.KindRequest, c2s, req, capture.Links{}, 0),
+		retry,
+		msg(3, protocol.KindResult, s2c, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"s"}}`, capture.Links{Request: 1}, time.Millisecond),
+	}})
+	again := *retry
+	again.Links.Previous = 1
+	e.OnBatch(&capture.Batch{Messages: []*capture.Message{
+		&again,
+		msg(4, protocol.KindResult, s2c, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, capture.Links{Request: 2}, 3*time.Millisecond),
+	}})
+	var names []string
+	for _, s := range spans() {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	want := []string{"tools/call ask", "tools/call ask round 1", "tools/call ask round 2"}
+	if !slices.Equal(names, want) {
+		t.Errorf("spans %q, want one logical call and its two rounds %q", names, want)
+	}
+}
+
+// TestAnswerBesideItsSessionsEnd: the batch that holds a call's answer may
+// also hold its session's end; the call is answered, not cut by the end.
+func TestAnswerBesideItsSessionsEnd(t *testing.T) {
+	e, spans := collector(t)
+	b := call(1, time.Now())
+	res := b.Messages[1]
+	b.Messages = b.Messages[:1]
+	e.OnBatch(b)
+	e.OnBatch(&capture.Batch{
+		Sessions: []*capture.Session{{ID: "s1", Status: capture.StatusClosed, Start: res.Time, End: res.Time.Add(time.Second)}},
+		Messages: []*capture.Message{res},
+	})
+	got := spans()
+	if len(got) != 1 {
+		t.Fatalf("%d spans, want 1", len(got))
+	}
+	for _, kv := range got[0].Attributes {
+		if kv.Key == "error.type" {
+			t.Errorf("the answered call's span says error.type %v", kv.Value)
+		}
+	}
+}
+
+// collector is an exporter sending to an OTLP receiver, and a function
+// that closes the exporter and returns every span the receiver got.
+func collector(t *testing.T) (*traces.Exporter, func() []*tracepb.Span) {
+	t.Helper()
+	got := make(chan *coltracepb.ExportTraceServiceRequest, 64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ex coltracepb.ExportTraceServiceRequest
+		if proto.Unmarshal(b, &ex) == nil {
+			got <- &ex
+		}
+	}))
+	t.Cleanup(srv.Close)
+	e, err := traces.New(context.Background(), &traces.Options{Endpoint: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, func() []*tracepb.Span {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		close(got)
+		var out []*tracepb.Span
+		for ex := range got {
+			for _, rs := range ex.ResourceSpans {
+				for _, ss := range rs.ScopeSpans {
+					out = append(out, ss.Spans...)
+				}
+			}
+		}
+		return out
 	}
 }

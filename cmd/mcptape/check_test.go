@@ -368,20 +368,7 @@ func TestDriftBaseline(t *testing.T) {
 // `mcptape wrap --data data --name name` and lists its tools.
 func wrapListTools(t *testing.T, data, name string, server []string) {
 	t.Helper()
-	cmd := mcptapeCmd(t, append([]string{"wrap", "--data", data, "--name", name, "--"}, server...)...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, in, out, stderr := startWrap(t, append([]string{"wrap", "--data", data, "--name", name, "--"}, server...)...)
 	c := &lineClient{in: in, out: bufio.NewReader(out)}
 	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"lister","version":"1"}}`)
 	c.notify(t, "notifications/initialized")

@@ -101,9 +101,14 @@ type tolerantStore struct {
 
 	mu     sync.Mutex
 	damage []string
+	parent *tolerantStore // a snapshot's (see Snapshot): its damage is the parent's
 }
 
 func (t *tolerantStore) note(s string) {
+	if t.parent != nil {
+		t.parent.note(s)
+		return
+	}
 	t.mu.Lock()
 	t.damage = append(t.damage, s)
 	t.mu.Unlock()
@@ -156,6 +161,25 @@ func (t *tolerantStore) Messages(ctx context.Context, id string, q capture.Messa
 	}
 	return tolerate(t, t.openedStore.Messages(ctx, id, q), count)
 }
+
+// Snapshot reads from the store's snapshot, when it has them (export reads
+// from one), as tolerantly.
+func (t *tolerantStore) Snapshot(ctx context.Context) (capture.Reader, func(), error) {
+	sn, ok := t.openedStore.(capture.Snapshotter)
+	if !ok {
+		return t, func() {}, nil
+	}
+	r, release, err := sn.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &tolerantStore{openedStore: readOnlyStore{r}, parent: t}, release, nil
+}
+
+// readOnlyStore is a Reader with nothing to close.
+type readOnlyStore struct{ capture.Reader }
+
+func (readOnlyStore) Close() error { return nil }
 
 // err names the damage met, or is nil.
 func (t *tolerantStore) err() error {

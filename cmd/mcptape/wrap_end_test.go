@@ -71,20 +71,7 @@ func TestWrapClientGoneServerWritesOnce(t *testing.T) {
 	server := `read req; echo '{"jsonrpc":"2.0","id":1,"result":{}}'; sleep 0.5; ` +
 		`echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"after the client left"}}'; ` +
 		`echo 'last words' >&2; sleep 30`
-	cmd := mcptapeCmd(t, "wrap", "--data", data, "--name", "orphan", "--", "sh", "-c", server)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var errBuf syncBuffer
-	cmd.Stderr = &errBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, in, out, errBuf := startWrap(t, "wrap", "--data", data, "--name", "orphan", "--", "sh", "-c", server)
 	if _, err := in.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +81,7 @@ func TestWrapClientGoneServerWritesOnce(t *testing.T) {
 	// The client goes: both its pipes close, the server has not finished.
 	out.Close()
 	in.Close()
-	err = waitExit(t, cmd, 20*time.Second)
+	err := waitExit(t, cmd, 20*time.Second)
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE {
 		t.Fatalf("the wrap died of SIGPIPE when its client had gone; stderr:\n%s", errBuf.String())
 	}

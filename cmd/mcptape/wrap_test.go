@@ -249,24 +249,32 @@ func (c *lineClient) notify(t *testing.T, method string) {
 	c.sent++
 }
 
-// runWrapped runs the fixture server through `mcptape wrap --data data`
-// and makes calls echo calls, returning how many lines went each way.
-func runWrapped(t *testing.T, data, name string, calls int) (sent, got int) {
+// startWrap starts `mcptape args...` (a wrap) with pipes to its stdin and
+// stdout and its stderr kept.
+func startWrap(t *testing.T, args ...string) (cmd *exec.Cmd, in io.WriteCloser, out io.ReadCloser, stderr *syncBuffer) {
 	t.Helper()
-	cmd := mcptapeCmd(t, append([]string{"wrap", "--data", data, "--name", name, "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
+	cmd = mcptapeCmd(t, args...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	outPipe, err := cmd.StdoutPipe()
+	out, err = cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
+	stderr = &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, in, out, stderr
+}
+
+// runWrapped runs the fixture server through `mcptape wrap --data data`
+// and makes calls echo calls, returning how many lines went each way.
+func runWrapped(t *testing.T, data, name string, calls int) (sent, got int) {
+	t.Helper()
+	cmd, in, outPipe, stderr := startWrap(t, append([]string{"wrap", "--data", data, "--name", name, "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
 	c := &lineClient{in: in, out: bufio.NewReader(outPipe)}
 	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"line-client","version":"1"}}`)
 	c.notify(t, "notifications/initialized")
