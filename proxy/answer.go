@@ -423,7 +423,7 @@ func (c *callInfo) sendOwn(ctx context.Context, body, recorded []byte, note stri
 			Header: req.Header.Clone(), Remote: c.remote, Body: recorded, Complete: true, Intercepted: in})
 	}
 	forwarded := time.Now()
-	res, err := p.rp.Transport.RoundTrip(req)
+	res, err := p.up.RoundTrip(req)
 	if err != nil {
 		tap.End("mcptape's own request failed: "+cleanErr(err).Error(), true)
 		return nil, cleanErr(err)

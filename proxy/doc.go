@@ -103,8 +103,19 @@
 //
 // # Bounds
 //
-// [Listen] serves with Go's net/http server, which parses every request:
-// what it refuses never reaches the handler. On top of it every size and
+// [Listen] serves a reverse proxy's clients with an HTTP/1.1 engine of its
+// own (engine.go) that parses every request with net/http's parser
+// ([http.ReadRequest]) and checks it as net/http's server does; it frames
+// responses and keeps connections by net/http's rules, and refuses with
+// net/http's answers: what net/http refuses never reaches the handler.
+// It differs in one thing, its cost: net/http reads the connection on a
+// goroutine of its own while each request is handled, to notice a client
+// going away; the engine does so only for a request in the handler for
+// longer than 10 ms. A forward proxy (whose tunnels take over
+// connections), and every other handler, is served by net/http's server.
+// On Linux both sides' TCP connections read and write with the system
+// calls themselves (sock_linux.go), sparing the runtime's bookkeeping for
+// calls that may block. On top of it every size and
 // wait is bounded, and each refusal is a JSON-RPC error the recorder keeps:
 // request heads ([ServerOptions.MaxHeaderBytes], 431; [ServerOptions.HeaderTimeout]),
 // request bodies (a per-read idle timeout, [Options.BodyIdleTimeout], 408;
@@ -113,9 +124,10 @@
 // ([MaxResponseHeaderBytes] in [DefaultTransport], and at most 10 interim
 // responses, 502), and the wait for it ([Options.UpstreamTimeout], 504). A
 // response that has begun is never cut for being idle: MCP streams wait for
-// notifications. The tests check the proxy against net/http with
+// notifications. The tests check the proxy against net/http's server with
 // httputil.ReverseProxy on the same raw bytes: it never forwards what that
-// reference does not.
+// reference does not; and the engine against net/http's server on every
+// shape of response (the same bytes back).
 //
 // # Stopping
 //

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -145,7 +146,7 @@ func (k hooks) gotFirstByte() {
 func (k hooks) got1xx(code int, h http.Header) (seen bool, err error) {
 	if k.a != nil {
 		seen = true
-		if err := k.a.got1xx(); err != nil {
+		if err := k.a.got1xx(code, h); err != nil {
 			return true, err
 		}
 	}
@@ -198,7 +199,8 @@ func (h *h1Transport) roundTrip(req *http.Request, a attemptHooks) (*http.Respon
 		}
 		return nil, err
 	}
-	b := &h1Body{c: c, rc: res.Body, stop: stop, ctx: ctx, wr: wr, keep: !res.Close && res.StatusCode != http.StatusSwitchingProtocols}
+	b := &h1Body{c: c, rc: res.Body, stop: stop, ctx: ctx, wr: wr, keep: !res.Close && res.StatusCode != http.StatusSwitchingProtocols,
+		chunked: len(res.TransferEncoding) > 0}
 	res.Body = b
 	if res.ContentLength == 0 || req.Method == http.MethodHead || bodyless(res.StatusCode) {
 		// No body to read: the connection is free once the head is.
@@ -275,8 +277,8 @@ func (h *h1Transport) get(ctx context.Context, key string) (*h1Conn, bool, error
 	if err != nil {
 		return nil, false, err
 	}
-	c := &h1Conn{h: h, key: key, c: nc}
-	c.lr.r, c.lr.n = nc, -1
+	c := &h1Conn{h: h, key: key, c: fastConn(nc)}
+	c.lr.r, c.lr.n = c.c, -1
 	c.attach()
 	return c, false, nil
 }
@@ -470,14 +472,34 @@ func (c *h1Conn) headErr(err error) error {
 // early, the connection is closed (the rest is never drained: a stream
 // may not end).
 type h1Body struct {
-	c    *h1Conn
-	rc   io.ReadCloser
-	stop func() bool
-	ctx  context.Context
-	keep bool     // the response allows the connection to be reused
-	wr   *h1Write // the request's write, when it streamed
-	mu   sync.Mutex
-	fin  bool
+	c       *h1Conn
+	rc      io.ReadCloser
+	stop    func() bool
+	ctx     context.Context
+	keep    bool     // the response allows the connection to be reused
+	chunked bool     // the body is chunked
+	wr      *h1Write // the request's write, when it streamed
+	mu      sync.Mutex
+	fin     bool
+}
+
+// ready reports whether a Read would return at once: the body has ended,
+// or bytes of it are in the connection's buffer (for a chunked body, a
+// whole chunk-size line and a byte after it).
+func (b *h1Body) ready() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fin {
+		return true
+	}
+	br := b.c.br
+	n := br.Buffered()
+	if n == 0 || !b.chunked {
+		return n > 0
+	}
+	p, _ := br.Peek(n)
+	i := bytes.IndexByte(p, '\n')
+	return i >= 0 && i+1 < n
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {

@@ -21,11 +21,7 @@ func (c *h1Conn) clean() bool {
 		if err != nil {
 			return false
 		}
-		var buf [1]byte
-		c.raw, c.peek = rc, func(fd uintptr) bool {
-			_, _, c.peekErr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			return true
-		}
+		c.raw, c.peek = rc, peekConn(rc, new([1]byte), &c.peekErr)
 	}
 	// EAGAIN: nothing to read and not closed. A byte, or none at all (the
 	// upstream's FIN), is no error.

@@ -2,19 +2,24 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
 )
@@ -469,18 +474,53 @@ func (answersCancel) RoundTrip(r *http.Request) (*http.Response, error) {
 // its answer to the client: the client gets the proxy's 504, never an
 // empty 200 (seen in a few runs in a hundred through an intercepted
 // tunnel on a loaded machine).
+//
+// It runs in a synctest bubble (the client, the proxy and the transport
+// in memory): the 200ms upstream timeout passes on the bubble's clock, at
+// once and exactly.
 func TestUpstreamTimeoutAnswerAfterCancel(t *testing.T) {
-	r := newRig(t, http.NotFoundHandler(), &rigOptions{proxy: &proxy.Options{UpstreamTimeout: 200 * time.Millisecond, Transport: answersCancel{}}})
-	res := do(t, "POST", r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":"late-1","method":"tools/call","params":{"name":"slow"}}`, map[string]string{"Content-Type": "application/json"})
-	if res.status != http.StatusGatewayTimeout {
-		t.Fatalf("status %d %q, want the proxy's 504", res.status, res.body)
-	}
-	if id, msg := jsonRPCError(t, res.body); id != `"late-1"` || !strings.Contains(msg, "did not answer within 200ms") {
-		t.Errorf("error id %s %q", id, msg)
-	}
-	if xs := r.ended(t, 1); xs[0].Status != 504 || !xs[0].Synthesized {
-		t.Errorf("exchange %+v: want the proxy's 504", xs[0])
-	}
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		rec, err := capture.NewRecorder(context.Background(), store, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Close(context.Background())
+		up, _ := url.Parse("http://127.0.0.1:9/")
+		p, err := proxy.New(&proxy.Options{Upstream: up, Recorder: rec, UpstreamTimeout: 200 * time.Millisecond, Transport: answersCancel{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("POST", "http://localhost/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":"late-1","method":"tools/call","params":{"name":"slow"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		start := time.Now()
+		p.ServeHTTP(w, req)
+		if took := time.Since(start); w.Code != http.StatusGatewayTimeout || took != 200*time.Millisecond {
+			t.Fatalf("status %d %q after %v, want the proxy's 504 after the 200ms timeout", w.Code, w.Body.Bytes(), took)
+		}
+		if id, msg := jsonRPCError(t, w.Body.Bytes()); id != `"late-1"` || !strings.Contains(msg, "did not answer within 200ms") {
+			t.Errorf("error id %s %q", id, msg)
+		}
+		if err := rec.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var xs []*capture.Exchange
+		for s, err := range store.Sessions(context.Background(), capture.SessionQuery{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for x, err := range store.Exchanges(context.Background(), s.ID) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				xs = append(xs, x)
+			}
+		}
+		if len(xs) != 1 || xs[0].Status != 504 || !xs[0].Synthesized {
+			t.Errorf("exchanges %+v: want the proxy's 504", xs)
+		}
+	})
 }
 
 // An SSE stream that goes silent for longer than the upstream timeout is

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"sync"
 	"time"
@@ -114,7 +112,7 @@ type Proxy struct {
 	single    *route // Options.Upstream; nil when the proxy serves routes
 	routes    routeTable
 	forward   *forwardLeg // nil without Options.Forward
-	rp        *httputil.ReverseProxy
+	up        *upstream
 	rec       *capture.Recorder
 	log       *slog.Logger
 	maxBuf    int64
@@ -212,21 +210,11 @@ func New(opts *Options) (*Proxy, error) {
 			return nil, err
 		}
 	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:   p.rewrite,
-		Transport: newUpstream(up, tr, p.upTimeout),
-		// SSE and bodies of unknown length are flushed after every write
-		// (ReverseProxy does so for them whatever this says). A body of
-		// known length goes through the server's small write buffer, so
-		// its last bytes leave after the handler returned, that is after
-		// the exchange was reported ended: a client that has read a whole
-		// JSON response finds it recorded.
-		FlushInterval:  0,
-		BufferPool:     bufferPool{},
-		ErrorLog:       log.New(io.Discard, "", 0),
-		ErrorHandler:   p.upstreamError,
-		ModifyResponse: p.modifyResponse,
-	}
+	// Responses of known length are not flushed as they are written
+	// (relay.go): their last bytes leave after the handler returned, that
+	// is after the exchange was reported ended, so a client that has read
+	// a whole JSON response finds it recorded.
+	p.up = newUpstream(up, tr, p.upTimeout)
 	return p, nil
 }
 
@@ -252,7 +240,7 @@ func (p *Proxy) Upstream() *url.URL {
 type ctxKey struct{}
 
 // exchange is the per-request state shared by the handler, the body
-// wrappers, the upstream transport and the ReverseProxy callbacks.
+// wrappers, the upstream transport and the relay (relay.go).
 type exchange struct {
 	rt       *route
 	upPath   string // the upstream's path (and raw path, when escaped) for the request
@@ -393,7 +381,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tap.End(x.abortReason(), true)
 		panic(v)
 	}()
-	p.rp.ServeHTTP(x.w, out)
+	p.relay(x, r, out)
 }
 
 // target is where a request goes: its route and the upstream's path.
@@ -483,30 +471,6 @@ func (x *exchange) abortReason() string {
 		return "the client went away"
 	}
 	return "response aborted"
-}
-
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	x, _ := pr.In.Context().Value(ctxKey{}).(*exchange)
-	up := x.rt.up
-	pr.Out.URL.Scheme = up.Scheme
-	pr.Out.URL.Host = up.Host
-	pr.Out.URL.User = nil
-	pr.Out.Host = up.Host
-	// Keep the path exactly as the client sent it (RawPath included), less
-	// a route's prefix. The query is as ReverseProxy left it: unchanged,
-	// unless some of its parameters do not parse (a ';', a bad escape),
-	// which it drops.
-	pr.Out.URL.Path = x.upPath
-	pr.Out.URL.RawPath = x.upRaw
-	// The proxy has read (or is streaming) the body itself: the client got
-	// its 100 Continue, and the upstream need not be asked.
-	pr.Out.Header.Del("Expect")
-	// No protocol upgrades (WebSocket, h2c): a switched connection would be
-	// a tunnel nothing records. The request goes on as a plain one.
-	if pr.Out.Header.Get("Upgrade") != "" {
-		pr.Out.Header.Del("Upgrade")
-		pr.Out.Header.Del("Connection")
-	}
 }
 
 // errSwitched is an upstream's 101 Switching Protocols, which the proxy
@@ -619,16 +583,11 @@ func (p *Proxy) InFlight() int {
 	return len(p.live)
 }
 
-type bufferPool struct{}
-
-// bufPool holds the ReverseProxy's copy buffers, of the recorder's pooled
+// bufPool holds the response copy buffers (relay.go), of the recorder's pooled
 // chunk size. A read returns what has arrived, so a larger buffer never
 // holds bytes back; it lets a result arriving fast go through in fewer
 // reads, writes and recorder events.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, capture.BodyChunk); return &b }}
-
-func (bufferPool) Get() []byte  { return *(bufPool.Get().(*[]byte)) }
-func (bufferPool) Put(b []byte) { bufPool.Put(&b) }
 
 // NewHandler is New with only an upstream and a recorder: the shape
 // replay.RecordIfMissing takes, so a test can record a missing tape through

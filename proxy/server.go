@@ -43,6 +43,7 @@ const (
 // documentation for what it refuses).
 type Server struct {
 	srv *http.Server
+	eng *engine // a reverse proxy's own engine (engine.go); nil: srv serves
 	ln  net.Listener
 	h   http.Handler
 }
@@ -77,6 +78,14 @@ func Listen(addr string, h http.Handler, o *ServerOptions) (*Server, error) {
 	if p, ok := h.(*Proxy); ok && p.forward != nil {
 		// Requests read from intercepted tunnels get the same bounds.
 		p.forward.configure(ln.Addr(), s.srv.ReadHeaderTimeout, s.srv.IdleTimeout, s.srv.MaxHeaderBytes, o.Logger)
+	} else if ok {
+		// A reverse proxy's clients are served by the engine of its own
+		// (engine.go), on connections that read and write without the
+		// runtime's system-call bookkeeping (sock_linux.go). (The forward
+		// leg's connections are handed over whole to the tunnels it
+		// opens: net/http serves them.)
+		s.ln = fastListen(ln)
+		s.eng = newEngine(h, s.srv)
 	}
 	return s, nil
 }
@@ -101,7 +110,12 @@ func (s *Server) URL() string {
 
 // Serve serves until Shutdown; it returns nil after a Shutdown.
 func (s *Server) Serve() error {
-	err := s.srv.Serve(s.ln)
+	var err error
+	if s.eng != nil {
+		err = s.eng.Serve(s.ln)
+	} else {
+		err = s.srv.Serve(s.ln)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -150,13 +164,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if p, ok := s.h.(*Proxy); ok && p.forward != nil {
 		p.forward.shutdown(ctx)
 	}
-	if serr := s.srv.Shutdown(ctx); serr != nil {
-		_ = s.srv.Close()
+	if serr := s.shutdown(ctx); serr != nil {
+		_ = s.close()
 		if err == nil {
 			err = serr
 		}
 	}
 	return err
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	if s.eng != nil {
+		return s.eng.Shutdown(ctx)
+	}
+	return s.srv.Shutdown(ctx)
+}
+
+func (s *Server) close() error {
+	if s.eng != nil {
+		return s.eng.Close()
+	}
+	return s.srv.Close()
 }
 
 // Close stops the server at once.
@@ -166,5 +194,5 @@ func (s *Server) Close() error {
 		cancel()
 		p.forward.shutdown(ctx)
 	}
-	return s.srv.Close()
+	return s.close()
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // sseHold is the body of an SSE response a rule or --answer may concern:
-// the ReverseProxy reads the stream from it and writes what it returns to
+// the relay reads the stream from it and writes what it returns to
 // the client. A pump goroutine reads the upstream; Read splits what it
 // read into events and returns each at once, except the events whose
 // message is to be held or answered: each of those waits in a goroutine of
@@ -20,7 +20,7 @@ import (
 //
 // The recorder hears of every event here (the tee's reporting is off for
 // this body): a held event as it came in, with what became of it, when it
-// is released. Read, Close and the Tap run on the ReverseProxy's
+// is released. Read, Close and the Tap run on the relay's
 // goroutine.
 type sseHold struct {
 	c      *callInfo

@@ -41,7 +41,7 @@ const (
 	reportNone
 )
 
-// teeWriter is the ResponseWriter the ReverseProxy writes to: it reports
+// teeWriter is the ResponseWriter the relay writes to: it reports
 // the headers and every byte that went to the client to the Tap, so the
 // record shows what the client actually received.
 type teeWriter struct {
@@ -136,9 +136,10 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 // Once a response of known length has all its bytes written, the flush
 // is skipped: those last bytes then leave when the handler returns, that is
 // after the exchange was reported ended, so a client that has read a whole
-// response finds it recorded. (ReverseProxy flushes every write of an SSE
-// response, whatever its length.) After a large write to a response of
-// unknown length (chunked), the flush is put off (lazyFlushDelay).
+// response finds it recorded. (The relay flushes every write of an SSE
+// response, whatever its length, but the last.) After a large write to a
+// response of unknown length (chunked), the flush is put off
+// (lazyFlushDelay).
 func (t *teeWriter) FlushError() error {
 	if !t.wroteHeader {
 		t.WriteHeader(http.StatusOK)
@@ -202,6 +203,11 @@ func (t *teeWriter) endText() string {
 type upstreamBody struct {
 	io.ReadCloser
 	x *exchange
+}
+
+func (b *upstreamBody) ready() bool {
+	r, ok := b.ReadCloser.(readyReader)
+	return ok && r.ready()
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// upstream is the RoundTripper the ReverseProxy uses: the configured
+// upstream is the RoundTripper the relay uses: the configured
 // transport, plus what the proxy adds around each request — the instants
 // for the metrics and the record, the wait for the response head bounded
 // by Options.UpstreamTimeout, and one retry on a fresh connection when a
@@ -53,11 +53,17 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	if x == nil {
 		return u.rt.RoundTrip(req)
 	}
-	res, retry, err := u.attempt(u.rt, req, x)
+	return u.roundTrip(req, x, nil)
+}
+
+// roundTrip is RoundTrip for an exchange's request; ir, when not nil,
+// passes the interim responses on to the client.
+func (u *upstream) roundTrip(req *http.Request, x *exchange, ir *interimRelay) (*http.Response, error) {
+	res, retry, err := u.attempt(u.rt, req, x, ir)
 	if retry {
 		again := req.Clone(req.Context())
 		again.Body = io.NopCloser(bytes.NewReader(x.body))
-		res, _, err = u.attempt(u.fresh, again, x)
+		res, _, err = u.attempt(u.fresh, again, x, ir)
 	}
 	return res, err
 }
@@ -65,25 +71,23 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 // attempt sends req once. retry reports a failure the request may be
 // retried after: a reused connection that failed before any response byte,
 // with the whole body in hand and the client still waiting.
-func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange) (_ *http.Response, retry bool, _ error) {
+func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange, ir *interimRelay) (_ *http.Response, retry bool, _ error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	a := &attemptState{cancel: cancel, d: u.timeout}
+	a := &attemptState{cancel: cancel, d: u.timeout, relay: ir}
 	x.mx.forwarded = time.Now()
 	var res *http.Response
 	var err error
 	if h, ok := rt.(*h1Transport); ok && h.handles(req) {
-		// The h1 transport calls the attempt's hooks itself: no trace to
-		// compose with ReverseProxy's (which net/http builds with
-		// reflection, per request).
+		// The h1 transport calls the attempt's hooks itself: no trace.
 		res, err = h.roundTrip(req.WithContext(ctx), a)
 	} else {
 		trace := &httptrace.ClientTrace{
 			GotConn:              func(ci httptrace.GotConnInfo) { a.gotConn(ci.Reused) },
 			WroteRequest:         func(httptrace.WroteRequestInfo) { a.arm() },
 			GotFirstResponseByte: a.gotFirstByte,
-			// The error a hook returns is lost when traces are composed:
-			// got1xx cancels as well.
-			Got1xxResponse: func(int, textproto.MIMEHeader) error { return a.got1xx() },
+			// got1xx cancels as well as returning its error (net/http's
+			// transport ends the round trip with it).
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error { return a.got1xx(code, http.Header(h)) },
 		}
 		res, err = rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
 	}
@@ -121,7 +125,8 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange)
 // that bounds the wait for the response head once the request is sent.
 type attemptState struct {
 	reused, gotByte, timedOut atomic.Bool
-	interim                   atomic.Int32 // 1xx responses seen
+	interim                   atomic.Int32  // 1xx responses seen
+	relay                     *interimRelay // passes them on; nil: nobody
 	cancel                    context.CancelCauseFunc
 	d                         time.Duration
 	mu                        sync.Mutex
@@ -135,7 +140,7 @@ type attemptHooks interface {
 	gotConn(reused bool)
 	arm() // the request was written
 	gotFirstByte()
-	got1xx() error
+	got1xx(code int, h http.Header) error
 }
 
 var _ attemptHooks = (*attemptState)(nil)
@@ -144,12 +149,15 @@ func (a *attemptState) gotConn(reused bool) { a.reused.Store(reused) }
 
 func (a *attemptState) gotFirstByte() { a.gotByte.Store(true) }
 
-// got1xx counts an interim response. net/http leaves bounding them to
-// whoever sees them (ReverseProxy relays each to the client).
-func (a *attemptState) got1xx() error {
+// got1xx counts an interim response and passes it on to the client.
+// net/http leaves bounding them to whoever sees them.
+func (a *attemptState) got1xx(code int, h http.Header) error {
 	if a.interim.Add(1) > maxInterim {
 		a.cancel(errTooManyInterim)
 		return errTooManyInterim
+	}
+	if a.relay != nil {
+		a.relay.relay(code, h)
 	}
 	return nil
 }
@@ -182,6 +190,11 @@ func (a *attemptState) disarm() {
 type attemptBody struct {
 	io.ReadCloser
 	cancel context.CancelCauseFunc
+}
+
+func (b *attemptBody) ready() bool {
+	r, ok := b.ReadCloser.(readyReader)
+	return ok && r.ready()
 }
 
 func (b *attemptBody) Close() error {

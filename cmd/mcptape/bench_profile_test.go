@@ -52,6 +52,7 @@ func BenchmarkRecordingProxy(b *testing.B) {
 	}{
 		{"echo-c1", "echo", 1, 0},
 		{"echo-c32", "echo", 32, 0},
+		{"sampling-c1", "sampling", 1, 0},
 		{"sse-c4", "sse", 4, 0},
 		{"big-1MiB-c4", "big", 4, 1 << 20},
 		{"huge-10MiB-c4", "big", 4, 10 << 20},

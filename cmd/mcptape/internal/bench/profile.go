@@ -52,12 +52,15 @@ func (p *Profiler) Callers(base string, conc int) *Callers {
 type LoadResult struct {
 	Calls, Failed int
 	Elapsed       time.Duration
-	P50           time.Duration
+	P50, P99      time.Duration
 	Examples      map[string]string // one error message of each kind that failed
 }
 
 // Run makes n calls of kind: "echo" (a 2026-07-28 echo tool call), "sse"
-// (a slow call streaming progress) or "big" (a bigBytes result).
+// (a slow call streaming progress), "big" (a bigBytes result) or
+// "sampling" (a 2025-11-25 sampling round trip: the call, the server's
+// request on its stream, the client's answer POSTed back, the result; each
+// caller opens its session on its first such call).
 func (c *Callers) Run(ctx context.Context, kind string, bigBytes, n int) (*LoadResult, error) {
 	var call func(*worker, context.Context) (sample, error)
 	switch kind {
@@ -67,9 +70,18 @@ func (c *Callers) Run(ctx context.Context, kind string, bigBytes, n int) (*LoadR
 		call = (*worker).callSlow
 	case "big":
 		call = func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, bigBytes) }
+	case "sampling":
+		for _, w := range c.ws {
+			if w.session == "" {
+				if err := w.initLegacy(ctx); err != nil {
+					return nil, err
+				}
+			}
+		}
+		call = (*worker).callSampling
 	default:
-		return nil, fmt.Errorf("bench: no call kind %q (echo, sse, big)", kind)
+		return nil, fmt.Errorf("bench: no call kind %q (echo, sse, big, sampling)", kind)
 	}
 	res := runBatch(ctx, c.ws, &scenarioSpec{conc: len(c.ws), call: call}, n, 0)
-	return &LoadResult{Calls: res.calls, Failed: res.failed, Elapsed: res.elapsed, P50: percentile(res.lats, 0.5), Examples: res.examples}, nil
+	return &LoadResult{Calls: res.calls, Failed: res.failed, Elapsed: res.elapsed, P50: percentile(res.lats, 0.5), P99: percentile(res.lats, 0.99), Examples: res.examples}, nil
 }
