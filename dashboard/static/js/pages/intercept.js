@@ -20,6 +20,7 @@ import { isObj } from '../render/content.js';
 import { schemaForm } from '../render/form.js';
 import { status } from '../nav.js';
 import { onTail } from '../tail.js';
+import { syncCards, answerer } from '../held.js';
 
 const SAMPLING = 'sampling/createMessage';
 const ELICIT = 'elicitation/create';
@@ -78,22 +79,12 @@ export async function interceptPage({ main, signal }) {
       rulesDrawn = drawn;
       drawRules(rulesBox, res.rules, refresh);
     }
-    const ids = new Set(res.held.map((m) => m.id));
-    for (const [id, c] of cards) {
-      if (!ids.has(id)) {
-        c.el.remove();
-        cards.delete(id);
-      }
-    }
-    for (const m of res.held) {
-      if (cards.has(m.id)) continue;
-      const age = h('span', { class: 'muted age' });
-      const c = { el: null, since: Date.now() - m.ageMs, deadline: m.leftMs >= 0 ? Date.now() + m.leftMs : 0, age };
-      c.el = heldCard(m, res, age, () => { c.el.remove(); cards.delete(m.id); empty.hidden = cards.size > 0; });
-      cards.set(m.id, c);
-      list.append(c.el);
-    }
-    empty.hidden = cards.size > 0;
+    syncCards(cards, list, empty, res.held, (m, age, gone) => ({
+      el: heldCard(m, res, age, gone),
+      since: Date.now() - m.ageMs,
+      deadline: m.leftMs >= 0 ? Date.now() + m.leftMs : 0,
+      age,
+    }));
     tick();
     list.setAttribute('data-ready', '');
   };
@@ -180,20 +171,8 @@ function heldCard(m, st, age, gone) {
   const msg = parsed(m.raw);
   const check = h('div', { class: 'check', role: 'status' });
   const buttons = [];
-  const send = async (body, what) => {
-    for (const b of buttons) b.disabled = true;
-    try {
-      await api('/intercept/' + enc(m.id), { method: 'POST', body });
-      status(`#${m.id}: ${what}`, 'ok');
-      gone();
-    } catch (e) {
-      check.textContent = e.message;
-      check.className = 'check bad';
-      if (e.status === 404) setTimeout(gone, 3000); // it went on already
-    } finally {
-      for (const b of buttons) b.disabled = false;
-    }
-  };
+  const answer = answerer('/intercept/', m.id, buttons, check, gone);
+  const send = (body, what) => answer(body, `#${m.id}: ${what}`);
   const button = (cls, label, onclick) => {
     const b = h('button', { type: 'button', class: cls, onclick }, label);
     buttons.push(b);

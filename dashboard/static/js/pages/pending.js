@@ -4,13 +4,14 @@
 // hostile as recorded content: all of it is shown as text.
 
 import { h, chip, fmtMs } from '../dom.js';
-import { api, enc } from '../api.js';
+import { api } from '../api.js';
 import { jsonTree } from '../view.js';
 import { value } from '../render/content.js';
 import { samplingRequest } from '../render/sampling.js';
 import { elicitationRequest } from '../render/elicitation.js';
 import { status } from '../nav.js';
 import { onTail } from '../tail.js';
+import { syncCards, answerer } from '../held.js';
 
 // TEMPLATE is the answer the editor starts from: a CreateMessageResult.
 const TEMPLATE = { role: 'assistant', content: { type: 'text', text: '' }, model: 'human', stopReason: 'endTurn' };
@@ -46,21 +47,7 @@ export async function pendingPage({ main, signal }) {
     }
     intro.replaceChildren('The live server asked these; the replay client waits for your answers (see ',
       h('code', {}, '--manual-timeout'), '). Edit an answer and press Answer, or refuse with an error.');
-    const ids = new Set(res.requests.map((r) => r.id));
-    for (const [id, c] of cards) {
-      if (!ids.has(id)) {
-        c.el.remove();
-        cards.delete(id);
-      }
-    }
-    for (const r of res.requests) {
-      if (cards.has(r.id)) continue;
-      const age = h('span', { class: 'muted age' });
-      const c = { el: pendingCard(r, age, () => { c.el.remove(); cards.delete(r.id); empty.hidden = cards.size > 0; }), since: Date.now() - r.ageMs, age };
-      cards.set(r.id, c);
-      list.append(c.el);
-    }
-    empty.hidden = cards.size > 0;
+    syncCards(cards, list, empty, res.requests, (r, age, gone) => ({ el: pendingCard(r, age, gone), since: Date.now() - r.ageMs, age }));
     tick();
     list.setAttribute('data-ready', '');
   };
@@ -100,23 +87,8 @@ function pendingCard(r, age, gone) {
   const code = h('input', { type: 'number', class: 'error-code', value: '-1', 'aria-label': 'error code' });
   const message = h('input', { type: 'text', class: 'error-message', value: 'User rejected the sampling request', 'aria-label': 'error message' });
   const buttons = [];
-  const send = async (body) => {
-    for (const b of buttons) b.disabled = true;
-    try {
-      await api('/pending/' + enc(r.id), { method: 'POST', body });
-      status(`Answered #${r.id}`, 'ok');
-      gone();
-    } catch (e) {
-      check.textContent = e.message;
-      check.className = 'check bad';
-      if (e.status === 404) {
-        // Answered elsewhere, or the replay client gave up on it.
-        setTimeout(gone, 3000);
-      }
-    } finally {
-      for (const b of buttons) b.disabled = false;
-    }
-  };
+  const reply = answerer('/pending/', r.id, buttons, check, gone);
+  const send = (body) => reply(body, `Answered #${r.id}`);
   const answer = h('button', {
     type: 'button', class: 'primary answer',
     onclick: () => {
