@@ -230,9 +230,9 @@ func TestRecordIdleGap(t *testing.T) {
 		postBody(t, r.base+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, id), modern)
 	}
 	call(1)
-	call(2) // within the gap
-	time.Sleep(600 * time.Millisecond)
-	call(3) // after it
+	call(2)                            // within the gap
+	time.Sleep(600 * time.Millisecond) // real time past the recording child's --idle-gap
+	call(3)                            // after it
 	xs, _ := r.exchanges(t)
 	sessions := map[string]int{}
 	for _, x := range xs {

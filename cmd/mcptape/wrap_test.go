@@ -461,7 +461,7 @@ func TestWrapFaults(t *testing.T) {
 	t.Run("SIGINT and SIGHUP reach the server, its stderr reaches the client", func(t *testing.T) {
 		cmd := mcptapeCmd(t, "wrap", "--data", data, "--", "sh", "-c",
 			`trap 'echo got-int >&2' INT; trap 'echo got-hup >&2; exit 5' HUP; echo ready; while :; do sleep 0.05; done`)
-		var errBuf strings.Builder
+		var errBuf syncBuffer
 		cmd.Stderr = &errBuf
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -474,7 +474,10 @@ func TestWrapFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = cmd.Process.Signal(syscall.SIGINT)
-		time.Sleep(300 * time.Millisecond) // the trap runs once the loop's sleep ends
+		// The trap runs once the loop's sleep ends; then the second signal.
+		if !errBuf.await(10*time.Second, nil, func(e string) bool { return strings.Contains(e, "got-int") }) {
+			t.Errorf("the client's stderr: %q; want the server's got-int line after SIGINT", errBuf.String())
+		}
 		_ = cmd.Process.Signal(syscall.SIGHUP)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -521,7 +524,7 @@ func TestWrapFaults(t *testing.T) {
 		}
 		cmd := mcptapeCmd(t, "wrap", "--data", filepath.Join(file, "data"), "--", "sh", "-c", "cat")
 		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
-		var errBuf strings.Builder
+		var errBuf syncBuffer
 		cmd.Stderr = &errBuf
 		out, err := cmd.Output()
 		if err != nil || string(out) != `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n" {
