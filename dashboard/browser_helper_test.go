@@ -172,7 +172,7 @@ func (b *browser) waitFor(what, cond string, timeout time.Duration) {
 		// A navigation that was still settling replaced the page's
 		// JavaScript context under the poll: poll the new one.
 		if gone := strings.Contains(err.Error(), "Cannot find context with specified id") || strings.Contains(err.Error(), "Execution context was destroyed"); gone && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // for the new context: Chromium tells this poll of no event for it
 			continue
 		}
 		b.screenshot("failed-" + what)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -149,8 +150,7 @@ func (r *rig) sync(t testing.TB) {
 func (r *rig) settle(t testing.TB, id string) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	fixtures.Eventually(t, 5*time.Second, func() error {
 		have := map[uint64]bool{}
 		for x, err := range r.store.Exchanges(ctx, id) {
 			if err != nil {
@@ -167,14 +167,11 @@ func (r *rig) settle(t testing.TB, id string) {
 				missing++
 			}
 		}
-		if missing == 0 {
-			return
+		if missing != 0 {
+			return fmt.Errorf("session %s: %d messages still name exchanges that are not stored", id, missing)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: %d messages still name exchanges that are not stored", id, missing)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // sessionOn returns the newest session recorded on path.

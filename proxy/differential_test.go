@@ -205,7 +205,7 @@ func (f *diffFront) send(raw []byte) outcome {
 	c.Close()
 	// Whatever the front forwarded arrived at the upstream before the
 	// client read its answer; give a forward that got no answer a moment.
-	time.Sleep(30 * time.Millisecond)
+	time.Sleep(30 * time.Millisecond) // no event marks a forward that is never answered
 	out.Forwarded = f.up.take()
 	br := bufio.NewReader(bytes.NewReader(back.Bytes()))
 	for {

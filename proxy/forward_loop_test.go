@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/proxy"
 )
 
@@ -145,21 +146,19 @@ func TestForwardRefusesTunnelsIntoItself(t *testing.T) {
 // saying how many it holds.
 func waitFDs(t *testing.T, want int, when string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	n := openFDs()
-	for n > want+4 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		n = openFDs()
-	}
-	if n > want+4 {
+	fixtures.Eventually(t, 5*time.Second, func() error {
+		n := openFDs()
+		if n <= want+4 {
+			return nil
+		}
 		ents, _ := os.ReadDir("/proc/self/fd")
 		kinds := map[string]int{}
 		for _, e := range ents {
 			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
 			kinds[strings.SplitN(l, ":", 2)[0]]++
 		}
-		t.Errorf("%s the process holds %d open files, %d before (by kind: %v)", when, n, want, kinds)
-	}
+		return fmt.Errorf("%s the process holds %d open files, %d before (by kind: %v)", when, n, want, kinds)
+	})
 }
 
 // A tunnel gives back everything it held when it ends: 60 tunnels that
@@ -267,12 +266,13 @@ func TestForwardTunnelBounds(t *testing.T) {
 		t.Errorf("a fourth tunnel with a bound of 3: %d %s, want 429 naming the bound", res.StatusCode, body)
 	}
 	open[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// The proxy gives the place back as it notices the close.
+	fixtures.Eventually(t, 5*time.Second, func() error {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer conn.Close()
 		// Pipelined: the bytes after the CONNECT's head come in the same
 		// write, before the 200 (goproxy's hijack used to drop them).
 		conn.SetDeadline(time.Now().Add(10 * time.Second))
@@ -282,43 +282,33 @@ func TestForwardTunnelBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.StatusCode == http.StatusOK {
-			if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
-				t.Errorf("the bytes sent right behind the CONNECT: echoed %q (%v), want \"ping\\n\"", line, err)
-			}
-			conn.Close()
-			break
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("a tunnel closed did not give its place back: still %d", res.StatusCode)
 		}
-		conn.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("a tunnel closed did not give its place back: still %d", res.StatusCode)
+		if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+			t.Errorf("the bytes sent right behind the CONNECT: echoed %q (%v), want \"ping\\n\"", line, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// CONNECT inside a plain-HTTP tunnel.
 	for _, c := range open[1:] {
 		c.Close()
 	}
 	up := httpServer(t)
-	conn, err = net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	br := bufio.NewReader(conn)
-	deadline = time.Now().Add(5 * time.Second)
-	for res := connectOn(t, conn, br, up); res.StatusCode != http.StatusOK; res = connectOn(t, conn, br, up) {
-		if time.Now().After(deadline) {
-			t.Fatalf("CONNECT %s: %d", up, res.StatusCode)
-		}
-		conn.Close()
-		time.Sleep(20 * time.Millisecond)
+	var br *bufio.Reader
+	fixtures.Eventually(t, 5*time.Second, func() error {
 		if conn, err = net.Dial("tcp", addr); err != nil {
 			t.Fatal(err)
 		}
 		br = bufio.NewReader(conn)
-	}
+		if res := connectOn(t, conn, br, up); res.StatusCode != http.StatusOK {
+			conn.Close()
+			return fmt.Errorf("CONNECT %s: %d", up, res.StatusCode)
+		}
+		return nil
+	})
+	defer conn.Close()
 	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: "+up+"\r\n\r\n")
 	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("a plain request in the tunnel: %v %v", res, err)

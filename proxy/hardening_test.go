@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
 )
@@ -75,22 +77,20 @@ func hostOf(u string) string { return strings.TrimPrefix(u, "http://") }
 // ended waits for the rig's only exchange to end and returns it.
 func (r *rig) ended(t *testing.T, n int) []*capture.Exchange {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var xs []*capture.Exchange
+	fixtures.Eventually(t, 10*time.Second, func() error {
 		r.sync(t)
-		xs := r.exchanges(t)
+		xs = r.exchanges(t)
 		done := len(xs) == n
 		for _, x := range xs {
 			done = done && !x.End.IsZero()
 		}
-		if done {
-			return xs
+		if !done {
+			return fmt.Errorf("want %d ended exchanges, have %+v", n, xs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want %d ended exchanges, have %+v", n, xs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return xs
 }
 
 // jsonRPCError decodes a proxy's JSON-RPC error answer.
@@ -227,7 +227,7 @@ func TestSlowUploadNotCut(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < len(body); i += len(body) / 10 {
 		io.WriteString(c, body[i:min(i+len(body)/10, len(body))])
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // real pauses on a real socket, each under the idle timeout
 	}
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -246,8 +246,8 @@ func TestVanishedClientBody(t *testing.T) {
 	up := &countingUpstream{}
 	r := newRig(t, up, nil)
 	c := rawConn(t, hostOf(r.px.URL))
+	// The proxy reads the byte before the close (TCP keeps the order).
 	io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{")
-	time.Sleep(100 * time.Millisecond)
 	c.Close()
 	xs := r.ended(t, 1)
 	if !xs[0].Aborted || xs[0].RequestBytes != 1 || !strings.Contains(xs[0].Error, "broke off (after 1 of 1048576 bytes)") {
@@ -284,7 +284,7 @@ func TestStalledBodiesCostNoMemory(t *testing.T) {
 	}
 	// An exchange is recorded once its body ends; until then nothing
 	// shows that the server read the heads and the byte: give it time.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // no event to wait on (see above)
 	runtime.GC()
 	var during runtime.MemStats
 	runtime.ReadMemStats(&during)
@@ -404,13 +404,12 @@ func TestRequestBodyTooLarge(t *testing.T) {
 			t.Errorf("exchange recorded %d request bytes, over the limit", x.RequestBytes)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for upErr.Load() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if upErr.Load() == nil {
-		t.Error("the upstream's request was not cut")
-	}
+	fixtures.Eventually(t, 5*time.Second, func() error {
+		if upErr.Load() == nil {
+			return errors.New("the upstream's request was not cut")
+		}
+		return nil
+	})
 }
 
 // A silent upstream gets the client a 504 with a JSON-RPC error carrying
@@ -532,7 +531,7 @@ func TestSilentStreamNotCut(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n")
 		w.(http.Flusher).Flush()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // a real silence on a real socket, 5 times the upstream timeout
 		fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")
 	}), &rigOptions{proxy: &proxy.Options{UpstreamTimeout: 200 * time.Millisecond}})
 	res := do(t, "POST", r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`, map[string]string{"Content-Type": "application/json"})

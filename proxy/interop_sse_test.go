@@ -58,7 +58,7 @@ func TestInteropEverythingLegacySSE(t *testing.T) {
 		}
 	}
 	px.CloseClientConnections() // the client is gone: end its GET stream
-	time.Sleep(100 * time.Millisecond)
+	waitIdle(t, p)
 	if err := rec.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

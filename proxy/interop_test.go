@@ -191,7 +191,7 @@ func TestInteropIdleAfterTerminate(t *testing.T) {
 		"trigger-long-running-operation", "get-roots-list", "resources/subscribe", "toggle-subscriber-updates", "wait-resources-updated"}}
 	for round := range 3 {
 		if round > 0 {
-			time.Sleep(8 * time.Second)
+			time.Sleep(8 * time.Second) // past Node's real 5 s keep-alive timeout, in a real child process
 		}
 		rep, err := interop.RunClient(ctx, px.URL+up.Path, light)
 		if err != nil {

@@ -31,7 +31,7 @@ func legacySSEServer(endpoint string) *httptest.Server {
 		// Split across writes: the proxy must wait for the whole event.
 		fmt.Fprint(w, "event: endpoint\r\n")
 		w.(http.Flusher).Flush()
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // so the proxy reads the event in two pieces
 		fmt.Fprintf(w, "data: %s\r\n\r\n", ep)
 		fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n")
 		w.(http.Flusher).Flush()
@@ -109,7 +109,7 @@ func TestLegacyEndpointRewrite(t *testing.T) {
 				t.Errorf("the client got %q, want the endpoint %q and the next event intact", got, want)
 			}
 
-			time.Sleep(50 * time.Millisecond)
+			waitIdle(t, p)
 			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer scancel()
 			if err := rec.Sync(sctx); err != nil {

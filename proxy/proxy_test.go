@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 	"github.com/mcptape/mcptape/proxy"
 )
@@ -101,6 +102,18 @@ func (r *rig) sync(t *testing.T) {
 	if err := r.rec.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitIdle waits until p has no exchange in flight: a stream whose client
+// has gone ends, and is recorded, as the proxy notices.
+func waitIdle(t *testing.T, p *proxy.Proxy) {
+	t.Helper()
+	fixtures.Eventually(t, 5*time.Second, func() error {
+		if n := p.InFlight(); n != 0 {
+			return fmt.Errorf("%d exchanges still in flight after every client closed", n)
+		}
+		return nil
+	})
 }
 
 func (r *rig) sessions(t *testing.T) []*capture.Session {
@@ -430,21 +443,8 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream request was not cancelled when the client went away")
 	}
-	r.sync(t)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r.sync(t)
-		xs := r.exchanges(t)
-		if len(xs) == 1 && !xs[0].End.IsZero() {
-			if !xs[0].Aborted {
-				t.Errorf("exchange not marked aborted: %+v", xs[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exchange never ended: %+v", xs)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if x := r.ended(t, 1)[0]; !x.Aborted {
+		t.Errorf("exchange not marked aborted: %+v", x)
 	}
 }
 
@@ -483,8 +483,7 @@ func TestClientDisconnectBeforeResponseCancelsUpstream(t *testing.T) {
 		}
 		errc <- err
 	}()
-	<-started
-	time.Sleep(200 * time.Millisecond)
+	<-started // the proxy waits on the upstream's headers
 	gaveUp := time.Now()
 	cancel()
 	if err := <-errc; err == nil {
@@ -500,20 +499,7 @@ func TestClientDisconnectBeforeResponseCancelsUpstream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream request was not cancelled when the client went away before the response")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var x *capture.Exchange
-	for {
-		r.sync(t)
-		xs := r.exchanges(t)
-		if len(xs) == 1 && !xs[0].End.IsZero() {
-			x = xs[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exchange never ended: %+v", xs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	x := r.ended(t, 1)[0]
 	if !x.Aborted || x.Status == http.StatusOK {
 		t.Errorf("exchange %+v: want aborted, not a 200", x)
 	}

@@ -198,7 +198,7 @@ func TestRawPipelinedWhileWaiting(t *testing.T) {
 	slowEcho := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if bytes.Contains(b, []byte(`"id":1`)) {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // a slow upstream: the proxy reads the pipelined request meanwhile
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b)

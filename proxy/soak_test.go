@@ -124,12 +124,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A closed client's GET stream ends as the proxy notices the close.
-	for deadline := time.Now().Add(5 * time.Second); p.InFlight() != 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := p.InFlight(); n != 0 {
-		t.Errorf("%d exchanges still in flight 5s after every client closed", n)
-	}
+	waitIdle(t, p)
 	var storedC2S, storedS2C, exchanges, synthesized int64
 	clients := map[string]bool{}
 	for s, err := range store.Sessions(sctx, capture.SessionQuery{}) {
@@ -185,20 +180,16 @@ func TestSoak(t *testing.T) {
 	if err := store.Close(); err != nil {
 		t.Error(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	fixtures.Eventually(t, 15*time.Second, func() error {
 		g, fd := runtime.NumGoroutine(), openFDs()
 		if g <= baseG+2 && fd <= baseFD+2 {
 			t.Logf("goroutines %d (before: %d), open files %d (before: %d)", g, baseG, fd, baseFD)
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Fatalf("after closing everything: %d goroutines (before: %d), %d open files (before: %d)\n%.6000s", g, baseG, fd, baseFD, b.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		return fmt.Errorf("after closing everything: %d goroutines (before: %d), %d open files (before: %d)\n%.6000s", g, baseG, fd, baseFD, b.String())
+	})
 }
 
 type soakResult struct {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,8 +23,7 @@ import (
 // waitEnded waits until every exchange recorded so far has ended.
 func (r *rig) waitEnded(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	fixtures.Eventually(t, 10*time.Second, func() error {
 		r.sync(t)
 		open := 0
 		for _, x := range r.exchanges(t) {
@@ -31,14 +31,11 @@ func (r *rig) waitEnded(t *testing.T) {
 				open++
 			}
 		}
-		if open == 0 {
-			return
+		if open != 0 {
+			return fmt.Errorf("%d exchanges never ended", open)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d exchanges never ended", open)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestTreeGoldenCancellation records go-sdk's client giving up on the
@@ -73,9 +70,18 @@ func TestTreeGoldenCancellation(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("call ended with %v, want it cancelled", err)
 			}
-			// go-sdk sends notifications/cancelled asynchronously; let it
-			// reach the proxy before the session closes.
-			time.Sleep(100 * time.Millisecond)
+			// go-sdk sends notifications/cancelled asynchronously (on
+			// both eras); wait for it to be recorded before the session
+			// closes.
+			fixtures.Eventually(t, 10*time.Second, func() error {
+				r.sync(t)
+				for _, m := range r.messages(t, r.sessionAt(t, era.path).ID) {
+					if m.Method == "notifications/cancelled" {
+						return nil
+					}
+				}
+				return errors.New("the client's notifications/cancelled was not recorded")
+			})
 			cs.Close()
 			r.waitEnded(t)
 			s := r.sessionAt(t, era.path)

@@ -299,7 +299,7 @@ func replayNotes(b *testing.B, u string, n int, spacing time.Duration, gap func(
 	sent := make([]time.Time, n)
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		time.Sleep(time.Until(start.Add(time.Duration(i+1) * spacing)))
+		time.Sleep(time.Until(start.Add(time.Duration(i+1) * spacing))) // the benchmark paces its calls in real time
 		sent[i] = time.Now()
 		res := do("POST", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"work","arguments":{"i":%d}}}`, i+1, i))
 		io.Copy(io.Discard, res.Body)

@@ -191,7 +191,7 @@ func (c *caller) echo() {
 	c.reqBody = append(append(append(c.reqBody[:0], `{"jsonrpc":"2.0","id":`...), id...),
 		`,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcptape-bench-echo"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcptape-bench","version":"1"}}}}`...)
 	t := c.begin(c.reqBody)
-	time.Sleep(upstreamDelay)
+	time.Sleep(upstreamDelay) // the benchmark measures calls at a real upstream's pace
 	t.Response(200, c.sse, false)
 	c.resp = append(append(append(c.resp[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...), id...),
 		`,"result":{"content":[{"type":"text","text":"mcptape-bench-echo"}]}}`+"\n\n"...)
@@ -226,7 +226,7 @@ func (c *caller) sampling() {
 	c.reqBody = append(append(append(c.reqBody[:0], `{"jsonrpc":"2.0","id":`...), id...),
 		`,"method":"tools/call","params":{"name":"sample","arguments":{"prompt":"mcptape bench"}}}`...)
 	t := c.begin(c.reqBody)
-	time.Sleep(upstreamDelay / 2)
+	time.Sleep(upstreamDelay / 2) // the upstream's pace, as above
 	t.Response(200, c.sse, false)
 	c.resp = append(append(append(c.resp[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"s-"...), id...),
 		`","method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"mcptape bench"}}],"maxTokens":100}}`+"\n\n"...)
@@ -236,7 +236,7 @@ func (c *caller) sampling() {
 	a := c.begin(c.reqBody)
 	a.Response(http.StatusAccepted, nil, false)
 	a.End("", false)
-	time.Sleep(upstreamDelay / 2)
+	time.Sleep(upstreamDelay / 2) // the upstream's pace, as above
 	c.resp = append(append(append(c.resp[:0], "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":"...), id...),
 		`,"result":{"content":[{"type":"text","text":"bench answer"}]}}`+"\n\n"...)
 	t.ResponseBody(c.resp)

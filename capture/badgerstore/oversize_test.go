@@ -56,17 +56,21 @@ func TestOversizeCostsNoOtherRecord(t *testing.T) {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":%q}]}}`, id, text)
 	}
 	var wg sync.WaitGroup
+	under := make(chan struct{}) // the other client's traffic is under way
 	wg.Go(func() {
 		for i := range 300 {
 			tapCall(rec, "10.0.0.1:1000", call(i, "other"), nil, "", result(i, "other"))
+			if i == 10 {
+				close(under)
+			}
 		}
 	})
 	wg.Go(func() {
-		time.Sleep(2 * time.Millisecond)
+		<-under
 		tapCall(rec, "10.0.0.2:2000", call(1, "huge headers"), http.Header{"X-Huge": {strings.Repeat("h", 20<<20)}}, "", result(1, "ok"))
 	})
 	wg.Go(func() {
-		time.Sleep(4 * time.Millisecond)
+		<-under
 		hugeID := "id: " + strings.Repeat("i", 20<<20) + "\n"
 		tapCall(rec, "10.0.0.3:3000", call(1, "huge event"), nil, "text/event-stream",
 			"data: "+`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`+"\n\n",

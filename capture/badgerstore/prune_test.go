@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/fixtures"
 )
 
 // tenDays writes 1,000 finished sessions spread evenly over the ten days
@@ -182,10 +183,12 @@ func TestMaxAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = open(t, dir, &badgerstore.Options{MaxAge: 48 * time.Hour})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && (countSessions(t, s) != 2 || s.Space().Deleted != 2) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if n, d := countSessions(t, s), s.Space().Deleted; n != 2 || d != 2 {
+			return fmt.Errorf("the round as the store opened left %d sessions and deleted %d, want 2 and 2", n, d)
+		}
+		return nil
+	})
 	for _, id := range []string{"age0", "age1"} {
 		if _, err := s.Session(ctx, id); err == nil {
 			t.Errorf("%s, older than --max-age, was kept", id)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -110,20 +111,15 @@ func TestMaxSize(t *testing.T) {
 			t.Fatalf("write %s: %v", id, err)
 		}
 		// Let retention keep up, as it does between calls.
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) && s.Space().Paused {
-			time.Sleep(10 * time.Millisecond)
-		}
+		fixtures.Eventually(t, 10*time.Second, func() error {
+			if sp := s.Space(); sp.Paused {
+				return fmt.Errorf("writes still paused after %s: %+v", id, sp)
+			}
+			return nil
+		})
 	}
-	// Retention is done when it has deleted nothing for a while.
-	deadline := time.Now().Add(10 * time.Second)
-	for last := int64(-1); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		sp := s.Space()
-		if sp.Deleted == last && !sp.Paused {
-			break
-		}
-		last = sp.Deleted
-	}
+	// Retention is done after a round that began after the last write.
+	badgerstore.RetainRound(s)
 	left := map[string]bool{}
 	for x, err := range s.Sessions(ctx, capture.SessionQuery{}) {
 		if err != nil {
@@ -198,7 +194,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshot(t, dir)
-	time.Sleep(20 * time.Millisecond) // a write would show in the times
+	time.Sleep(20 * time.Millisecond) // past the file system clock's tick (a few ms), so that a write would show in the times
 	ro := open(t, dir, &badgerstore.Options{ReadOnly: true})
 	if n := countMessages(t, ro, "a"); n != 50 {
 		t.Errorf("read %d of 50 messages", n)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/traces"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -105,13 +106,12 @@ func TestUnansweredCallEndsWithItsSession(t *testing.T) {
 	b.Messages = b.Messages[:1] // the request, no answer
 	e.OnBatch(b)
 	e.OnBatch(&capture.Batch{Sessions: []*capture.Session{{ID: "s1", Status: capture.StatusClosed, Start: at, End: at.Add(time.Second)}}})
-	deadline := time.Now().Add(5 * time.Second)
-	for e.Stats().Open != 0 || e.Stats().Exported == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the unanswered call was not ended and exported with its session: %+v", e.Stats())
+	fixtures.Eventually(t, 5*time.Second, func() error {
+		if st := e.Stats(); st.Open != 0 || st.Exported == 0 {
+			return fmt.Errorf("the unanswered call was not ended and exported with its session: %+v", st)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := e.Close(ctx); err != nil {

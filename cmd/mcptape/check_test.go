@@ -172,7 +172,13 @@ func recordEverything(t *testing.T, ctx context.Context) *recordRun {
 // mcpClient connects a go-sdk client named name to url.
 func mcpClient(t *testing.T, ctx context.Context, url, name string) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v1"}, nil)
+	return mcpClientWith(t, ctx, url, name, nil)
+}
+
+// mcpClientWith is mcpClient with the client's options.
+func mcpClientWith(t *testing.T, ctx context.Context, url, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v1"}, opts)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, DisableStandaloneSSE: true,
 		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: nil}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
@@ -218,16 +224,30 @@ func TestCheckUnhealthy(t *testing.T) {
 	_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: fixtures.ToolAdd, Arguments: map[string]any{"a": "one", "b": 2}})
 	cs.Close()
 
-	// The server dies in the middle of a slow call.
-	cs = mcpClient(t, ctx, rec.url, "check-killed")
+	// The server dies in the middle of a slow call: once it has reported
+	// progress.
+	progressed := make(chan struct{}, 1)
+	cs = mcpClientWith(t, ctx, rec.url, "check-killed", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progressed <- struct{}{}:
+			default:
+			}
+		}})
 	done := make(chan error, 1)
 	go func() {
 		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 		defer ccancel()
-		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: fixtures.ToolSlow, Arguments: map[string]any{"duration_ms": 15000, "steps": 15}})
+		params := &mcp.CallToolParams{Name: fixtures.ToolSlow, Arguments: map[string]any{"duration_ms": 15000, "steps": 15}}
+		params.SetProgressToken("check-killed")
+		_, err := cs.CallTool(cctx, params)
 		done <- err
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	select {
+	case <-progressed:
+	case err := <-done:
+		t.Fatalf("the slow call ended before it reported progress: %v", err)
+	}
 	up.kill(t)
 	if err := <-done; err == nil {
 		t.Fatal("the slow call succeeded although its server was killed")

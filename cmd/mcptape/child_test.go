@@ -72,21 +72,17 @@ func startChild(t *testing.T, args ...string) *proc {
 // waiting up to 20 seconds; the test fails if the child exits first.
 func (c *proc) wait(t *testing.T, prefix string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if v := outputValue(c.out.String(), prefix); v != "" {
-			return v
-		}
-		select {
-		case <-c.exited:
-			t.Fatalf("the child exited (%v) before printing %q:\n%s%s", c.cmd.ProcessState, prefix, c.out.String(), c.errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child printed no %q:\n%s%s", prefix, c.out.String(), c.errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var v string
+	if c.out.await(20*time.Second, c.exited, func(out string) bool { v = outputValue(out, prefix); return v != "" }) {
+		return v
 	}
+	select {
+	case <-c.exited:
+		t.Fatalf("the child exited (%v) before printing %q:\n%s%s", c.cmd.ProcessState, prefix, c.out.String(), c.errOut.String())
+	default:
+	}
+	t.Fatalf("the child printed no %q:\n%s%s", prefix, c.out.String(), c.errOut.String())
+	return ""
 }
 
 // alive fails the test if the child has exited.

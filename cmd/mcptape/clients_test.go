@@ -317,11 +317,8 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = dash.Process.Kill(); _ = dash.Wait() }()
-		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(dashOut.String(), "dashboard of"); {
-			if time.Now().After(deadline) {
-				t.Fatalf("the dashboard did not start:\n%s", dashOut.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !dashOut.await(20*time.Second, nil, func(out string) bool { return strings.Contains(out, "dashboard of") }) {
+			t.Fatalf("the dashboard did not start:\n%s", dashOut.String())
 		}
 		code, out, errOut := c.run("attach", "cursor", "--all", "--config", cfg, "--data", data)
 		if code != 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -27,7 +28,8 @@ type cmdRun struct {
 	args        []string
 	out, errOut *syncBuffer
 	cancel      context.CancelFunc
-	done        chan int // its exit code, put back by whoever takes it
+	done        chan int      // its exit code, put back by whoever takes it
+	exited      chan struct{} // closed once it has exited
 }
 
 // startRun runs an mcptape command in the background; it is stopped when
@@ -35,8 +37,11 @@ type cmdRun struct {
 func startRun(t *testing.T, args ...string) *cmdRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &cmdRun{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
-	go func() { r.done <- run(ctx, args, r.out, r.errOut) }()
+	r := &cmdRun{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, cancel: cancel, done: make(chan int, 1), exited: make(chan struct{})}
+	go func() {
+		r.done <- run(ctx, args, r.out, r.errOut)
+		close(r.exited)
+	}()
 	t.Cleanup(func() { r.stop(t) })
 	return r
 }
@@ -46,22 +51,18 @@ func startRun(t *testing.T, args ...string) *cmdRun {
 // first.
 func (r *cmdRun) wait(t *testing.T, prefix string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if v := outputValue(r.out.String(), prefix); v != "" {
-			return v
-		}
-		select {
-		case code := <-r.done:
-			r.done <- code
-			t.Fatalf("mcptape %s exited %d: %s%s", r.args[0], code, r.out.String(), r.errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcptape %s printed no %q: %s%s", r.args[0], prefix, r.out.String(), r.errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var v string
+	if r.out.await(10*time.Second, r.exited, func(out string) bool { v = outputValue(out, prefix); return v != "" }) {
+		return v
 	}
+	select {
+	case code := <-r.done:
+		r.done <- code
+		t.Fatalf("mcptape %s exited %d: %s%s", r.args[0], code, r.out.String(), r.errOut.String())
+	default:
+	}
+	t.Fatalf("mcptape %s printed no %q: %s%s", r.args[0], prefix, r.out.String(), r.errOut.String())
+	return ""
 }
 
 // stop cancels the command (once) and returns its exit code.
@@ -204,13 +205,13 @@ func TestRecordServesTheDashboard(t *testing.T) {
 	}
 	c := newDashClient(t, dashURL)
 	var list sessionList
-	for i := 0; len(list.Sessions) == 0 || list.Sessions[0].Status != "closed"; i++ {
-		if i > 200 {
-			t.Fatalf("the dashboard never listed the closed session: %+v", list)
-		}
-		time.Sleep(20 * time.Millisecond)
+	fixtures.Eventually(t, 10*time.Second, func() error {
 		c.do(http.MethodGet, "/api/v1/sessions", &list)
-	}
+		if len(list.Sessions) == 0 || list.Sessions[0].Status != "closed" {
+			return fmt.Errorf("the dashboard does not list the closed session: %+v", list)
+		}
+		return nil
+	})
 	id := list.Sessions[0].ID
 	if code := c.do(http.MethodGet, "/sessions/"+url.PathEscape(id), nil); code != http.StatusOK {
 		t.Errorf("the session page: %d", code)
@@ -307,8 +308,11 @@ func TestDashboardServesMetrics(t *testing.T) {
 		"method=tools/call,tool=echo": 3, "method=tools/call,tool=add": 2, "method=tools/call,tool=error": 1,
 		"method=tools/list,tool=": 2, "method=server/discover,tool=": 1,
 	}
-	fams := scrapeUntil(t, hc, dashMetrics(dashURL), func(fams map[string]*dto.MetricFamily) bool {
-		return familyValues(fams, "mcptape_capture_messages_stored_total")[""] == float64(2*len(calls)) // each call and its answer
+	fams := scrapeUntil(t, hc, dashMetrics(dashURL), func(fams map[string]*dto.MetricFamily) error {
+		if n := familyValues(fams, "mcptape_capture_messages_stored_total")[""]; n != float64(2*len(calls)) { // each call and its answer
+			return fmt.Errorf("%v messages stored, want %d", n, 2*len(calls))
+		}
+		return nil
 	})
 	if got := familyValues(fams, "mcptape_proxy_upstream_latency_seconds"); !maps.Equal(got, want) {
 		t.Errorf("upstream latency samples on the dashboard's /metrics: %v, want %v", got, want)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/fixtures"
 )
 
 // bulkServer answers every JSON-RPC POST with a result of size bytes of
@@ -141,12 +142,14 @@ func TestRecordFullDisk(t *testing.T) {
 		t.Fatalf("the disk still has %d bytes free", free)
 	}
 	calls("full", 20)
-	time.Sleep(500 * time.Millisecond) // the recorder's writer meets the full disk
+	// The recorder's writer meets the full disk.
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if lost := scrape(t, hc, metricsURL, "mcptape_capture_messages_lost_total"); lost < 40 {
+			return fmt.Errorf("mcptape_capture_messages_lost_total = %v after 20 calls on a full disk, want at least 40", lost)
+		}
+		return nil
+	})
 	c.alive(t, "with the disk full")
-	lost := scrape(t, hc, metricsURL, "mcptape_capture_messages_lost_total")
-	if lost < 40 {
-		t.Errorf("mcptape_capture_messages_lost_total = %v after 20 calls on a full disk, want at least 40", lost)
-	}
 	// 4. Space comes back: recording resumes by itself.
 	for _, p := range []string{ballast, full} {
 		if err := os.Remove(p); err != nil {
@@ -154,13 +157,12 @@ func TestRecordFullDisk(t *testing.T) {
 		}
 	}
 	calls("after", 10)
-	deadline := time.Now().Add(5 * time.Second)
-	for scrape(t, hc, metricsURL, "mcptape_store_recording_paused") != 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if v := scrape(t, hc, metricsURL, "mcptape_store_recording_paused"); v != 0 {
-		t.Errorf("mcptape_store_recording_paused = %v after space came back, want 0", v)
-	}
+	fixtures.Eventually(t, 5*time.Second, func() error {
+		if v := scrape(t, hc, metricsURL, "mcptape_store_recording_paused"); v != 0 {
+			return fmt.Errorf("mcptape_store_recording_paused = %v after space came back, want 0", v)
+		}
+		return nil
+	})
 	if dash.do(http.MethodGet, "/api/v1/status", &status); status.Paused {
 		t.Errorf("the dashboard's status after space came back: %+v, want not paused", status)
 	}

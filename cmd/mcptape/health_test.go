@@ -147,21 +147,17 @@ func TestPrometheusScrapesRecorder(t *testing.T) {
 	}
 	// The provisioned interval is 5s: the first scrape comes within it.
 	q := `histogram_quantile(0.5, sum by (le, method) (mcptape_proxy_upstream_latency_seconds_bucket{job="mcptape"}))`
-	deadline := time.Now().Add(40 * time.Second)
-	for {
+	fixtures.Eventually(t, 40*time.Second, func() error {
 		res, err := query(q)
 		if err == nil {
 			for _, s := range res {
 				if s.Metric["method"] == "tools/call" && len(s.Value) == 2 && s.Value[1] != "NaN" {
-					return
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus gave no tools/call latency within 40s (last: %v %v); its log:\n%s", res, err, logs.String())
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return fmt.Errorf("Prometheus gave no tools/call latency (last: %v %v); its log:\n%s", res, err, logs.String())
+	})
 }
 
 type promSample struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -275,16 +276,16 @@ type heldList struct {
 // waitHeld polls the dashboard until something is held.
 func waitHeld(t *testing.T, c *dashClient) capture.HeldMessage {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	var held capture.HeldMessage
+	fixtures.Eventually(t, 15*time.Second, func() error {
 		var l heldList
-		if c.do(http.MethodGet, "/api/v1/intercept", &l) == http.StatusOK && len(l.Held) > 0 {
-			return l.Held[0]
+		if code := c.do(http.MethodGet, "/api/v1/intercept", &l); code != http.StatusOK || len(l.Held) == 0 {
+			return fmt.Errorf("nothing was held (GET /api/v1/intercept: %d)", code)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("nothing was held")
-	return capture.HeldMessage{}
+		held = l.Held[0]
+		return nil
+	})
+	return held
 }
 
 func (c *dashClient) post(path, body string) int {

@@ -15,6 +15,7 @@ import (
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/remotestore"
+	"github.com/mcptape/mcptape/fixtures"
 )
 
 // lsJSON runs `mcptape ls --json` and returns the sessions.
@@ -77,21 +78,16 @@ func TestKilledRecorder(t *testing.T) {
 	}
 	// Wait until the summary shows them, then make more calls and kill
 	// the recorder before it writes the summary again (every 250 ms).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ss := lsJSON(t, data) // through the recorder's API
-		if len(ss) == 1 && ss[0].Messages == 60 {
-			break
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if ss := lsJSON(t, data); len(ss) != 1 || ss[0].Messages != 60 { // through the recorder's API
+			return fmt.Errorf("the recorder does not show 60 messages: %+v", ss)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the recorder never showed 60 messages: %+v", ss)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	for i := 30; i < 40; i++ {
 		callTagged(t, hc, proxyURL, fmt.Sprintf("call-%d", i), 2<<10)
 	}
-	time.Sleep(30 * time.Millisecond) // long enough to write the messages, not the summary
+	time.Sleep(30 * time.Millisecond) // a real child's own 250 ms summary timer: write the messages, not the summary
 	c.kill(t)
 	dead := c.cmd.Process.Pid
 	if a, err := remotestore.ReadAnnouncement(data); err != nil || a.PID != dead {

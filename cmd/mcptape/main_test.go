@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -23,14 +24,45 @@ import (
 
 // syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // closed at the next write, for await
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.wrote != nil {
+		close(s.wrote)
+		s.wrote = nil
+	}
 	return s.b.Write(p)
+}
+
+// await waits until found holds of what has been written, looking again
+// at each write; it gives up, returning false, when within has passed or
+// exited (nil for none) is closed with found still false.
+func (s *syncBuffer) await(within time.Duration, exited <-chan struct{}, found func(string) bool) bool {
+	timeout := time.NewTimer(within)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		if s.wrote == nil {
+			s.wrote = make(chan struct{})
+		}
+		wrote, text := s.wrote, s.b.String()
+		s.mu.Unlock()
+		if found(text) {
+			return true
+		}
+		select {
+		case <-wrote:
+		case <-exited:
+			return found(s.String())
+		case <-timeout.C:
+			return false
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -183,20 +215,16 @@ func TestRecordWhileLsAndShow(t *testing.T) {
 		t.Fatalf("no announcement: %v", err)
 	}
 	var lsOut string
-	for i := 0; ; i++ {
+	fixtures.Eventually(t, 10*time.Second, func() error {
 		code, o, e := mcptape(t, "ls", "--data", data)
 		if code != 0 {
 			t.Fatalf("ls while recording: %d %s", code, e)
 		}
-		if strings.Contains(o, "legacy") && strings.Contains(o, fixtures.ClientName) {
-			lsOut = o
-			break
+		if lsOut = o; !strings.Contains(o, "legacy") || !strings.Contains(o, fixtures.ClientName) {
+			return fmt.Errorf("ls while recording does not show the session:\n%s", o)
 		}
-		if i > 100 {
-			t.Fatalf("ls while recording never showed the session:\n%s", o)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	id := strings.Fields(strings.Split(lsOut, "\n")[1])[0]
 	if code, o, e := mcptape(t, "show", "--data", data, id[:12]); code != 0 || !strings.Contains(o, "sampling/createMessage") {
 		t.Errorf("show while recording: %d\n%s%s", code, o, e)

@@ -72,20 +72,16 @@ func TestRecordMetrics(t *testing.T) {
 	}
 
 	// The recorder writes within a second; scrape until it has.
-	var fams map[string]*dto.MetricFamily
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		fams = scrapeText(t, hc, metricsURL)
-		if f := fams["mcptape_capture_messages_stored_total"]; f != nil && f.Metric[0].Counter.GetValue() == 10 {
-			break
+	scrapeUntil(t, hc, metricsURL, func(fams map[string]*dto.MetricFamily) error {
+		if f := fams["mcptape_capture_messages_stored_total"]; f == nil || f.Metric[0].Counter.GetValue() != 10 {
+			return fmt.Errorf("the scrape does not show 10 stored messages: %v", f)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the scrape never showed 10 stored messages: %v", fams["mcptape_capture_messages_stored_total"])
-		}
-	}
+		return nil
+	})
 	// A scrape reads each family in turn, not all at one instant: the one
 	// that saw the last message stored may have read other families before
 	// it was decoded. The next scrape sees everything.
-	fams = scrapeText(t, hc, metricsURL)
+	fams := scrapeText(t, hc, metricsURL)
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "mcptape_build_info",
 		"mcptape_proxy_upstream_latency_seconds", "mcptape_capture_store_size_bytes"} {
 		if fams[name] == nil {
@@ -150,19 +146,17 @@ func TestLatencyChartMatchesMetric(t *testing.T) {
 		Tools   []series `json:"tools"`
 	}
 	c := newDashClient(t, dashURL)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	fixtures.Eventually(t, 10*time.Second, func() error {
 		c.do(http.MethodGet, "/api/v1/latency", &chart)
 		n := 0
 		for _, m := range chart.Methods {
 			n += m.N
 		}
-		if n == id {
-			break
+		if n != id {
+			return fmt.Errorf("the chart does not count the %d exchanges: %+v", id, chart)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the chart never counted the %d exchanges: %+v", id, chart)
-		}
-	}
+		return nil
+	})
 	if chart.Measure != "upstream" {
 		t.Errorf("the chart's default measure is %q, want upstream", chart.Measure)
 	}
@@ -258,19 +252,19 @@ func modernCall(t *testing.T, hc *http.Client, proxyURL string, id int, method, 
 	}
 }
 
-// scrapeUntil scrapes url until ok holds, for up to 10 seconds (the
-// recorder writes within a second).
-func scrapeUntil(t *testing.T, hc *http.Client, url string, ok func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+// scrapeUntil scrapes url until ok returns nil, for up to 10 seconds (the
+// recorder writes within a second), and fails with ok's last error.
+func scrapeUntil(t *testing.T, hc *http.Client, url string, ok func(map[string]*dto.MetricFamily) error) map[string]*dto.MetricFamily {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		fams := scrapeText(t, hc, url)
-		if ok(fams) {
-			return fams
+	var fams map[string]*dto.MetricFamily
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		fams = scrapeText(t, hc, url)
+		if err := ok(fams); err != nil {
+			return fmt.Errorf("the scrape of %s: %w", url, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the scrape of %s never showed what the test waits for", url)
-		}
-	}
+		return nil
+	})
+	return fams
 }
 
 // familyValues maps a family's label sets ("k=v,k=v", sorted) to the

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -370,22 +371,18 @@ func TestOTLPCollectorDown(t *testing.T) {
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record with the collector down: %v %v", err, failures(rep))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	fixtures.Eventually(t, 30*time.Second, func() error {
 		resp, err := http.Get(metricsURL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if v := metricValue(string(body), "mcptape_traces_spans_failed_total"); v > 0 {
-			break
+		if v := metricValue(string(body), "mcptape_traces_spans_failed_total"); v == 0 {
+			return fmt.Errorf("no failed export counted:\n%s", grepLines(string(body), "mcptape_traces"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed export counted within 30s:\n%s", grepLines(string(body), "mcptape_traces"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("record exited %d: %s", code, r.errOut.String())
 	}

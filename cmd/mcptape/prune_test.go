@@ -175,7 +175,7 @@ func TestPruneWhileRecording(t *testing.T) {
 	if res, err := http.DefaultClient.Do(req); err == nil {
 		res.Body.Close()
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // real time past --older-than 1s, the least it takes
 
 	code, out, errOut := mcptape(t, "prune", "--data", dir, "--older-than", "1s")
 	if code != 0 {

@@ -230,9 +230,9 @@ func TestRecordIdleGap(t *testing.T) {
 		postBody(t, r.base+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, id), modern)
 	}
 	call(1)
-	call(2) // within the gap
-	time.Sleep(600 * time.Millisecond)
-	call(3) // after it
+	call(2)                            // within the gap
+	time.Sleep(600 * time.Millisecond) // real time past the recording child's --idle-gap
+	call(3)                            // after it
 	xs, _ := r.exchanges(t)
 	sessions := map[string]int{}
 	for _, x := range xs {
@@ -276,27 +276,29 @@ func TestDemoKeepRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errOut syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"demo", "--keep-running", "--data", data}, &out, &errOut) }()
+	done, exited := make(chan int, 1), make(chan struct{})
+	go func() {
+		done <- run(ctx, []string{"demo", "--keep-running", "--data", data}, &out, &errOut)
+		close(exited)
+	}()
 	var modern string
-	deadline := time.Now().Add(60 * time.Second)
-	for modern == "" {
-		select {
-		case code := <-done:
-			t.Fatalf("demo --keep-running exited %d:\n%s%s", code, out.String(), errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("demo never said it keeps running:\n%s", out.String())
-		}
-		if _, after, ok := strings.Cut(out.String(), "still running: point your MCP client at"); ok {
+	out.await(60*time.Second, exited, func(out string) bool {
+		if _, after, ok := strings.Cut(out, "still running: point your MCP client at"); ok {
 			for _, line := range strings.Split(after, "\n") {
 				if strings.Contains(line, "(2026-07-28)") {
 					modern = strings.Fields(line)[0]
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		return modern != ""
+	})
+	if modern == "" {
+		select {
+		case code := <-done:
+			t.Fatalf("demo --keep-running exited %d:\n%s%s", code, out.String(), errOut.String())
+		default:
+		}
+		t.Fatalf("demo never said it keeps running:\n%s", out.String())
 	}
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi from the user"},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +

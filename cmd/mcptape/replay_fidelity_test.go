@@ -179,18 +179,14 @@ func (w *wireTap) RoundTrip(req *http.Request) (*http.Response, error) {
 // necessarily before it returns.
 func (w *wireTap) received(t *testing.T) []string {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	fixtures.Eventually(t, 5*time.Second, func() error {
 		w.mu.Lock()
-		open := w.open
-		w.mu.Unlock()
-		if open == 0 {
-			break
+		defer w.mu.Unlock()
+		if w.open != 0 {
+			return fmt.Errorf("%d response bodies still open after the client's run", w.open)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d response bodies still open 5 s after the client's run", open)
-			break
-		}
-	}
+		return nil
+	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Sorted(slices.Values(w.rx))

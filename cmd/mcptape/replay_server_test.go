@@ -58,19 +58,18 @@ func startReplayServer(t *testing.T, args ...string) (base string, stop func() (
 	go func() {
 		done <- run(ctx, append([]string{"replay", "server", "--listen", "127.0.0.1:0", "--timing", "fast"}, args...), &out, &errOut)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for base == "" {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("replay server did not start: %s %s", out.String(), errOut.String())
-		}
-		for _, line := range strings.Split(out.String(), "\n") {
+	out.await(10*time.Second, nil, func(out string) bool {
+		for _, line := range strings.Split(out, "\n") {
 			if _, rest, ok := strings.Cut(line, " at http://"); ok {
 				base = "http://" + strings.Fields(rest)[0]
 				base = strings.TrimSuffix(base, ",")
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return base != ""
+	})
+	if base == "" {
+		cancel()
+		t.Fatalf("replay server did not start: %s %s", out.String(), errOut.String())
 	}
 	return base, func() (int, string) {
 		cancel()

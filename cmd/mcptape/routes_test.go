@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -93,8 +95,7 @@ func TestRecordTwoRoutes(t *testing.T) {
 		Sessions []row `json:"sessions"`
 	}
 	byRoute := map[string][]row{}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	fixtures.Eventually(t, 10*time.Second, func() error {
 		c.do(http.MethodGet, "/api/v1/sessions", &list)
 		clear(byRoute)
 		for _, s := range list.Sessions {
@@ -102,11 +103,11 @@ func TestRecordTwoRoutes(t *testing.T) {
 				byRoute[s.Route] = append(byRoute[s.Route], s)
 			}
 		}
-		if len(byRoute["everything"]) >= 1 && len(byRoute["fixture"]) >= 1 || time.Now().After(deadline) {
-			break
+		if len(byRoute["everything"]) == 0 || len(byRoute["fixture"]) == 0 {
+			return fmt.Errorf("the dashboard lists no session of each route: %+v", byRoute)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	want := map[string]struct{ upstream, path string }{
 		"everything": {"http://" + ev.Addr(), "/mcp"},
 		"fixture":    {fx.URL, fixtures.PathStateful},
@@ -205,9 +206,12 @@ func TestSendAgainThroughARoute(t *testing.T) {
 		return ids
 	}
 	var ids []string
-	for deadline := time.Now().Add(10 * time.Second); len(ids) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ids = sessionsOfRoute()
-	}
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if ids = sessionsOfRoute(); len(ids) == 0 {
+			return errors.New("no session of route fx")
+		}
+		return nil
+	})
 	if len(ids) != 1 {
 		t.Fatalf("%d sessions of route fx, want 1", len(ids))
 	}
@@ -221,9 +225,12 @@ func TestSendAgainThroughARoute(t *testing.T) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(out), "sent again") {
 		t.Fatalf("send again to the route's session: HTTP %d %s", res.StatusCode, out)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(ids) < 2 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ids = sessionsOfRoute()
-	}
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if ids = sessionsOfRoute(); len(ids) < 2 {
+			return fmt.Errorf("after Send again the route has %d sessions, want the client's and the dashboard's", len(ids))
+		}
+		return nil
+	})
 	if len(ids) != 2 {
 		t.Errorf("after Send again the route has %d sessions, want the client's and the dashboard's", len(ids))
 	}

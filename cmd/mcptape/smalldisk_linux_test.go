@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"github.com/mcptape/mcptape/fixtures"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -39,18 +41,13 @@ func TestRecordOnADiskSmallerThanMinFree(t *testing.T) {
 	wg.Wait()
 
 	notRecorded := regexp.MustCompile(`\((\d+) message\(s\) not recorded by the (running recorder|last recording)[^)]*--min-free`)
-	deadline := time.Now().Add(10 * time.Second)
-	var out string
-	for {
-		_, out, _ = mcptape(t, "ls", "--data", data)
-		if m := notRecorded.FindStringSubmatch(out); m != nil && m[2] == "running recorder" && m[1] == "20" {
-			break
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		_, out, _ := mcptape(t, "ls", "--data", data)
+		if m := notRecorded.FindStringSubmatch(out); m == nil || m[2] != "running recorder" || m[1] != "20" {
+			return fmt.Errorf("ls while recording on the small disk does not show the 20 messages not recorded:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ls while recording on the small disk does not show the 20 messages not recorded:\n%s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if code := c.interrupt(t); code != 0 {
 		t.Fatalf("record exited %d:\n%s%s", code, c.out.String(), c.errOut.String())
 	}

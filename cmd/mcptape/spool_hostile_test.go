@@ -4,7 +4,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/spool"
+	"github.com/mcptape/mcptape/fixtures"
 )
 
 // A wrap killed with SIGKILL, and a FIFO named like a spool in the folder:
@@ -38,7 +41,16 @@ func TestKilledWrapAndFIFO(t *testing.T) {
 	c := &lineClient{in: in, out: bufio.NewReader(out)}
 	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)
 	c.call(t, 2, "tools/call", `{"name":"echo","arguments":{"text":"before the kill"}}`)
-	time.Sleep(300 * time.Millisecond) // written to the spool, not closed
+	// Written to the spool, not closed.
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		files, _ := spool.Files(data)
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); bytes.Contains(b, []byte("before the kill")) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the call is in none of the spools %q", files)
+	})
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 
@@ -66,15 +78,12 @@ func TestKilledWrapAndFIFO(t *testing.T) {
 
 	d := startChild(t, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
 	d.wait(t, "dashboard of")
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if files, _ := spool.Files(data); len(files) == 0 {
-			break
+	fixtures.Eventually(t, 15*time.Second, func() error {
+		if files, _ := spool.Files(data); len(files) != 0 {
+			return fmt.Errorf("the dashboard did not ingest the killed wrap's spool %q:\n%s", files, d.errOut.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dashboard did not ingest the killed wrap's spool:\n%s", d.errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -228,7 +228,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // progressEvery is how often a long export reports on stderr.
-var progressEvery = time.Second
+const progressEvery = time.Second
 
 // progress reports a long copy on stderr every progressEvery, starting
 // after the first (small exports stay quiet); the returned func stops it.

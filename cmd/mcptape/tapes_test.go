@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -274,14 +276,12 @@ func TestExportImportWhileRecording(t *testing.T) {
 	defer up.Close()
 	data := t.TempDir()
 	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := remotestore.ReadAnnouncement(data); err == nil {
-			break
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if _, err := remotestore.ReadAnnouncement(data); err != nil {
+			return fmt.Errorf("record did not start (%v): %s%s", err, r.out.String(), r.errOut.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("record did not start: %s%s", r.out.String(), r.errOut.String())
-		}
-	}
+		return nil
+	})
 	code, stdout, stderr := mcptape(t, "import", "--data", data, tape)
 	if code != exitError || stdout != "" || !strings.Contains(stderr, "in use by another mcptape recording (pid ") || !strings.Contains(stderr, "stop it first") {
 		t.Errorf("import while recording: exit %d, stdout %q, stderr %q", code, stdout, stderr)
@@ -295,19 +295,28 @@ func TestExportImportWhileRecording(t *testing.T) {
 	}
 }
 
-// A long export says how far it got on stderr.
+// A long export says how far it got on stderr, once a second and not
+// before the first.
 func TestExportProgress(t *testing.T) {
-	defer func(d time.Duration) { progressEvery = d }(progressEvery)
-	progressEvery = 5 * time.Millisecond
-	var errOut syncBuffer
-	cw := &countingWriter{w: io.Discard}
-	stop := progress(&errOut, "export", cw, 1234)
-	_, _ = cw.Write(make([]byte, 20<<10))
-	time.Sleep(30 * time.Millisecond)
-	stop()
-	if s := errOut.String(); !strings.Contains(s, "mcptape export: 20 kB written (1234 messages in all)") {
-		t.Errorf("progress: %q", s)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var errOut syncBuffer
+		cw := &countingWriter{w: io.Discard}
+		stop := progress(&errOut, "export", cw, 1234)
+		_, _ = cw.Write(make([]byte, 20<<10))
+		time.Sleep(progressEvery - time.Millisecond)
+		synctest.Wait()
+		if s := errOut.String(); s != "" {
+			t.Errorf("progress before the first %v: %q", progressEvery, s)
+		}
+		time.Sleep(2 * progressEvery)
+		synctest.Wait()
+		stop()
+		want := "mcptape export: 20 kB written (1234 messages in all), 1s\n" +
+			"mcptape export: 20 kB written (1234 messages in all), 2s\n"
+		if s := errOut.String(); s != want {
+			t.Errorf("progress after %v: %q, want %q", 3*progressEvery-time.Millisecond, s, want)
+		}
+	})
 }
 
 // `import -` reads the tape from stdin (spooled to a temporary file, then

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/spool"
+	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/fixtures/interop"
 	"github.com/mcptape/mcptape/protocol"
 )
@@ -336,14 +337,12 @@ func TestFiveWrapsOneStore(t *testing.T) {
 			if owner {
 				// The dashboard owns the store: it ingests as they run.
 				start := time.Now()
-				deadline := start.Add(5 * time.Second)
-				for {
-					got := countStdio(storeOf(t, data))
-					if fmt.Sprint(got) == fmt.Sprint(want) || time.Now().After(deadline) {
-						break
+				fixtures.Eventually(t, 5*time.Second, func() error {
+					if got := countStdio(storeOf(t, data)); fmt.Sprint(got) != fmt.Sprint(want) {
+						return fmt.Errorf("the dashboard's store holds %v, want %v", got, want)
 					}
-					time.Sleep(20 * time.Millisecond)
-				}
+					return nil
+				})
 				t.Logf("the dashboard's store held every message %s after the last wrap ended", time.Since(start).Round(time.Millisecond))
 				if code := stop(); code != 0 {
 					t.Errorf("dashboard exited %d", code)
@@ -358,13 +357,12 @@ func TestFiveWrapsOneStore(t *testing.T) {
 				}
 				// The next owner ingests them.
 				_, _, stop := startCmd(t, "mcptape: dashboard of", "dashboard", "--data", data, "--listen", "127.0.0.1:0")
-				deadline := time.Now().Add(5 * time.Second)
-				for {
-					if files, _ := spool.Files(data); len(files) == 0 || time.Now().After(deadline) {
-						break
+				fixtures.Eventually(t, 5*time.Second, func() error {
+					if files, _ := spool.Files(data); len(files) != 0 {
+						return fmt.Errorf("the dashboard did not ingest the spools: %d left", len(files))
 					}
-					time.Sleep(50 * time.Millisecond)
-				}
+					return nil
+				})
 				stop()
 			}
 			if files, _ := spool.Files(data); len(files) != 0 {
@@ -463,7 +461,7 @@ func TestWrapFaults(t *testing.T) {
 	t.Run("SIGINT and SIGHUP reach the server, its stderr reaches the client", func(t *testing.T) {
 		cmd := mcptapeCmd(t, "wrap", "--data", data, "--", "sh", "-c",
 			`trap 'echo got-int >&2' INT; trap 'echo got-hup >&2; exit 5' HUP; echo ready; while :; do sleep 0.05; done`)
-		var errBuf strings.Builder
+		var errBuf syncBuffer
 		cmd.Stderr = &errBuf
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -476,7 +474,10 @@ func TestWrapFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = cmd.Process.Signal(syscall.SIGINT)
-		time.Sleep(300 * time.Millisecond) // the trap runs once the loop's sleep ends
+		// The trap runs once the loop's sleep ends; then the second signal.
+		if !errBuf.await(10*time.Second, nil, func(e string) bool { return strings.Contains(e, "got-int") }) {
+			t.Errorf("the client's stderr: %q; want the server's got-int line after SIGINT", errBuf.String())
+		}
 		_ = cmd.Process.Signal(syscall.SIGHUP)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -523,7 +524,7 @@ func TestWrapFaults(t *testing.T) {
 		}
 		cmd := mcptapeCmd(t, "wrap", "--data", filepath.Join(file, "data"), "--", "sh", "-c", "cat")
 		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")
-		var errBuf strings.Builder
+		var errBuf syncBuffer
 		cmd.Stderr = &errBuf
 		out, err := cmd.Output()
 		if err != nil || string(out) != `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n" {
