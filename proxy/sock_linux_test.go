@@ -119,14 +119,14 @@ func TestSockConnErrors(t *testing.T) {
 		{"read after the peer reset", func(c net.Conn, peer *net.TCPConn) result {
 			peer.SetLinger(0)
 			peer.Close()
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the kernel delivers the RST with no event to wait on
 			n, err := c.Read(make([]byte, 10))
 			return result{n, err}
 		}},
 		{"write after the peer reset", func(c net.Conn, peer *net.TCPConn) result {
 			peer.SetLinger(0)
 			peer.Close()
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // as above: let the RST arrive
 			var n int
 			var err error
 			for i := 0; i < 100 && err == nil; i++ {
@@ -148,7 +148,7 @@ func TestSockConnErrors(t *testing.T) {
 		}},
 		{"read ended by a deadline set while it waits", func(c net.Conn, _ *net.TCPConn) result {
 			go func() {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // so the read is parked in the poller when the deadline moves
 				c.SetReadDeadline(time.Unix(1, 0))
 			}()
 			n, err := c.Read(make([]byte, 10))
@@ -156,7 +156,7 @@ func TestSockConnErrors(t *testing.T) {
 		}},
 		{"read ended by a close while it waits", func(c net.Conn, _ *net.TCPConn) result {
 			go func() {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // so the read is parked in the poller when it is closed
 				c.Close()
 			}()
 			n, err := c.Read(make([]byte, 10))
