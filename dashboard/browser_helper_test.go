@@ -78,9 +78,19 @@ func newBrowser(t testing.TB) *browser {
 	b.ctx = ctx
 	t.Cleanup(func() { cancelC(); cancelA() })
 	// The first action starts the browser, and the browser lives as long
-	// as the context it ran with: no timeout here.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", chromiumPath, err)
+	// as the context it ran with: no timeout on that context, but a start
+	// that takes over a minute is given up (and the browser ended).
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("starting %s: %v", chromiumPath, err)
+		}
+	case <-time.After(time.Minute):
+		cancelC()
+		cancelA()
+		t.Fatalf("%s did not start within a minute", chromiumPath)
 	}
 	return b
 }

@@ -338,7 +338,7 @@ func TestBrowserAnswerPanel(t *testing.T) {
 	ask := func(params string) <-chan capture.Verdict {
 		ch := make(chan capture.Verdict, 1)
 		go func() {
-			v, _ := ir.icpt.Hold(context.Background(), capture.HeldMessage{What: capture.HeldAnswer, Direction: protocol.ServerToClient,
+			v, _ := ir.icpt.Hold(t.Context(), capture.HeldMessage{What: capture.HeldAnswer, Direction: protocol.ServerToClient,
 				Method: protocol.MethodSampling, Raw: json.RawMessage(params), Rule: "--answer sampling=person"})
 			ch <- v
 		}()
@@ -352,7 +352,7 @@ func TestBrowserAnswerPanel(t *testing.T) {
 	b.run("the profile", chromedp.SetValue(chromedp.CSS(card+" select.profile-select"), "claude-mock"))
 	b.screenshot("answer-panel")
 	b.click(card + " button.auto-respond")
-	v := <-got
+	v := verdict(t, b, got, "Auto-respond")
 	var res struct {
 		Model   string `json:"model"`
 		Content struct {
@@ -367,7 +367,7 @@ func TestBrowserAnswerPanel(t *testing.T) {
 	got = ask(`{"messages":[],"maxTokens":10}`)
 	card = heldCard(b, "answer", protocol.MethodSampling)
 	b.click(card + " button.reject")
-	if v := <-got; v.Action != capture.ActionFail || v.Error == nil || v.Error.Code != -1 {
+	if v := verdict(t, b, got, "Reject"); v.Action != capture.ActionFail || v.Error == nil || v.Error.Code != -1 {
 		t.Fatalf("Reject: %+v", v)
 	}
 	b.waitFor("the rejected card gone", `document.querySelector('`+card+`') === null`, 10*time.Second)
@@ -376,7 +376,7 @@ func TestBrowserAnswerPanel(t *testing.T) {
 	// Completed.
 	ch := make(chan capture.Verdict, 1)
 	go func() {
-		v, _ := ir.icpt.Hold(context.Background(), capture.HeldMessage{What: capture.HeldAnswer, Direction: protocol.ServerToClient,
+		v, _ := ir.icpt.Hold(t.Context(), capture.HeldMessage{What: capture.HeldAnswer, Direction: protocol.ServerToClient,
 			Method: protocol.MethodElicitation, Raw: json.RawMessage(`{"mode":"url","message":"Sign in, please","url":"https://example.invalid/consent?x=1","elicitationId":"e-1"}`),
 			Rule: "--answer elicitation=person"})
 		ch <- v
@@ -390,10 +390,24 @@ func TestBrowserAnswerPanel(t *testing.T) {
 		t.Error("no Copy URL button")
 	}
 	b.click(card + " button.url-completed")
-	if v := <-ch; v.Action != capture.ActionAnswer || string(v.Result) != `{"action":"accept"}` {
+	if v := verdict(t, b, ch, "Completed"); v.Action != capture.ActionAnswer || string(v.Result) != `{"action":"accept"}` {
 		t.Fatalf("Completed: %+v (%s)", v, v.Result)
 	}
 	b.checkClean()
+}
+
+// verdict waits for the verdict a button gave a held message, up to 20 s
+// (a click that missed would leave the hold waiting for ever).
+func verdict(t *testing.T, b *browser, ch <-chan capture.Verdict, button string) capture.Verdict {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		b.screenshot("unanswered-after-" + button)
+		t.Fatalf("the held message was not answered 20 s after %s was pressed%s", button, b.problems())
+		return capture.Verdict{}
+	}
 }
 
 // TestInterceptAPI: the API refuses what breaks the rules and needs the

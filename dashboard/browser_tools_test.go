@@ -44,8 +44,10 @@ func TestBrowserToolsCopyAndHistory(t *testing.T) {
 
 	b := newBrowser(t)
 	// The page copies with the Clipboard API, which the test reads back.
+	gctx, gcancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer gcancel()
 	for _, name := range []string{"clipboard-read", "clipboard-write"} {
-		if _, err := chromedp.CallBrowser(b.ctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+		if _, err := chromedp.CallBrowser(gctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
 			Permission: &cdpbrowser.PermissionDescriptor{Name: name}, Setting: cdpbrowser.PermissionSetting("granted"), Origin: ir.srv.URL}); err != nil {
 			t.Fatalf("granting %s: %v", name, err)
 		}
