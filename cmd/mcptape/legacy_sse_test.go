@@ -68,6 +68,7 @@ func TestRecordAndReplayLegacySSE(t *testing.T) {
 	if base == "" {
 		t.Fatalf("no replay URL: %s", rr.out.String())
 	}
+	rr.wait(t, "mcptape replay: Ctrl-C") // the endpoints are listed before it
 	if !strings.Contains(rr.out.String(), base+"/everything/sse") {
 		t.Errorf("the replay server does not list the route's endpoint %s: %s", base+"/everything/sse", rr.out.String())
 	}
