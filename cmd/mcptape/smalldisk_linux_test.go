@@ -26,6 +26,8 @@ func TestRecordOnADiskSmallerThanMinFree(t *testing.T) {
 	t.Cleanup(up.Close)
 	c := startChild(t, "record", "--upstream", up.URL+"/mcp", "--listen", "127.0.0.1:0", "--data", data, "--dashboard", "off")
 	proxyURL := urlRE.FindString(c.wait(t, "point your MCP client at ")) + "/mcp"
+	// The warning goes to stderr, the address to stdout: either may be read first.
+	c.errOut.await(10*time.Second, c.exited, func(s string) bool { return strings.Contains(s, "--data DIR") })
 	warning := c.errOut.String()
 	for _, want := range []string{"NOTHING WILL BE RECORDED", "256 MiB that --min-free keeps free", "--min-free 32MiB", "--data DIR"} {
 		if !strings.Contains(warning, want) {
