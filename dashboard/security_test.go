@@ -445,6 +445,33 @@ func TestLivePublish(t *testing.T) {
 	})
 }
 
+// TestLiveBeforeAnyPage: what is recorded before any page opens the live
+// tail (when the tail sends nothing) is on the Live page's first load, and
+// a page that opens the tail then gets what follows.
+func TestLiveBeforeAnyPage(t *testing.T) {
+	r := newRig(t, nil)
+	r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho)
+	c := newAPIClient(t, r.srv.URL)
+	var recent struct {
+		Messages []struct {
+			Method, Name string
+		} `json:"messages"`
+	}
+	c.get("/api/v1/live/recent", &recent)
+	calls := 0
+	for _, m := range recent.Messages {
+		if m.Method == "tools/call" && m.Name == "echo" {
+			calls++
+		}
+	}
+	if calls == 0 {
+		t.Fatalf("the Live page's first load has no echo call: %+v", recent.Messages)
+	}
+	readLive(t, http.DefaultClient, r.srv.URL, func() { r.runClient(t, fixtures.PathStateless, fixtures.ToolEcho) }, func(typ, data string) bool {
+		return typ == "message" && strings.Contains(data, `"method":"tools/call"`) && strings.Contains(data, `"name":"echo"`)
+	})
+}
+
 // TestLivePoll runs on synctest's clock: a message written into the store
 // reaches the live tail on the next poll.
 func TestLivePoll(t *testing.T) { synctest.Test(t, testLivePoll) }

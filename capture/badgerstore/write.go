@@ -197,12 +197,29 @@ func (s *Store) writeBatch(b *capture.Batch) (err error) {
 			return err
 		}
 	}
-	// IDs above the high-water mark (and above the batch's so far) cannot
-	// be stored yet: only lower ones need a look at what they replace.
+	// IDs above the high-water mark cannot be stored yet, unless earlier
+	// in this batch: only the others need a look at what they replace.
+	// (A batch's exchanges come in no particular order: comparing with
+	// the highest so far instead looked up half of them, in vain.)
 	lastX, lastSeq := s.lastX.Load(), s.lastSeq.Load()
-	for _, x := range b.Exchanges {
-		if err := w.exchange(x, x.ID <= lastX); err != nil {
+	mark := lastX
+	var seen map[uint64]struct{} // this batch's exchanges above mark, once there are two
+	for i, x := range b.Exchanges {
+		existing := x.ID <= mark
+		if !existing && i > 0 {
+			if seen == nil {
+				seen = make(map[uint64]struct{}, len(b.Exchanges))
+				for _, y := range b.Exchanges[:i] {
+					seen[y.ID] = struct{}{}
+				}
+			}
+			_, existing = seen[x.ID]
+		}
+		if err := w.exchange(x, existing); err != nil {
 			return err
+		}
+		if seen != nil {
+			seen[x.ID] = struct{}{}
 		}
 		lastX = max(lastX, x.ID)
 	}

@@ -171,6 +171,18 @@ func testExchangeUpsert(t *testing.T, s capture.Store) {
 	if d := diff([]*capture.Exchange{x5}, collect(t, s.Exchanges(t.Context(), "s3"))); d != "" {
 		t.Errorf("after two writes in one batch: Exchanges(s3) mismatch (-want +got):\n%s", d)
 	}
+
+	// The same for an ID never stored before, behind a higher one.
+	x6 := &capture.Exchange{ID: 9, SessionID: "s4", Status: 201}
+	x7 := &capture.Exchange{ID: 12, SessionID: "s4", Status: 200}
+	x8 := &capture.Exchange{ID: 9, SessionID: "s5", Status: 202}
+	write(t, s, &capture.Batch{Exchanges: []*capture.Exchange{x6, x7, x8}})
+	if d := diff([]*capture.Exchange{x7}, collect(t, s.Exchanges(t.Context(), "s4"))); d != "" {
+		t.Errorf("after two writes of a new ID in one batch: Exchanges(s4) mismatch (-want +got):\n%s", d)
+	}
+	if d := diff([]*capture.Exchange{x8}, collect(t, s.Exchanges(t.Context(), "s5"))); d != "" {
+		t.Errorf("after two writes of a new ID in one batch: Exchanges(s5) mismatch (-want +got):\n%s", d)
+	}
 }
 
 func testExchangesOrder(t *testing.T, s capture.Store) {
