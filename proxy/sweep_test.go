@@ -49,14 +49,14 @@ func TestSweeperSlack(t *testing.T) {
 		due(30 * time.Second) // the timer: at 30s
 		time.Sleep(time.Second)
 		due(28500 * time.Millisecond) // 29.5s: the timer's 30s is within its slack (28.5/32 s)
-		due(40 * time.Second) // 41s: later, nothing moves
-		time.Sleep(time.Second)
-		due(10 * time.Second) // 12s: earlier by more than its slack: the timer moves to it
+		due(40 * time.Second)         // 41s: later, nothing moves
+		time.Sleep(30 * time.Second)
+		due(5 * time.Second) // 36s: earlier than 41s by more than its slack: the timer moves to it
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		want := []run{
-			{12 * time.Second, []time.Duration{12 * time.Second}},
 			{30 * time.Second, []time.Duration{30 * time.Second, 29500 * time.Millisecond}}, // 0.5s late
+			{36 * time.Second, []time.Duration{36 * time.Second}},
 			{41 * time.Second, []time.Duration{41 * time.Second}},
 		}
 		if len(runs) != len(want) {
