@@ -58,6 +58,15 @@ type engine struct {
 	waiting map[*eresp]struct{}
 	sweep   *time.Timer
 	armed   bool
+
+	// The connections' read deadlines (the head's, the idle one's, a
+	// body read's), kept by one sweep for the whole server rather than
+	// by a timer per connection (see sweeper): a connection past its
+	// deadline has its read ended at once, as the runtime's own deadline
+	// would end it, within the sweep's slack.
+	deadlines *sweeper
+	tmu       sync.Mutex
+	timed     map[*econn]struct{}
 }
 
 // watchDelay is how long a request runs before its client is watched
@@ -69,7 +78,8 @@ const watchDelay = 10 * time.Millisecond
 const maxPostHandlerReadBytes = 256 << 10
 
 func newEngine(h http.Handler, hs *http.Server) *engine {
-	e := &engine{h: h, hs: hs, conns: map[*econn]struct{}{}, waiting: map[*eresp]struct{}{}}
+	e := &engine{h: h, hs: hs, conns: map[*econn]struct{}{}, waiting: map[*eresp]struct{}{}, timed: map[*econn]struct{}{}}
+	e.deadlines = newSweeper(e.sweepDeadlines)
 	e.base = context.WithValue(context.Background(), http.ServerContextKey, hs)
 	e.sweep = time.AfterFunc(time.Hour, e.sweepWatch)
 	e.sweep.Stop()
@@ -229,6 +239,11 @@ type econn struct {
 	watchDone chan struct{}
 	cur       *eresp // the request in the handler, for a read error to end
 	body      *ebody // the last request's body
+
+	// The read deadline, kept by the engine's sweep (setReadDeadline).
+	dmu  sync.Mutex
+	rdue time.Time // zero: none
+	cut  bool      // the sweep ended a read: the socket's deadline is in the past
 }
 
 func (c *econn) setState(st int64) { c.state.Store(st<<40 | time.Now().Unix()) }
@@ -257,7 +272,10 @@ func (c *econn) serve() {
 	c.bw = ebWriters.Get().(*bufio.Writer)
 	c.bw.Reset(ewriter{c})
 	hs := c.e.hs
-	_ = c.rwc.SetReadDeadline(after(hs.ReadHeaderTimeout))
+	c.e.tmu.Lock()
+	c.e.timed[c] = struct{}{}
+	c.e.tmu.Unlock()
+	c.setReadDeadline(after(hs.ReadHeaderTimeout))
 	lastPOST := false
 	for first := true; ; first = false {
 		if !first {
@@ -267,12 +285,12 @@ func (c *econn) serve() {
 			if c.e.shutting.Load() {
 				return
 			}
-			_ = c.rwc.SetReadDeadline(after(hs.IdleTimeout))
+			c.setReadDeadline(after(hs.IdleTimeout))
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
 			c.setState(stateActive)
-			_ = c.rwc.SetReadDeadline(after(hs.ReadHeaderTimeout))
+			c.setReadDeadline(after(hs.ReadHeaderTimeout))
 		}
 		req, err := c.readRequest(lastPOST)
 		if first {
@@ -300,8 +318,56 @@ func after(d time.Duration) time.Time {
 	return time.Now().Add(d)
 }
 
+// setReadDeadline is the connection's read deadline (zero: none), kept
+// by the engine's sweep: a read still waiting when the sweep finds the
+// deadline past ends with the socket's timeout error, as it would with
+// the socket's own deadline, at most the sweep's slack later.
+func (c *econn) setReadDeadline(t time.Time) {
+	now := time.Now()
+	c.dmu.Lock()
+	if !t.IsZero() && !t.After(now) {
+		// Past already: the socket's own, which ends a read at once.
+		c.rdue, c.cut = time.Time{}, true
+		_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+		c.dmu.Unlock()
+		return
+	}
+	if c.cut {
+		c.cut = false
+		_ = c.rwc.SetReadDeadline(time.Time{})
+	}
+	c.rdue = t
+	c.dmu.Unlock()
+	if !t.IsZero() {
+		c.e.deadlines.due(t, now)
+	}
+}
+
+// sweepDeadlines ends the reads of the connections past their read
+// deadline, and returns the earliest deadline left.
+func (e *engine) sweepDeadlines(now time.Time) (next time.Time) {
+	e.tmu.Lock()
+	defer e.tmu.Unlock()
+	for c := range e.timed {
+		c.dmu.Lock()
+		switch {
+		case c.rdue.IsZero():
+		case !c.rdue.After(now):
+			c.rdue, c.cut = time.Time{}, true
+			_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+		case next.IsZero() || c.rdue.Before(next):
+			next = c.rdue
+		}
+		c.dmu.Unlock()
+	}
+	return next
+}
+
 // close closes the connection after flushing what is buffered.
 func (c *econn) close() {
+	c.e.tmu.Lock()
+	delete(c.e.timed, c)
+	c.e.tmu.Unlock()
 	if c.bw != nil {
 		_ = c.bw.Flush()
 		c.bw.Reset(nil)
@@ -366,7 +432,7 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 	c.lr.remain = 1<<63 - 1
 	// The head's deadline ends with the head: a body's reads have their
 	// own (the proxy's per-read idle bound), and a stream may last.
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 	if cap(c.lr.capture) > 64<<10 {
 		c.lr.capture = nil
 	}
@@ -663,7 +729,7 @@ func (c *econn) watch(w *eresp) {
 	// The watch waits without a deadline (one a body's read left would
 	// end it), as net/http's background read does; set before endWatch
 	// can set its own.
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 	c.mu.Unlock()
 	go func() {
 		defer close(done)

@@ -250,8 +250,8 @@ func (w *eresp) drainBody() bool {
 	}
 	b.closed = true
 	if d := w.c.e.hs.ReadHeaderTimeout; d > 0 {
-		_ = w.c.rwc.SetReadDeadline(time.Now().Add(d))
-		defer w.c.rwc.SetReadDeadline(time.Time{})
+		w.c.setReadDeadline(time.Now().Add(d))
+		defer w.c.setReadDeadline(time.Time{})
 	}
 	_, err := io.CopyN(io.Discard, b.rc, maxPostHandlerReadBytes+1)
 	if err == io.EOF {
@@ -320,8 +320,9 @@ func (w *eresp) FlushError() error {
 func (w *eresp) Flush() { _ = w.FlushError() }
 
 // SetReadDeadline and SetWriteDeadline are the connection's, for
-// http.ResponseController.
-func (w *eresp) SetReadDeadline(t time.Time) error  { return w.c.rwc.SetReadDeadline(t) }
+// http.ResponseController; a read deadline is kept by the engine's sweep
+// (econn.setReadDeadline), to within its slack.
+func (w *eresp) SetReadDeadline(t time.Time) error  { w.c.setReadDeadline(t); return nil }
 func (w *eresp) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
 
 // finish ends the response: the head if the handler wrote none, a

@@ -34,12 +34,45 @@ type upstream struct {
 	rt      http.RoundTripper
 	fresh   http.RoundTripper // never reuses a connection
 	timeout time.Duration     // <= 0: no limit
+	waits   *headWaits
+}
+
+// headWaits are the attempts waiting for their response head, their
+// bound kept by one sweep for the whole proxy rather than by a timer
+// per request (see sweeper): an attempt past its bound is cancelled as
+// its own timer would have cancelled it, within the sweep's slack.
+type headWaits struct {
+	sw  *sweeper
+	mu  sync.Mutex
+	set map[*attemptState]struct{}
+}
+
+// sweep cancels the attempts past their bound, and returns the earliest
+// bound left.
+func (w *headWaits) sweep(now time.Time) (next time.Time) {
+	var late []*attemptState
+	w.mu.Lock()
+	for a := range w.set {
+		switch {
+		case !a.due.After(now):
+			late = append(late, a)
+			delete(w.set, a)
+		case next.IsZero() || a.due.Before(next):
+			next = a.due
+		}
+	}
+	w.mu.Unlock()
+	for _, a := range late {
+		a.expire()
+	}
+	return next
 }
 
 // newUpstream wraps rt; base, the transport under it (rt itself unless
 // it is the h1 transport), makes the fresh connection of a retry.
 func newUpstream(rt, base http.RoundTripper, timeout time.Duration) *upstream {
-	u := &upstream{rt: rt, fresh: base, timeout: timeout}
+	u := &upstream{rt: rt, fresh: base, timeout: timeout, waits: &headWaits{set: map[*attemptState]struct{}{}}}
+	u.waits.sw = newSweeper(u.waits.sweep)
 	if t, ok := base.(*http.Transport); ok {
 		f := t.Clone()
 		f.DisableKeepAlives = true
@@ -73,7 +106,7 @@ func (u *upstream) roundTrip(req *http.Request, x *exchange, ir *interimRelay) (
 // with the whole body in hand and the client still waiting.
 func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange, ir *interimRelay) (_ *http.Response, retry bool, _ error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	a := &attemptState{cancel: cancel, d: u.timeout, relay: ir}
+	a := &attemptState{cancel: cancel, d: u.timeout, relay: ir, waits: u.waits}
 	x.mx.forwarded = time.Now()
 	var res *http.Response
 	var err error
@@ -121,17 +154,19 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange,
 	return nil, retry, err
 }
 
-// attemptState is one attempt's view of its connection, and the timer
-// that bounds the wait for the response head once the request is sent.
+// attemptState is one attempt's view of its connection, and the bound
+// on the wait for the response head once the request is sent (kept by
+// the upstream's headWaits).
 type attemptState struct {
 	reused, gotByte, timedOut atomic.Bool
 	interim                   atomic.Int32  // 1xx responses seen
 	relay                     *interimRelay // passes them on; nil: nobody
 	cancel                    context.CancelCauseFunc
 	d                         time.Duration
+	waits                     *headWaits
 	mu                        sync.Mutex
-	t                         *time.Timer
-	over                      bool
+	due                       time.Time // the bound, once armed
+	armed, over               bool
 }
 
 // attemptHooks are what the h1 transport tells an attempt of its
@@ -167,22 +202,39 @@ func (a *attemptState) arm() {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.over || a.t != nil {
+	if a.over || a.armed {
+		a.mu.Unlock()
 		return
 	}
-	a.t = time.AfterFunc(a.d, func() {
-		a.timedOut.Store(true)
-		a.cancel(&headTimeoutError{a.d})
-	})
+	now := time.Now()
+	a.armed, a.due = true, now.Add(a.d)
+	w := a.waits
+	w.mu.Lock()
+	w.set[a] = struct{}{}
+	w.mu.Unlock()
+	a.mu.Unlock()
+	w.sw.due(a.due, now)
+}
+
+// expire ends an attempt whose response head did not come in time.
+func (a *attemptState) expire() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.over {
+		return
+	}
+	a.timedOut.Store(true)
+	a.cancel(&headTimeoutError{a.d})
 }
 
 func (a *attemptState) disarm() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.over = true
-	if a.t != nil {
-		a.t.Stop()
+	if a.armed {
+		a.waits.mu.Lock()
+		delete(a.waits.set, a)
+		a.waits.mu.Unlock()
 	}
 }
 
