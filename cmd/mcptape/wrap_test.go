@@ -251,7 +251,10 @@ func (c *lineClient) notify(t *testing.T, method string) {
 }
 
 // startWrap starts `mcptape args...` (a wrap) with pipes to its stdin and
-// stdout and its stderr kept.
+// stdout and its stderr kept. A wrap still running after wrapLimit is
+// killed, which ends the test's reads of its stdout and its wait for it
+// (a wrap that stops answering fails the test instead of hanging it); the
+// test's end kills it if it still runs.
 func startWrap(t *testing.T, args ...string) (cmd *exec.Cmd, in io.WriteCloser, out io.ReadCloser, stderr *syncBuffer) {
 	t.Helper()
 	cmd = mcptapeCmd(t, args...)
@@ -268,8 +271,19 @@ func startWrap(t *testing.T, args ...string) (cmd *exec.Cmd, in io.WriteCloser, 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	watchdog := time.AfterFunc(wrapLimit, func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() {
+		if !watchdog.Stop() {
+			t.Errorf("the wrap (%s) still ran after %v and was killed; stderr:\n%s", strings.Join(args, " "), wrapLimit, stderr.String())
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 	return cmd, in, out, stderr
 }
+
+// wrapLimit is how long a wrap of startWrap may run.
+const wrapLimit = 2 * time.Minute
 
 // runWrapped runs the fixture server through `mcptape wrap --data data`
 // and makes calls echo calls, returning how many lines went each way.
