@@ -271,19 +271,32 @@ func startWrap(t *testing.T, args ...string) (cmd *exec.Cmd, in io.WriteCloser, 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	watchdog := time.AfterFunc(wrapLimit, func() { _ = cmd.Process.Kill() })
+	watchdog(t, cmd, "the wrap ("+strings.Join(args, " ")+")", stderr)
+	return cmd, in, out, stderr
+}
+
+// wrapLimit is how long a process a test watches with watchdog may run.
+const wrapLimit = 2 * time.Minute
+
+// watchdog kills cmd, started, if it still runs after wrapLimit, which
+// ends the test's reads of its pipes and its wait for it with a failure
+// that says so (a process that stops answering fails the test instead of
+// hanging it); the test's end kills it if it still runs. stderr, when not
+// nil, is what the process wrote there.
+func watchdog(t *testing.T, cmd *exec.Cmd, what string, stderr *syncBuffer) {
+	timer := time.AfterFunc(wrapLimit, func() { _ = cmd.Process.Kill() })
 	t.Cleanup(func() {
-		if !watchdog.Stop() {
-			t.Errorf("the wrap (%s) still ran after %v and was killed; stderr:\n%s", strings.Join(args, " "), wrapLimit, stderr.String())
+		if !timer.Stop() {
+			var errOut string
+			if stderr != nil {
+				errOut = stderr.String()
+			}
+			t.Errorf("%s still ran after %v and was killed; stderr:\n%s", what, wrapLimit, errOut)
 		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	return cmd, in, out, stderr
 }
-
-// wrapLimit is how long a wrap of startWrap may run.
-const wrapLimit = 2 * time.Minute
 
 // runWrapped runs the fixture server through `mcptape wrap --data data`
 // and makes calls echo calls, returning how many lines went each way.
