@@ -199,7 +199,7 @@ func TestRecordServesTheDashboard(t *testing.T) {
 		}
 	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+	rep, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record: %v %v", err, failures(rep))
 	}
@@ -234,7 +234,7 @@ func TestRecordServesTheDashboard(t *testing.T) {
 	if code := c.do(http.MethodPost, "/api/v1/sessions/"+url.PathEscape(id)+"/replay", &started); code != http.StatusOK || !strings.HasPrefix(started.URL, "http://127.0.0.1:") {
 		t.Fatalf("start replay: %d %+v", code, started)
 	}
-	rep, err = fixtures.RunClient(context.Background(), started.URL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+	rep, err = fixtures.RunClient(within(t, time.Minute), started.URL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
 	if err != nil || failures(rep) != nil {
 		t.Errorf("client against the replay server: %v %v", err, failures(rep))
 	}
