@@ -217,10 +217,12 @@ func TestStalledRequestBody(t *testing.T) {
 
 // A slow upload that keeps sending is never cut, however long it takes in
 // all: the idle timeout bounds silence, not the whole body. This one is
-// larger than the proxy buffers, so it streams.
+// larger than the proxy buffers, so it streams. The pauses are well under
+// the idle timeout, which a loaded machine's stalls do not then reach (at
+// 300ms one did), and all of them together over it.
 func TestSlowUploadNotCut(t *testing.T) {
 	up := &countingUpstream{}
-	r := newRig(t, up, &rigOptions{proxy: &proxy.Options{BodyIdleTimeout: 300 * time.Millisecond, MaxBufferedBody: 1024}})
+	r := newRig(t, up, &rigOptions{proxy: &proxy.Options{BodyIdleTimeout: time.Second, MaxBufferedBody: 1024}})
 	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","arguments":{"a":"` + strings.Repeat("z", 4000) + `"}}}`
 	c := rawConn(t, hostOf(r.px.URL))
 	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))

@@ -483,7 +483,13 @@ func TestClientDisconnectBeforeResponseCancelsUpstream(t *testing.T) {
 		}
 		errc <- err
 	}()
-	<-started // the proxy waits on the upstream's headers
+	select { // then the proxy waits on the upstream's headers
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("the request ended (%v) before the upstream got it", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not reach the upstream within 10s")
+	}
 	gaveUp := time.Now()
 	cancel()
 	if err := <-errc; err == nil {

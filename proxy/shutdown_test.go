@@ -69,7 +69,10 @@ func post(t *testing.T, c *http.Client, u, body string) (*http.Response, error) 
 func TestShutdownDrains(t *testing.T) {
 	up := &shutdownUpstream{slowDelay: 600 * time.Millisecond, slowStarted: make(chan struct{})}
 	r := newRig(t, up, nil)
-	c := r.px.Client()
+	// A bound on every request and stream, so that a stream the proxy
+	// fails to cut fails the test instead of hanging it.
+	c := *r.px.Client()
+	c.Timeout = 20 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -80,7 +83,7 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer getRes.Body.Close()
-	streamRes, err := post(t, c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stream"}}`)
+	streamRes, err := post(t, &c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"stream"}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +102,7 @@ func TestShutdownDrains(t *testing.T) {
 	defer listenRes.Body.Close()
 	slow := make(chan error, 1)
 	go func() {
-		res, err := post(t, c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
+		res, err := post(t, &c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
 		if err == nil {
 			b, _ := io.ReadAll(res.Body)
 			res.Body.Close()
@@ -109,7 +112,13 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		slow <- err
 	}()
-	<-up.slowStarted
+	select {
+	case <-up.slowStarted:
+	case err := <-slow:
+		t.Fatalf("the slow call ended before the upstream saw it: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow call did not reach the upstream within 20s")
+	}
 
 	start := time.Now()
 	shut := make(chan error, 1)
@@ -128,7 +137,7 @@ func TestShutdownDrains(t *testing.T) {
 		t.Errorf("the GET and listen streams were cut after %v; want at once", d)
 	}
 	// A new call is refused; a client's answer goes through.
-	res, err := post(t, c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}`)
+	res, err := post(t, &c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +146,7 @@ func TestShutdownDrains(t *testing.T) {
 	if id, msg := jsonRPCError(t, b); res.StatusCode != 503 || id != "3" || !strings.Contains(msg, "shutting down") {
 		t.Errorf("a new call while draining: %d %s", res.StatusCode, b)
 	}
-	res, err = post(t, c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":0,"result":{"model":"m","role":"assistant","content":{"type":"text","text":"ok"}}}`)
+	res, err = post(t, &c, r.px.URL+"/mcp", `{"jsonrpc":"2.0","id":0,"result":{"model":"m","role":"assistant","content":{"type":"text","text":"ok"}}}`)
 	if err != nil {
 		t.Fatal(err)
 	}

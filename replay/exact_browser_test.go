@@ -70,9 +70,19 @@ func TestBrowserClientOfAnotherOrigin(t *testing.T) {
 	bctx, cancelB := chromedp.NewContext(actx)
 	defer cancelB()
 	// The first action starts the browser, which lives as long as the
-	// context it ran with.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("starting %s: %v", chromiumPath, err)
+	// context it ran with: no timeout on that context, but a start that
+	// takes over a minute is given up (and the browser ended).
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(bctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("starting %s: %v", chromiumPath, err)
+		}
+	case <-time.After(time.Minute):
+		cancelB()
+		cancelA()
+		t.Fatalf("%s did not start within a minute", chromiumPath)
 	}
 	talk := func(mcpURL string) string {
 		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -123,6 +124,13 @@ func TestFaultListChangedWaitsForAStream(t *testing.T) {
 	if err != nil || !bytes.Contains(b, []byte(`"tools"`)) {
 		t.Fatalf("tools/list: %v %s", err, b)
 	}
+	// The server warns after it has sent the answer: wait for the warning.
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), "listChanged fault") {
+			return fmt.Errorf("no listChanged warning in the log:\n%s", logs.String())
+		}
+		return nil
+	})
 	for _, want := range []string{"level=WARN", "listChanged fault", "no open stream", "standalone GET stream", "subscriptions/listen", "method=notifications/tools/list_changed"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs.String())

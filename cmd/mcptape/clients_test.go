@@ -389,6 +389,7 @@ func TestClientsCommandsEndToEnd(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		watchdog(t, cmd, "the attached server", nil)
 		lc := &lineClient{in: in, out: bufio.NewReader(outPipe)}
 		lc.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-ai","version":"0.1.0"}}`)
 		lc.notify(t, "notifications/initialized")

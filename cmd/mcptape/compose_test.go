@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -331,7 +331,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	proxyURL := r.wait(t, "point your MCP client at ")
 	metricsURL := r.wait(t, "Prometheus metrics at ")
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	if _, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc}); err != nil {
+	if _, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: hc}); err != nil {
 		t.Fatal(err)
 	}
 	// A frame that is not JSON: a finding, so that its counter has a series.

@@ -199,7 +199,7 @@ func TestRecordServesTheDashboard(t *testing.T) {
 		}
 	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+	rep, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record: %v %v", err, failures(rep))
 	}
@@ -234,7 +234,7 @@ func TestRecordServesTheDashboard(t *testing.T) {
 	if code := c.do(http.MethodPost, "/api/v1/sessions/"+url.PathEscape(id)+"/replay", &started); code != http.StatusOK || !strings.HasPrefix(started.URL, "http://127.0.0.1:") {
 		t.Fatalf("start replay: %d %+v", code, started)
 	}
-	rep, err = fixtures.RunClient(context.Background(), started.URL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+	rep, err = fixtures.RunClient(within(t, time.Minute), started.URL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
 	if err != nil || failures(rep) != nil {
 		t.Errorf("client against the replay server: %v %v", err, failures(rep))
 	}
@@ -288,7 +288,8 @@ func TestDashboardServesMetrics(t *testing.T) {
 		"--data", data, "--dashboard", "127.0.0.1:0")
 	proxyURL := outputValue(out.String(), "point your MCP client at ")
 	base, _, _ := strings.Cut(dashURL, "?")
-	if got := outputValue(out.String(), "Prometheus metrics at "); !strings.HasPrefix(got, base+"metrics (") || !strings.Contains(got, "Authorization: Bearer") {
+	// record prints the metrics note after the dashboard's line.
+	if got := awaitValue(t, out, "Prometheus metrics at "); !strings.HasPrefix(got, base+"metrics (") || !strings.Contains(got, "Authorization: Bearer") {
 		t.Errorf("record printed metrics at %q, want %smetrics and how to send the token", got, base)
 	}
 	// On loopback too, /metrics wants the token.
@@ -337,7 +338,7 @@ func TestDashboardServesMetrics(t *testing.T) {
 	// sends it as a bearer token.
 	dashURL, out, stop = startCmd(t, "dashboard at ", "record", "--upstream", up.URL+fixtures.PathStateless, "--listen", "127.0.0.1:0",
 		"--data", data, "--dashboard", "0.0.0.0:0", "--dashboard-token", "metrics-token-1")
-	if note := outputValue(out.String(), "Prometheus metrics at "); !strings.Contains(note, "Authorization: Bearer") || strings.Contains(note, "metrics-token-1") {
+	if note := awaitValue(t, out, "Prometheus metrics at "); !strings.Contains(note, "Authorization: Bearer") || strings.Contains(note, "metrics-token-1") {
 		t.Errorf("off loopback, record printed %q", note)
 	}
 	u, _ := url.Parse(dashURL)
@@ -376,6 +377,18 @@ func TestDashboardServesMetrics(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// awaitValue waits up to 10 seconds for an output line holding prefix,
+// which a command may print after the line a test waited for, and returns
+// the rest of it.
+func awaitValue(t *testing.T, out *syncBuffer, prefix string) string {
+	t.Helper()
+	var v string
+	if !out.await(10*time.Second, nil, func(out string) bool { v = outputValue(out, prefix); return v != "" }) {
+		t.Fatalf("no %q in the output:\n%s", prefix, out.String())
+	}
+	return v
 }
 
 // outputValue is the rest of the first output line holding prefix.

@@ -91,7 +91,7 @@ func TestPrometheusScrapesRecorder(t *testing.T) {
 	proxyURL := r.wait(t, "point your MCP client at ")
 	metricsURL, _ := url.Parse(r.wait(t, "Prometheus metrics at "))
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	if rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho, fixtures.ToolSample}}); err != nil || failures(rep) != nil {
+	if rep, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho, fixtures.ToolSample}}); err != nil || failures(rep) != nil {
 		t.Fatalf("client through record: %v %v", err, failures(rep))
 	}
 

@@ -71,6 +71,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// within is a context that ends after d, or when the test ends: a bound
+// for a client run that would otherwise wait as long as its server does.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func mcptape(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -203,7 +211,7 @@ func TestRecordWhileLsAndShow(t *testing.T) {
 	r := startRun(t, "record", "--upstream", up.URL+fixtures.PathStateful, "--listen", "127.0.0.1:0", "--data", data)
 	proxyURL := r.wait(t, "point your MCP client at ")
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{"echo", "sample"}})
+	rep, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{"echo", "sample"}})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record: %v %v", err, failures(rep))
 	}

@@ -151,7 +151,8 @@ func TestFixtureOAuthCommand(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(string(b), `"registration_endpoint":"`+asURL+`/register"`) {
 		t.Errorf("authorization server metadata: %d %s", res.StatusCode, b)
 	}
-	if !strings.Contains(r.out.String(), "--accept-resource") {
+	// The hint is printed after the authorization server's line: wait for it.
+	if hint := r.wait(t, "to record through mcptape, "); !strings.Contains(hint, "--accept-resource") {
 		t.Errorf("the command does not say how to record through mcptape:\n%s", r.out.String())
 	}
 	if code := r.stop(t); code != 0 {

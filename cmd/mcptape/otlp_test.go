@@ -309,7 +309,7 @@ func TestOTLPTracesMRTRAndHeader(t *testing.T) {
 	proxyURL := r.wait(t, "point your MCP client at ")
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
 	hc := &http.Client{Transport: traceHeader{rt: &http.Transport{Proxy: nil}, tp: "00-" + traceID + "-b7ad6b7169203331-01"}}
-	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolSample}})
+	rep, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolSample}})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record: %v %v", err, failures(rep))
 	}
@@ -367,7 +367,7 @@ func TestOTLPCollectorDown(t *testing.T) {
 	proxyURL := r.wait(t, "point your MCP client at ")
 	metricsURL := r.wait(t, "Prometheus metrics at ")
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho, fixtures.ToolSample}})
+	rep, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho, fixtures.ToolSample}})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record with the collector down: %v %v", err, failures(rep))
 	}

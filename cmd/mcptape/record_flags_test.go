@@ -222,7 +222,9 @@ func TestRecordUpstreamCA(t *testing.T) {
 func TestRecordIdleGap(t *testing.T) {
 	ts := httptest.NewServer(&secretsServer{})
 	defer ts.Close()
-	r := startRecord(t, "--upstream", ts.URL+"/mcp", "--idle-gap", "300ms")
+	// The gap is long enough that a loaded machine does not stall that long
+	// between the first two calls.
+	r := startRecord(t, "--upstream", ts.URL+"/mcp", "--idle-gap", "1s")
 	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
 	// Each call with its own id: a client that sends an id again starts a
 	// new session whatever the gap (TestModernRunsTwice…).
@@ -230,9 +232,9 @@ func TestRecordIdleGap(t *testing.T) {
 		postBody(t, r.base+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, id), modern)
 	}
 	call(1)
-	call(2)                            // within the gap
-	time.Sleep(600 * time.Millisecond) // real time past the recording child's --idle-gap
-	call(3)                            // after it
+	call(2)                             // within the gap
+	time.Sleep(1300 * time.Millisecond) // real time past the recording child's --idle-gap
+	call(3)                             // after it
 	xs, _ := r.exchanges(t)
 	sessions := map[string]int{}
 	for _, x := range xs {

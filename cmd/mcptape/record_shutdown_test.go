@@ -142,7 +142,13 @@ func TestRecordSIGTERM(t *testing.T) {
 		res.Body.Close()
 		slow <- fmt.Sprintf("%d %s", res.StatusCode, b)
 	}()
-	<-slowStarted
+	select {
+	case <-slowStarted:
+	case got := <-slow:
+		t.Fatalf("the slow call ended before the upstream saw it: %s", got)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow call did not reach the upstream within 20s")
+	}
 
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -172,6 +178,12 @@ func TestRecordSIGTERM(t *testing.T) {
 	t.Logf("the endless stream cut %v after SIGTERM", cut)
 	if cut < 1900*time.Millisecond || cut > 5*time.Second {
 		t.Errorf("the endless stream was cut %v after SIGTERM; want it at the 2s bound", cut)
+	}
+	// Its stdout is read by childRecord's goroutine, and Wait closes the
+	// pipe once the process has exited, whatever is left unread in it:
+	// wait for the summary, the last line, before waiting for the process.
+	if !out.await(15*time.Second, nil, func(s string) bool { return strings.Contains(s, "mcptape: stopped: ") }) {
+		t.Fatalf("record printed no summary within 15s of SIGTERM:\n%s", out.String())
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -32,7 +32,7 @@ func recordTapeFile(t *testing.T, path string, only ...string) string {
 	p, _ := proxy.New(&proxy.Options{Upstream: u, Recorder: rec})
 	px := httptest.NewServer(p)
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	if _, err := fixtures.RunClient(ctx, px.URL+path, &fixtures.ClientOptions{HTTPClient: hc, Only: only}); err != nil {
+	if _, err := fixtures.RunClient(within(t, time.Minute), px.URL+path, &fixtures.ClientOptions{HTTPClient: hc, Only: only}); err != nil {
 		t.Fatal(err)
 	}
 	px.CloseClientConnections()
@@ -87,7 +87,7 @@ func TestReplayServerCommand(t *testing.T) {
 	tape := recordTapeFile(t, fixtures.PathStateless, "echo", "sample")
 	base, stop := startReplayServer(t, "--tape", tape, "--strict")
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	rep, err := fixtures.RunClient(context.Background(), base+fixtures.PathStateless, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{"echo", "sample"}})
+	rep, err := fixtures.RunClient(within(t, time.Minute), base+fixtures.PathStateless, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{"echo", "sample"}})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client against the replay: %v %v", err, failures(rep))
 	}
@@ -101,7 +101,7 @@ func TestReplayServerCommand(t *testing.T) {
 
 	// A request the tape cannot answer makes a strict replay fail at exit.
 	base, stop = startReplayServer(t, "--tape", tape, "--strict")
-	rep, err = fixtures.RunClient(context.Background(), base+fixtures.PathStateless, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{"add"}})
+	rep, err = fixtures.RunClient(within(t, time.Minute), base+fixtures.PathStateless, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{"add"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func TestSendAgainThroughARoute(t *testing.T) {
 	dashURL := r.wait(t, "dashboard at ")
 	u := routeLines(r.out.String())["fx"]
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	rep, err := fixtures.RunClient(t.Context(), u, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+	rep, err := fixtures.RunClient(within(t, time.Minute), u, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("go-sdk's client through the route: %v %v", err, failures(rep))
 	}
@@ -248,7 +248,7 @@ func TestReadRightAfterARun(t *testing.T) {
 	data, u := r.data, r.url
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	for run := range 3 {
-		rep, err := fixtures.RunClient(t.Context(), u, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
+		rep, err := fixtures.RunClient(within(t, time.Minute), u, &fixtures.ClientOptions{HTTPClient: hc, Only: []string{fixtures.ToolEcho}})
 		if err != nil || failures(rep) != nil {
 			t.Fatalf("run %d: %v %v", run, err, failures(rep))
 		}

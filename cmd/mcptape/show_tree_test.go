@@ -2,13 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/fixtures"
@@ -28,7 +28,7 @@ func recordFixtureClient(t *testing.T, only ...string) string {
 	proxyURL := r.wait(t, "point your MCP client at ")
 	tr := &http.Transport{Proxy: nil}
 	defer tr.CloseIdleConnections()
-	rep, err := fixtures.RunClient(context.Background(), proxyURL, &fixtures.ClientOptions{HTTPClient: &http.Client{Transport: tr}, Only: only})
+	rep, err := fixtures.RunClient(within(t, time.Minute), proxyURL, &fixtures.ClientOptions{HTTPClient: &http.Client{Transport: tr}, Only: only})
 	if err != nil || failures(rep) != nil {
 		t.Fatalf("client through record: %v %v", err, failures(rep))
 	}

@@ -38,6 +38,7 @@ func TestKilledWrapAndFIFO(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	watchdog(t, cmd, "the wrap", nil)
 	c := &lineClient{in: in, out: bufio.NewReader(out)}
 	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)
 	c.call(t, 2, "tools/call", `{"name":"echo","arguments":{"text":"before the kill"}}`)

@@ -251,7 +251,10 @@ func (c *lineClient) notify(t *testing.T, method string) {
 }
 
 // startWrap starts `mcptape args...` (a wrap) with pipes to its stdin and
-// stdout and its stderr kept.
+// stdout and its stderr kept. A wrap still running after wrapLimit is
+// killed, which ends the test's reads of its stdout and its wait for it
+// (a wrap that stops answering fails the test instead of hanging it); the
+// test's end kills it if it still runs.
 func startWrap(t *testing.T, args ...string) (cmd *exec.Cmd, in io.WriteCloser, out io.ReadCloser, stderr *syncBuffer) {
 	t.Helper()
 	cmd = mcptapeCmd(t, args...)
@@ -268,7 +271,31 @@ func startWrap(t *testing.T, args ...string) (cmd *exec.Cmd, in io.WriteCloser, 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	watchdog(t, cmd, "the wrap ("+strings.Join(args, " ")+")", stderr)
 	return cmd, in, out, stderr
+}
+
+// wrapLimit is how long a process a test watches with watchdog may run.
+const wrapLimit = 2 * time.Minute
+
+// watchdog kills cmd, started, if it still runs after wrapLimit, which
+// ends the test's reads of its pipes and its wait for it with a failure
+// that says so (a process that stops answering fails the test instead of
+// hanging it); the test's end kills it if it still runs. stderr, when not
+// nil, is what the process wrote there.
+func watchdog(t *testing.T, cmd *exec.Cmd, what string, stderr *syncBuffer) {
+	timer := time.AfterFunc(wrapLimit, func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() {
+		if !timer.Stop() {
+			var errOut string
+			if stderr != nil {
+				errOut = stderr.String()
+			}
+			t.Errorf("%s still ran after %v and was killed; stderr:\n%s", what, wrapLimit, errOut)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 }
 
 // runWrapped runs the fixture server through `mcptape wrap --data data`
