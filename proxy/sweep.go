@@ -77,13 +77,3 @@ func (s *sweeper) sweep() {
 		s.arm(next, 0)
 	}
 }
-
-// stop stops the timer (a scan under way may still re-arm it).
-func (s *sweeper) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.t != nil {
-		s.t.Stop()
-	}
-	s.at.Store(0)
-}
