@@ -23,10 +23,10 @@ import (
 // connection, which then belongs to the server again.
 type clientBody struct {
 	rc       io.ReadCloser
-	ctl      *http.ResponseController
-	idle     time.Duration // <= 0: no limit
-	max      int64         // <= 0: no limit
-	declared int64         // the Content-Length, -1 when unknown
+	ctl      http.ResponseController // (a value: allocated with the body)
+	idle     time.Duration           // <= 0: no limit
+	max      int64                   // <= 0: no limit
+	declared int64                   // the Content-Length, -1 when unknown
 
 	mu    sync.Mutex
 	done  bool // the handler returned

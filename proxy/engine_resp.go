@@ -25,6 +25,7 @@ type eresp struct {
 	header http.Header
 	cancel func()
 	body   *ebody
+	bodyv  ebody     // what body points to, allocated with the response
 	since  time.Time // when the body was read whole (the watch's clock; engine.wmu)
 
 	wants10KeepAlive, wantsClose bool

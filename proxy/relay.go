@@ -33,7 +33,8 @@ func (p *Proxy) relay(x *exchange, in, out *http.Request) {
 		p.upstreamError(rw, out, fmt.Errorf("client tried to switch to invalid protocol %q", up))
 		return
 	}
-	u := *in.URL
+	x.outURL = *in.URL
+	u := &x.outURL
 	u.Scheme, u.Host, u.User = x.rt.up.Scheme, x.rt.up.Host, nil
 	// The path exactly as the client sent it (RawPath included), less a
 	// route's prefix. The query unchanged, unless some of its parameters
@@ -41,14 +42,15 @@ func (p *Proxy) relay(x *exchange, in, out *http.Request) {
 	// them, as ReverseProxy does.
 	u.Path, u.RawPath = x.upPath, x.upRaw
 	u.RawQuery = cleanQueryParams(u.RawQuery)
-	out.URL = &u
+	out.URL = u
 	out.Host = x.rt.up.Host
 	out.Header = outboundHeader(in.Header)
 	out.Close = false
 	if out.ContentLength == 0 {
 		out.Body = nil // net/http's transport may then retry it
 	}
-	ir := &interimRelay{w: rw}
+	x.ir = interimRelay{w: rw}
+	ir := &x.ir
 	res, err := p.up.roundTrip(out, x, ir)
 	ir.end()
 	if err != nil {
