@@ -235,11 +235,23 @@ func removeHopByHop(h http.Header) {
 // said it takes trailers, and an empty User-Agent when it sent none (so
 // the transport adds none of its own).
 func outboundHeader(in http.Header) http.Header {
-	n := 0
-	for _, vv := range in {
-		n += len(vv)
+	// Sized for what it keeps: a map hinted past 8 entries is a table of
+	// several allocations, where up to 8 take one group.
+	keys, n := 0, 0
+	for k, vv := range in {
+		if !dropped(k) {
+			keys++
+			n += len(vv)
+		}
 	}
-	out := make(http.Header, len(in)+1)
+	te := httpguts.HeaderValuesContainsToken(in["Te"], "trailers")
+	if te {
+		keys++
+	}
+	if _, ok := in["User-Agent"]; !ok {
+		keys++
+	}
+	out := make(http.Header, keys)
 	vs := make([]string, 0, n) // one slab for every value, as Header.Clone
 	for k, vv := range in {
 		if dropped(k) {
@@ -255,7 +267,7 @@ func outboundHeader(in http.Header) http.Header {
 			}
 		}
 	}
-	if httpguts.HeaderValuesContainsToken(in["Te"], "trailers") {
+	if te {
 		out["Te"] = []string{"trailers"}
 	}
 	if _, ok := out["User-Agent"]; !ok {
