@@ -239,6 +239,20 @@ func (p *Proxy) Upstream() *url.URL {
 
 type ctxKey struct{}
 
+// exchangeCtx is the outbound request's context: the exchange's, with the
+// exchange under ctxKey (context.WithValue's, allocated with the exchange).
+type exchangeCtx struct {
+	context.Context
+	x *exchange
+}
+
+func (c *exchangeCtx) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c.x
+	}
+	return c.Context.Value(key)
+}
+
 // exchange is the per-request state shared by the handler, the body
 // wrappers, the upstream transport and the relay (relay.go).
 type exchange struct {
@@ -268,6 +282,8 @@ type exchange struct {
 	ir      interimRelay // the relay's, for the interim responses
 	outURL  url.URL      // the outbound request's URL
 	outBody bytes.Reader // the outbound request's body, when held whole
+	outCtx  exchangeCtx  // the outbound request's context
+	upBody  upstreamBody // the upstream's response body, as takeBody wraps it
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -359,7 +375,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.mx.begin(p.m, t.rt, r, body, complete, arrived)
 	x.tw = teeWriter{ResponseWriter: w, x: x}
 	x.w = &x.tw
-	out := r.WithContext(context.WithValue(ctx, ctxKey{}, x))
+	x.outCtx = exchangeCtx{Context: ctx, x: x}
+	out := r.WithContext(&x.outCtx)
 	switch {
 	case complete && len(body) == 0:
 		out.Body, out.ContentLength = http.NoBody, 0
@@ -518,7 +535,8 @@ func (p *Proxy) takeBody(res *http.Response, x *exchange) (bodyReporter, error) 
 	if res.Body == nil || res.Body == http.NoBody {
 		return by, nil
 	}
-	res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
+	x.upBody = upstreamBody{ReadCloser: res.Body, x: x} // (once: relay modifies one response)
+	res.Body = &x.upBody
 	switch {
 	case legacyStream(res, x):
 		res.Body = &endpointBody{ReadCloser: res.Body, x: x}
