@@ -23,10 +23,10 @@ import (
 // connection, which then belongs to the server again.
 type clientBody struct {
 	rc       io.ReadCloser
-	ctl      *http.ResponseController
-	idle     time.Duration // <= 0: no limit
-	max      int64         // <= 0: no limit
-	declared int64         // the Content-Length, -1 when unknown
+	ctl      http.ResponseController // (a value: allocated with the body)
+	idle     time.Duration           // <= 0: no limit
+	max      int64                   // <= 0: no limit
+	declared int64                   // the Content-Length, -1 when unknown
 
 	mu    sync.Mutex
 	done  bool // the handler returned
@@ -197,19 +197,57 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
+// exactPrefix is the largest declared body readPrefix reads into a buffer
+// of its exact size.
+const exactPrefix = 4 << 10
+
 // readPrefix reads up to max bytes of a request body. complete reports
 // whether that was all of it; when it is not, buf holds max+1 bytes and the
-// rest is still in body. It never allocates the declared length up front:
-// the buffer grows with the bytes that actually arrive.
+// rest is still in body. It never allocates more than exactPrefix bytes
+// for a declared length up front: past that the buffer grows with the
+// bytes that actually arrive.
 func readPrefix(body io.Reader, contentLength, max int64) (buf []byte, complete bool, err error) {
 	if contentLength == 0 {
 		return []byte{}, true, nil
 	}
 	var b bytes.Buffer
-	if contentLength > 0 {
-		b.Grow(int(min(contentLength, max+1, 4<<10)))
+	if contentLength > 0 && contentLength <= min(max, exactPrefix) {
+		// A small body (an MCP call's, mostly): one buffer of the declared
+		// size and a byte to find its end by, instead of a buffer grown
+		// twice. The recorder keeps these bytes: never pooled.
+		buf = make([]byte, contentLength+1)
+		n := int64(0)
+		for {
+			m, rerr := body.Read(buf[n:])
+			n += int64(m)
+			switch {
+			case n > contentLength:
+				// More than it declared: read on as for any other body.
+				b.Write(buf[:n])
+				if rerr == io.EOF {
+					return b.Bytes(), n <= max, nil
+				}
+				if rerr != nil {
+					return b.Bytes(), false, rerr
+				}
+			case rerr == io.EOF && n == contentLength:
+				return buf[:n], true, nil
+			case rerr == io.EOF:
+				return buf[:n], false, &errCut{io.ErrUnexpectedEOF, n, contentLength}
+			case rerr != nil:
+				return buf[:n], false, rerr
+			default:
+				continue
+			}
+			break
+		}
+		_, err = b.ReadFrom(io.LimitReader(body, max-contentLength))
+	} else {
+		if contentLength > 0 {
+			b.Grow(int(min(contentLength, max+1, exactPrefix)))
+		}
+		_, err = b.ReadFrom(io.LimitReader(body, max+1))
 	}
-	_, err = b.ReadFrom(io.LimitReader(body, max+1))
 	buf = b.Bytes()
 	switch {
 	case err != nil:

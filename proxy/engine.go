@@ -439,7 +439,8 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 	if req.ProtoMajor != 1 && !(req.ProtoMajor == 2 && req.ProtoMinor == 0 && req.Method == "PRI" && req.RequestURI == "*") {
 		return nil, statusError{http.StatusHTTPVersionNotSupported, "unsupported protocol version"}
 	}
-	hosts, err := c.hosts(req)
+	var one [1]string
+	hosts, err := c.hosts(req, &one)
 	if err != nil {
 		return nil, err
 	}
@@ -469,12 +470,13 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 // hosts are the request's Host header values. http.ReadRequest drops the
 // header once it has read req.Host from it, or from the target when it
 // names a host: the captured head says then.
-func (c *econn) hosts(req *http.Request) ([]string, error) {
+func (c *econn) hosts(req *http.Request, one *[1]string) ([]string, error) {
 	if req.URL.Host == "" {
 		if req.Host == "" {
 			return nil, nil // none, or an empty one: refused either way below
 		}
-		return []string{req.Host}, nil
+		one[0] = req.Host // (the caller's: the common case allocates nothing)
+		return one[:], nil
 	}
 	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(c.lr.capture)))
 	if _, err := tp.ReadLine(); err != nil {
@@ -553,7 +555,8 @@ func (c *econn) serveRequest(req *http.Request) bool {
 	w := &eresp{c: c, req: req, header: make(http.Header), cancel: cancel, declared: -1,
 		wants10KeepAlive: req.ProtoMajor == 1 && req.ProtoMinor == 0 && httpguts.HeaderValuesContainsToken(req.Header["Connection"], "keep-alive"),
 		wantsClose:       req.Close || httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close")}
-	b := &ebody{rc: req.Body, w: w}
+	w.bodyv = ebody{rc: req.Body, w: w}
+	b := &w.bodyv
 	w.body, c.body = b, b
 	switch {
 	case httpguts.HeaderValuesContainsToken(req.Header["Expect"], "100-continue"):

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,7 @@ type eresp struct {
 	header http.Header
 	cancel func()
 	body   *ebody
+	bodyv  ebody     // what body points to, allocated with the response
 	since  time.Time // when the body was read whole (the watch's clock; engine.wmu)
 
 	wants10KeepAlive, wantsClose bool
@@ -265,16 +267,29 @@ func bodyAllowedForStatus(code int) bool {
 	return !(code >= 100 && code <= 199 || code == http.StatusNoContent || code == http.StatusNotModified)
 }
 
-func writeStatusLine(bw interface{ WriteString(string) (int, error) }, is11 bool, code int) {
+// writeStatusLine writes the line piece by piece into the buffer: no
+// string is built for it.
+func writeStatusLine(bw *bufio.Writer, is11 bool, code int) {
 	proto := "HTTP/1.0 "
 	if is11 {
 		proto = "HTTP/1.1 "
 	}
+	_, _ = bw.WriteString(proto)
+	if code >= 100 && code <= 999 {
+		_ = bw.WriteByte(byte('0' + code/100))
+		_ = bw.WriteByte(byte('0' + code/10%10))
+		_ = bw.WriteByte(byte('0' + code%10))
+	} else {
+		_, _ = bw.WriteString(strconv.Itoa(code))
+	}
+	_ = bw.WriteByte(' ')
 	text := http.StatusText(code)
 	if text == "" {
-		text = "status code " + strconv.Itoa(code)
+		_, _ = bw.WriteString("status code ")
+		text = strconv.Itoa(code)
 	}
-	_, _ = bw.WriteString(proto + strconv.Itoa(code) + " " + text + "\r\n")
+	_, _ = bw.WriteString(text)
+	_, _ = bw.WriteString("\r\n")
 }
 
 func (w *eresp) Write(p []byte) (int, error) {

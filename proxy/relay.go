@@ -33,7 +33,8 @@ func (p *Proxy) relay(x *exchange, in, out *http.Request) {
 		p.upstreamError(rw, out, fmt.Errorf("client tried to switch to invalid protocol %q", up))
 		return
 	}
-	u := *in.URL
+	x.outURL = *in.URL
+	u := &x.outURL
 	u.Scheme, u.Host, u.User = x.rt.up.Scheme, x.rt.up.Host, nil
 	// The path exactly as the client sent it (RawPath included), less a
 	// route's prefix. The query unchanged, unless some of its parameters
@@ -41,14 +42,15 @@ func (p *Proxy) relay(x *exchange, in, out *http.Request) {
 	// them, as ReverseProxy does.
 	u.Path, u.RawPath = x.upPath, x.upRaw
 	u.RawQuery = cleanQueryParams(u.RawQuery)
-	out.URL = &u
+	out.URL = u
 	out.Host = x.rt.up.Host
 	out.Header = outboundHeader(in.Header)
 	out.Close = false
 	if out.ContentLength == 0 {
 		out.Body = nil // net/http's transport may then retry it
 	}
-	ir := &interimRelay{w: rw}
+	x.ir = interimRelay{w: rw}
+	ir := &x.ir
 	res, err := p.up.roundTrip(out, x, ir)
 	ir.end()
 	if err != nil {
@@ -233,11 +235,23 @@ func removeHopByHop(h http.Header) {
 // said it takes trailers, and an empty User-Agent when it sent none (so
 // the transport adds none of its own).
 func outboundHeader(in http.Header) http.Header {
-	n := 0
-	for _, vv := range in {
-		n += len(vv)
+	// Sized for what it keeps: a map hinted past 8 entries is a table of
+	// several allocations, where up to 8 take one group.
+	keys, n := 0, 0
+	for k, vv := range in {
+		if !dropped(k) {
+			keys++
+			n += len(vv)
+		}
 	}
-	out := make(http.Header, len(in)+1)
+	te := httpguts.HeaderValuesContainsToken(in["Te"], "trailers")
+	if te {
+		keys++
+	}
+	if _, ok := in["User-Agent"]; !ok {
+		keys++
+	}
+	out := make(http.Header, keys)
 	vs := make([]string, 0, n) // one slab for every value, as Header.Clone
 	for k, vv := range in {
 		if dropped(k) {
@@ -253,7 +267,7 @@ func outboundHeader(in http.Header) http.Header {
 			}
 		}
 	}
-	if httpguts.HeaderValuesContainsToken(in["Te"], "trailers") {
+	if te {
 		out["Te"] = []string{"trailers"}
 	}
 	if _, ok := out["User-Agent"]; !ok {

@@ -239,6 +239,20 @@ func (p *Proxy) Upstream() *url.URL {
 
 type ctxKey struct{}
 
+// exchangeCtx is the outbound request's context: the exchange's, with the
+// exchange under ctxKey (context.WithValue's, allocated with the exchange).
+type exchangeCtx struct {
+	context.Context
+	x *exchange
+}
+
+func (c *exchangeCtx) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c.x
+	}
+	return c.Context.Value(key)
+}
+
 // exchange is the per-request state shared by the handler, the body
 // wrappers, the upstream transport and the relay (relay.go).
 type exchange struct {
@@ -260,6 +274,16 @@ type exchange struct {
 	inbound            // the request as received, for the hold points (intercept.go)
 	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
 	orig     *original // set when the response was rewritten (oauth.go)
+
+	// Parts of the exchange's path that live exactly as long as it does,
+	// allocated with it rather than one by one.
+	inBody  clientBody   // what in points to
+	tw      teeWriter    // what x.w points to
+	ir      interimRelay // the relay's, for the interim responses
+	outURL  url.URL      // the outbound request's URL
+	outBody bytes.Reader // the outbound request's body, when held whole
+	outCtx  exchangeCtx  // the outbound request's context
+	upBody  upstreamBody // the upstream's response body, as takeBody wraps it
 }
 
 func (x *exchange) setUpErr(err error) {
@@ -304,7 +328,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"mcptape: the request body (%d bytes) is larger than the proxy forwards (%d bytes); raise --max-request-body to allow it", r.ContentLength, p.maxReq))
 		return
 	}
-	in := &clientBody{rc: r.Body, ctl: http.NewResponseController(w), idle: p.bodyIdle, max: p.maxReq, declared: r.ContentLength}
+	x := new(exchange) // (here, so that the body is allocated with it)
+	x.inBody = clientBody{rc: r.Body, ctl: *http.NewResponseController(w), idle: p.bodyIdle, max: p.maxReq, declared: r.ContentLength}
+	in := &x.inBody
 	defer in.handlerDone()
 	body, complete, err := readPrefix(in, r.ContentLength, p.maxBuf)
 	if err != nil {
@@ -334,8 +360,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// stream (which always carries its Mcp-Method header) stay open at the
 	// server's will and carry no call: a shutdown cuts them first.
 	stream := r.Method == http.MethodGet || r.Header.Get(protocol.HeaderMethod) == protocol.MethodSubscriptionsListen
-	x := &exchange{rt: t.rt, upPath: t.path, upRaw: t.rawPath, tap: tap, body: body, complete: complete, stream: stream,
-		ctx: ctx, client: r.Context(), cancel: cancel, in: in, inbound: inboundOf(r, t, recv)}
+	x.rt, x.upPath, x.upRaw, x.tap, x.body, x.complete, x.stream = t.rt, t.path, t.rawPath, tap, body, complete, stream
+	x.ctx, x.client, x.cancel, x.in, x.inbound = ctx, r.Context(), cancel, in, inboundOf(r, t, recv)
 	if t.rt.leg == capture.LegReverse {
 		// Only a reverse route changes what passes (OAuth, the legacy
 		// endpoint): forward legs use the server's own URLs.
@@ -347,8 +373,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer p.untrack(x)
 	x.mx.begin(p.m, t.rt, r, body, complete, arrived)
-	x.w = &teeWriter{ResponseWriter: w, x: x}
-	out := r.WithContext(context.WithValue(ctx, ctxKey{}, x))
+	x.tw = teeWriter{ResponseWriter: w, x: x}
+	x.w = &x.tw
+	x.outCtx = exchangeCtx{Context: ctx, x: x}
+	out := r.WithContext(&x.outCtx)
 	switch {
 	case complete && len(body) == 0:
 		out.Body, out.ContentLength = http.NoBody, 0
@@ -356,7 +384,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The whole body is in hand: forward it with its exact length, so
 		// the transport never reads the inbound body again (that extra
 		// read races the server closing it, and cuts streamed responses).
-		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		x.outBody.Reset(body)
+		out.Body, out.ContentLength = io.NopCloser(&x.outBody), int64(len(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	default:
 		out.Body = &forwardBody{prefix: body, rest: in, remain: r.ContentLength - int64(len(body)), tap: tap, mx: &x.mx}
@@ -506,7 +535,8 @@ func (p *Proxy) takeBody(res *http.Response, x *exchange) (bodyReporter, error) 
 	if res.Body == nil || res.Body == http.NoBody {
 		return by, nil
 	}
-	res.Body = &upstreamBody{ReadCloser: res.Body, x: x}
+	x.upBody = upstreamBody{ReadCloser: res.Body, x: x} // (once: relay modifies one response)
+	res.Body = &x.upBody
 	switch {
 	case legacyStream(res, x):
 		res.Body = &endpointBody{ReadCloser: res.Body, x: x}
