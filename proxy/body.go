@@ -216,31 +216,17 @@ func readPrefix(body io.Reader, contentLength, max int64) (buf []byte, complete 
 		// size and a byte to find its end by, instead of a buffer grown
 		// twice. The recorder keeps these bytes: never pooled.
 		buf = make([]byte, contentLength+1)
-		n := int64(0)
-		for {
-			m, rerr := body.Read(buf[n:])
-			n += int64(m)
-			switch {
-			case n > contentLength:
-				// More than it declared: read on as for any other body.
-				b.Write(buf[:n])
-				if rerr == io.EOF {
-					return b.Bytes(), n <= max, nil
-				}
-				if rerr != nil {
-					return b.Bytes(), false, rerr
-				}
-			case rerr == io.EOF && n == contentLength:
-				return buf[:n], true, nil
-			case rerr == io.EOF:
-				return buf[:n], false, &errCut{io.ErrUnexpectedEOF, n, contentLength}
-			case rerr != nil:
-				return buf[:n], false, rerr
-			default:
-				continue
-			}
-			break
+		n, rerr := io.ReadFull(body, buf)
+		switch {
+		case rerr == io.ErrUnexpectedEOF && int64(n) == contentLength:
+			return buf[:n], true, nil
+		case rerr == io.ErrUnexpectedEOF || rerr == io.EOF:
+			return buf[:n], false, &errCut{io.ErrUnexpectedEOF, int64(n), contentLength}
+		case rerr != nil:
+			return buf[:n], false, rerr
 		}
+		// More than it declared: read on as for any other body.
+		b.Write(buf)
 		_, err = b.ReadFrom(io.LimitReader(body, max-contentLength))
 	} else {
 		if contentLength > 0 {
