@@ -173,13 +173,20 @@ func (r *Report) judgeProxies() []Verdict {
 		}
 		limit := factor * ov
 		if atLeast {
-			detail := fmt.Sprintf("mcptape %s ≥ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))
+			detail := fmt.Sprintf("mcptape %s ≥ %.3g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))
 			if unit == "/s" && ov > 0 {
 				detail += roundSpread(mv/ov, m.RoundRates, o.RoundRates, other)
 			}
 			add(group, name, mv >= limit, detail)
 		} else {
-			add(group, name, mv <= limit, fmt.Sprintf("mcptape %s ≤ %.2g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit)))
+			detail := fmt.Sprintf("mcptape %s ≤ %.3g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))
+			switch unit {
+			case "+µs":
+				detail += roundSpread(mv/ov, m.RoundAdded, o.RoundAdded, other)
+			case "µs":
+				detail += roundSpread(mv/ov, m.RoundCPU, o.RoundCPU, other)
+			}
+			add(group, name, mv <= limit, detail)
 		}
 	}
 	added := func(f *Figures) *float64 { return f.AddedP50 }
@@ -247,10 +254,11 @@ func (r *Report) judgeProxies() []Verdict {
 		skip(groupNginx, "against nginx", "the nginx target did not run")
 		return out
 	}
-	ratio(groupNginx, "echo c=1: added p50 ≤ 2 × nginx's", scEcho1, tgNginx, 2, added, "+µs", false)
+	ratio(groupNginx, "echo c=1: added p50 ≤ 1.25 × nginx's", scEcho1, tgNginx, 1.25, added, "+µs", false)
 	ratio(groupNginx, "echo c=1: CPU per call ≤ 2.5 × nginx's", scEcho1, tgNginx, 2.5, cpuCall, "µs", false)
 	ratio(groupNginx, "echo c=32: CPU per call ≤ 2.5 × nginx's", scEcho32, tgNginx, 2.5, cpuCall, "µs", false)
 	ratio(groupNginx, "echo c=32: calls/s ≥ 0.9 × nginx's", scEcho32, tgNginx, 0.9, rate, "/s", true)
+	ratio(groupNginx, "sampling: added p50 per round trip ≤ 1.5 × nginx's", scSampling, tgNginx, 1.5, added, "+µs", false)
 	ratio(groupNginx, "big results: calls/s ≥ 0.9 × nginx's", scBig, tgNginx, 0.9, rate, "/s", true)
 	ratio(groupNginx, "big results: CPU per MiB ≤ 2 × nginx's", scBig, tgNginx, 2, cpuMiB, "ms", false)
 	ratio(groupNginx, "huge results: calls/s ≥ 0.9 × nginx's", scHuge, tgNginx, 0.9, rate, "/s", true)
@@ -544,11 +552,20 @@ func roundSpread(ratio float64, m, o []float64, other string) string {
 		return ""
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)
+	out := 0
 	for i := range m {
 		if o[i] <= 0 {
-			return ""
+			out++ // a figure at or below zero is noise: no ratio
+			continue
 		}
 		lo, hi = min(lo, m[i]/o[i]), max(hi, m[i]/o[i])
 	}
-	return fmt.Sprintf(" (mcptape ÷ %s: %.2f; round by round %.2f–%.2f)", other, ratio, lo, hi)
+	if out == len(m) {
+		return ""
+	}
+	s := fmt.Sprintf(" (mcptape ÷ %s: %.2f; round by round %.2f–%.2f", other, ratio, lo, hi)
+	if out > 0 {
+		s += fmt.Sprintf("; %d of %d rounds left out, where %s's figure was not above zero", out, len(m), other)
+	}
+	return s + ")"
 }

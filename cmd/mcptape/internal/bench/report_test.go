@@ -22,7 +22,12 @@ func fakeReport(mod func(r *Report)) *Report {
 		tgDirect:  {Calls: 100, P50: f(300)},
 		tgPlain:   {Calls: 100, P50: f(600), AddedP50: f(300), CPUPerCall: f(360)},
 		tgNginx:   {Calls: 100, P50: f(360), AddedP50: f(60), CPUPerCall: f(80)},
-		tgMcptape: {Calls: 100, P50: f(400), AddedP50: f(100), CPUPerCall: f(150)},
+		tgMcptape: {Calls: 100, P50: f(370), AddedP50: f(70), CPUPerCall: f(150)},
+	})
+	sc(scSampling, "sampling", map[string]*Figures{
+		tgDirect:  {Calls: 100, P50: f(500)},
+		tgNginx:   {Calls: 100, P50: f(600), AddedP50: f(100), CPUPerCall: f(150)},
+		tgMcptape: {Calls: 100, P50: f(640), AddedP50: f(140), CPUPerCall: f(400)},
 	})
 	sc(scEcho32, "echo c=32", map[string]*Figures{
 		tgDirect:  {Calls: 100, CallsPerSec: f(8000)},
@@ -74,8 +79,10 @@ func TestBenchVerdicts(t *testing.T) {
 		mod                  func(r *Report)
 		pass, skipped        bool
 	}{
-		{"added p50 over twice nginx's", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 121 }, false, false},
-		{"added p50 exactly twice nginx's", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 120 }, true, false},
+		{"added p50 over 1.25 × nginx's", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 76 }, false, false},
+		{"added p50 exactly 1.25 × nginx's", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 75 }, true, false},
+		{"sampling added p50 over 1.5 × nginx's", groupNginx, "sampling: added p50", func(r *Report) { *r.Fig(scSampling, tgMcptape).AddedP50 = 151 }, false, false},
+		{"sampling not run", groupNginx, "sampling: added p50", func(r *Report) { delete(r.Scenarios[1].Targets, tgNginx) }, false, true},
 		{"nginx's added p50 is noise", groupNginx, "echo c=1: added p50", func(r *Report) { *r.Fig(scEcho1, tgNginx).AddedP50 = -3 }, false, true},
 		{"CPU per call", groupNginx, "echo c=1: CPU per call", func(r *Report) { *r.Fig(scEcho1, tgMcptape).CPUPerCall = 201 }, false, false},
 		{"throughput under 0.9 nginx's", groupNginx, "echo c=32: calls/s", func(r *Report) { *r.Fig(scEcho32, tgMcptape).CallsPerSec = 5399 }, false, false},
@@ -138,5 +145,27 @@ func TestBenchReportShowsRoundSpread(t *testing.T) {
 	v := verdictByName(t, r, groupNginx, "big results: calls/s")
 	if !strings.Contains(v.Detail, "round by round 0.80–1.10") {
 		t.Errorf("the verdict says %q, want the rounds' ratios 0.80–1.10 in it", v.Detail)
+	}
+}
+
+// TestBenchReportShowsRoundSpreadOfLatencyAndCPU: the added-latency and
+// CPU verdicts show their rounds too; a round where nginx's added latency
+// was not above zero is left out, and the verdict says so.
+func TestBenchReportShowsRoundSpreadOfLatencyAndCPU(t *testing.T) {
+	r := fakeReport(func(r *Report) {
+		r.Fig(scEcho1, tgMcptape).RoundAdded = []float64{60, 90, 70}
+		r.Fig(scEcho1, tgNginx).RoundAdded = []float64{60, -5, 50}
+		r.Fig(scEcho1, tgMcptape).RoundCPU = []float64{150, 160, 140}
+		r.Fig(scEcho1, tgNginx).RoundCPU = []float64{75, 80, 70}
+	})
+	v := verdictByName(t, r, groupNginx, "echo c=1: added p50")
+	for _, want := range []string{"round by round 1.00–1.40", "1 of 3 rounds left out"} {
+		if !strings.Contains(v.Detail, want) {
+			t.Errorf("the verdict says %q, want %q in it", v.Detail, want)
+		}
+	}
+	v = verdictByName(t, r, groupNginx, "echo c=1: CPU per call")
+	if !strings.Contains(v.Detail, "round by round 2.00–2.00") {
+		t.Errorf("the verdict says %q, want the rounds' CPU ratios 2.00–2.00 in it", v.Detail)
 	}
 }

@@ -168,6 +168,8 @@ func runBatch(ctx context.Context, ws []*worker, sc *scenarioSpec, calls int, d 
 type accum struct {
 	batchResult
 	rates    []float64
+	p50s     []float64 // each round's p50 latency, µs
+	cpus     []float64 // each round's CPU per call, µs
 	cpuTicks int64
 }
 
@@ -198,6 +200,9 @@ type Figures struct {
 	FirstAdded    *float64          `json:"first_event_added_p50_us,omitempty"`
 	CallsPerSec   *float64          `json:"calls_per_sec,omitempty"`
 	RoundRates    []float64         `json:"calls_per_sec_rounds,omitempty"` // each round's, in order
+	RoundP50s     []float64         `json:"p50_us_rounds,omitempty"`        // each round's p50, in order
+	RoundAdded    []float64         `json:"added_p50_us_rounds,omitempty"`  // each round's p50 less direct's in that round
+	RoundCPU      []float64         `json:"cpu_us_per_call_rounds,omitempty"`
 	MiBPerSec     *float64          `json:"mib_per_sec,omitempty"`
 	CPUPerCall    *float64          `json:"cpu_us_per_call,omitempty"`
 	CPUPerMiB     *float64          `json:"cpu_ms_per_mib,omitempty"`
@@ -361,9 +366,14 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 				rate = float64(b.calls) / b.elapsed.Seconds()
 			}
 			a.rates = append(a.rates, rate)
+			if t.proc != nil && b.calls > 0 {
+				a.cpus = append(a.cpus, float64(cpu1-cpu0)/clockTicks/float64(b.calls)*1e6)
+			}
 			s := fmt.Sprintf("%s %.0f/s", t.name, rate)
 			if len(b.lats) > 0 {
-				s += fmt.Sprintf(" p50 %s", roundDur(percentile(b.lats, 0.5)))
+				p50 := percentile(b.lats, 0.5)
+				a.p50s = append(a.p50s, us(p50))
+				s += fmt.Sprintf(" p50 %s", roundDur(p50))
 			}
 			if b.failed > 0 {
 				s += fmt.Sprintf(" %d FAILED", b.failed)
@@ -403,6 +413,11 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 			}
 			if f.P50 != nil && d.P50 != nil {
 				f.AddedP50 = ptr(*f.P50 - *d.P50)
+			}
+			if len(f.RoundP50s) == len(d.RoundP50s) {
+				for i, p := range f.RoundP50s {
+					f.RoundAdded = append(f.RoundAdded, p-d.RoundP50s[i])
+				}
 			}
 			if f.FirstP50 != nil && d.FirstP50 != nil {
 				f.FirstAdded = ptr(*f.FirstP50 - *d.FirstP50)
@@ -489,6 +504,7 @@ func (a *accum) figures(sc *scenarioSpec, t *target) *Figures {
 	if len(a.lats) > 0 {
 		f.P50 = ptr(us(percentile(a.lats, 0.5)))
 		f.P99 = ptr(us(percentile(a.lats, 0.99)))
+		f.RoundP50s = a.p50s
 	}
 	if len(a.firsts) > 0 {
 		f.FirstP50 = ptr(us(percentile(a.firsts, 0.5)))
@@ -504,6 +520,9 @@ func (a *accum) figures(sc *scenarioSpec, t *target) *Figures {
 	if t.proc != nil && a.calls > 0 {
 		cpu := float64(a.cpuTicks) / clockTicks // seconds
 		f.CPUPerCall = ptr(cpu / float64(a.calls) * 1e6)
+		if len(a.cpus) == len(a.rates) {
+			f.RoundCPU = a.cpus
+		}
 		if sc.payload > 0 {
 			f.CPUPerMiB = ptr(cpu * 1e3 / (float64(a.calls) * float64(sc.payload) / (1 << 20)))
 		}
