@@ -339,7 +339,7 @@ func (w *Writer) checkFree() error {
 		}
 	}
 	if w.lowDisk {
-		return fmt.Errorf("%w: less than %d MiB free where the spool is (%s); recording stops until there is room again", ErrLowDisk, w.o.MinFree>>20, filepath.Dir(w.path))
+		return fmt.Errorf("%w: less than %d MiB free where the spool is (%s); recording stops until there is room again: free space on that disk, or record into a directory on a larger disk (--data DIR)", ErrLowDisk, w.o.MinFree>>20, filepath.Dir(w.path))
 	}
 	return nil
 }

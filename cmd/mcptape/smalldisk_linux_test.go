@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"github.com/mcptape/mcptape/fixtures"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -56,5 +58,62 @@ func TestRecordOnADiskSmallerThanMinFree(t *testing.T) {
 	code, out, errOut := mcptape(t, "ls", "--data", data)
 	if m := notRecorded.FindStringSubmatch(out); code != 0 || m == nil || m[2] != "last recording" || m[1] != "20" {
 		t.Errorf("ls after the recording: exit %d; want the 20 messages the last recording could not record, and why:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestWrapOnADiskSmallerThanMinFree: a wrap whose data directory is on a
+// 64 MiB tmpfs (under the default floor of 256 MiB free) forwards every
+// message and records none, while a dashboard owns the store. `ls` says
+// how many were not recorded and what to do, while the dashboard runs and
+// after it stopped (before: only the wrap's stderr said it, which a client
+// keeps in its own logs, and `ls` showed no sessions as if nothing had
+// happened).
+func TestWrapOnADiskSmallerThanMinFree(t *testing.T) {
+	disk := tmpfs(t, "64m")
+	data := filepath.Join(disk, "store")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := startChild(t, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
+	d.wait(t, "dashboard of")
+
+	cmd := mcptapeCmd(t, append([]string{"wrap", "--data", data, "--name", "small", "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	watchdog(t, cmd, "the wrap", nil)
+	c := &lineClient{in: in, out: bufio.NewReader(out)}
+	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)
+	if got := c.call(t, 2, "tools/call", `{"name":"echo","arguments":{"text":"on a small disk"}}`); !strings.Contains(got, "on a small disk") {
+		t.Fatalf("the call through the wrap was not answered: %s", got)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the wrap: %v", err)
+	}
+
+	notRecorded := regexp.MustCompile(`\((\d+) message\(s\) not recorded by the last recording, .*: the disk is nearly full.* free space on that disk, or record into a directory on a larger disk \(--data DIR\)\)`)
+	code, lsOut, errOut := mcptape(t, "ls", "--data", data)
+	m := notRecorded.FindStringSubmatch(lsOut)
+	if code != 0 || m == nil {
+		t.Fatalf("ls while the dashboard holds the store: exit %d; want the messages the wrap could not record, and what to do:\n%s%s", code, lsOut, errOut)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 4 { // the two calls and their answers at least
+		t.Errorf("ls shows %d messages not recorded, want the wrap's 4 or more:\n%s", n, lsOut)
+	}
+	if code := d.interrupt(t); code != 0 {
+		t.Fatalf("the dashboard exited %d:\n%s%s", code, d.out.String(), d.errOut.String())
+	}
+	code, after, errOut := mcptape(t, "ls", "--data", data)
+	if m2 := notRecorded.FindStringSubmatch(after); code != 0 || m2 == nil || m2[1] != m[1] {
+		t.Errorf("ls after the dashboard stopped: exit %d; want the same %s messages not recorded:\n%s%s", code, m[1], after, errOut)
 	}
 }

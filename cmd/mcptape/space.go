@@ -84,6 +84,7 @@ func saveLost(dir string, from time.Time, stats capture.Stats, reason string) {
 // printLost tells an `ls` what was not recorded: by the recorder that
 // holds the store now, or by the last one.
 func printLost(ctx context.Context, w io.Writer, dir string, store openedStore) {
+	var since time.Time // a running recorder's start: the file speaks of wraps since then
 	if c, ok := store.(*remotestore.Client); ok {
 		st, err := c.Status(ctx)
 		if err != nil {
@@ -96,14 +97,17 @@ func printLost(ctx context.Context, w io.Writer, dir string, store openedStore) 
 			}
 			fmt.Fprintln(w, ")")
 		}
-		return
+		since = st.Started
+		if since.IsZero() {
+			return
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(dir, lostFile))
 	if errors.Is(err, fs.ErrNotExist) || err != nil {
 		return
 	}
 	var l lostRecord
-	if json.Unmarshal(b, &l) != nil || l.Lost <= 0 {
+	if json.Unmarshal(b, &l) != nil || l.Lost <= 0 || (!since.IsZero() && l.To.Before(since)) {
 		return
 	}
 	fmt.Fprintf(w, "(%d message(s) not recorded by the last recording, from %s to %s", l.Lost,

@@ -94,6 +94,7 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if tr != nil {
 		onBatch = tr.OnBatch
 	}
+	started := time.Now()
 	rec, sp, err := openWrapRecording(ctx, *data, *name, redact, stderr, onBatch)
 	var stream *capture.Stream
 	if err != nil {
@@ -111,7 +112,7 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			}
 			cancel()
 			stream.Close(exit)
-			closeWrapRecording(rec, sp, note)
+			closeWrapRecording(rec, sp, note, *data, started)
 		}
 	}
 
@@ -229,7 +230,7 @@ func openWrapRecording(ctx context.Context, data, name string, redact capture.Re
 	return rec, sp, nil
 }
 
-func closeWrapRecording(rec *capture.Recorder, sp *spool.Writer, note func(string, ...any)) {
+func closeWrapRecording(rec *capture.Recorder, sp *spool.Writer, note func(string, ...any), data string, started time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
 	defer cancel()
 	cerr := rec.Close(ctx)
@@ -243,6 +244,10 @@ func closeWrapRecording(rec *capture.Recorder, sp *spool.Writer, note func(strin
 			why = "the recording could not keep up"
 		}
 		note("%d messages of this session could not be recorded (%s)", lost, why)
+		// Where `ls` says it too: a client keeps the wrap's stderr in
+		// its own logs, which a user rarely reads. (A wrap that lost
+		// nothing leaves the file alone: other wraps share the folder.)
+		saveLost(data, started, st, why)
 	}
 }
 
