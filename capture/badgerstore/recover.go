@@ -289,6 +289,13 @@ func (rep *RecoverReport) rebuild(ctx context.Context, dir string, log *slog.Log
 			rep.Tables++
 		}
 	}
+	// Then what was written after the last table, newer than any record
+	// in one: the memtable logs, as Badger would have replayed them.
+	n, lost := replayMemLogs(old, wb)
+	rep.Records += n
+	for _, l := range lost {
+		rep.Lost = append(rep.Lost, capture.Damage{Where: "the memtable log", What: l})
+	}
 	err = wb.Flush()
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -296,30 +303,7 @@ func (rep *RecoverReport) rebuild(ctx context.Context, dir string, log *slog.Log
 	if err != nil {
 		return fmt.Errorf("badgerstore: writing the recovered store in %s: %w", dir, err)
 	}
-	if hasRecords(old) {
-		rep.Lost = append(rep.Lost, capture.Damage{Where: "the memtable log",
-			What: "records written in the last moments before the damage, not yet in a table, are not recovered"})
-	}
 	return nil
-}
-
-// hasRecords reports whether a memtable log in dir holds more than its
-// header.
-func hasRecords(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, "*.mem"))
-	for _, name := range m {
-		f, err := os.Open(name)
-		if err != nil {
-			continue
-		}
-		b := make([]byte, 64)
-		n, _ := f.ReadAt(b, logHeaderSize)
-		f.Close()
-		if bytes.ContainsFunc(b[:n], func(r rune) bool { return r != 0 }) {
-			return true
-		}
-	}
-	return false
 }
 
 // copyTable writes every record of the table file at name that reads into
