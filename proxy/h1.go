@@ -417,7 +417,7 @@ func (c *h1Conn) write(req *http.Request, trace hooks) error {
 	bw := h1Writers.Get().(*bufio.Writer)
 	bw.Reset(c.c)
 	var err error
-	if !writeRequest(bw, req) {
+	if !writeRequest(bw, req, trace.trace) {
 		err = req.Write(bw)
 	}
 	if err == nil {

@@ -36,8 +36,9 @@ import (
 // bytes, and a body that is nil, http.NoBody or an in-memory reader
 // (io.NopCloser of a *bytes.Reader, *bytes.Buffer or *strings.Reader)
 // holding exactly ContentLength bytes. Otherwise it writes nothing and
-// reports false: the caller then calls req.Write.
-func writeRequest(bw *bufio.Writer, req *http.Request) bool {
+// reports false: the caller then calls req.Write. trace is the
+// ClientTrace in req's context, looked up once by the caller.
+func writeRequest(bw *bufio.Writer, req *http.Request, trace *httptrace.ClientTrace) bool {
 	u := req.URL
 	if u == nil || u.Opaque != "" || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
 		return false
@@ -46,7 +47,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) bool {
 	if method == "" {
 		method = http.MethodGet
 	}
-	if method == http.MethodConnect || !httpguts.ValidHeaderFieldName(method) {
+	if method == http.MethodConnect || !token(method) {
 		return false
 	}
 	var body io.WriterTo // nil: none
@@ -62,7 +63,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) bool {
 			return false
 		}
 	}
-	if httptrace.ContextClientTrace(req.Context()) != nil {
+	if trace != nil {
 		return false // Write calls its hooks
 	}
 	host := req.Host
@@ -89,7 +90,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) bool {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
 		}
-		if !httpguts.ValidHeaderFieldName(k) {
+		if !token(k) {
 			return false
 		}
 		for _, v := range vv {
@@ -306,8 +307,21 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 	all := string(valuesOf(p, fields, vlen))
 	var kb [64]byte
 	off := 0
+	var saw struct{ te, cl, trailer, conn, pragma bool }
 	for _, f := range fields {
 		key := canonicalKey(kb[:0], p[f.k0:f.k1])
+		switch key {
+		case "Transfer-Encoding":
+			saw.te = true
+		case "Content-Length":
+			saw.cl = true
+		case "Trailer":
+			saw.trailer = true
+		case "Connection":
+			saw.conn = true
+		case "Pragma":
+			saw.pragma = true
+		}
 		v := all[off : off+f.v1-f.v0]
 		off += f.v1 - f.v0
 		if vv := h[key]; vv == nil {
@@ -320,14 +334,16 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 	}
 
 	chunked := false
-	if te, ok := h["Transfer-Encoding"]; ok {
-		if len(te) != 1 || te[0] != "chunked" {
+	if saw.te {
+		if te := h["Transfer-Encoding"]; len(te) != 1 || te[0] != "chunked" {
 			return nil, false
 		}
 		chunked = true
+		delete(h, "Transfer-Encoding")
 	}
 	n := int64(-1)
-	if cl, ok := h["Content-Length"]; ok {
+	if saw.cl {
+		cl := h["Content-Length"]
 		if len(cl) != 1 || chunked || len(cl[0]) == 0 || len(cl[0]) > 18 {
 			return nil, false
 		}
@@ -339,7 +355,7 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 			n = n*10 + int64(c-'0')
 		}
 	}
-	if _, ok := h["Trailer"]; ok && chunked {
+	if saw.trailer && chunked {
 		return nil, false
 	}
 	if bodyless(code) {
@@ -348,15 +364,14 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, bool) {
 		}
 		n = 0
 	}
-	delete(h, "Transfer-Encoding")
 
 	res := &http.Response{Status: statusText(status), StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: n, Request: req}
-	if httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
+	if saw.conn && httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
 		delete(h, "Connection")
 		res.Close = true
 	}
-	if pv := h["Pragma"]; len(pv) > 0 && pv[0] == "no-cache" {
+	if pv := h["Pragma"]; saw.pragma && len(pv) > 0 && pv[0] == "no-cache" {
 		if _, ok := h["Cache-Control"]; !ok {
 			h["Cache-Control"] = []string{"no-cache"}
 		}
@@ -406,10 +421,25 @@ func statusText(b []byte) string {
 	return string(b)
 }
 
-// tokenByte reports a byte of an HTTP token (a header name).
-func tokenByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+// tokenByte reports a byte of an HTTP token (a header name, a method).
+func tokenByte(c byte) bool { return tokenBytes[c] }
+
+var tokenBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()
+
+// token reports a non-empty string of token bytes.
+func token(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !tokenBytes[s[i]] {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // valueByte reports a byte textproto accepts in a header value: visible
@@ -432,22 +462,42 @@ func canonicalKey(buf, k []byte) string {
 		buf[i] = c
 		upper = c == '-'
 	}
-	if s, ok := commonKeys[string(buf)]; ok {
-		return s
+	switch string(buf) {
+	case "Cache-Control":
+		return "Cache-Control"
+	case "Connection":
+		return "Connection"
+	case "Content-Encoding":
+		return "Content-Encoding"
+	case "Content-Length":
+		return "Content-Length"
+	case "Content-Type":
+		return "Content-Type"
+	case "Date":
+		return "Date"
+	case "Etag":
+		return "Etag"
+	case "Keep-Alive":
+		return "Keep-Alive"
+	case "Mcp-Session-Id":
+		return "Mcp-Session-Id"
+	case "Mcp-Protocol-Version":
+		return "Mcp-Protocol-Version"
+	case "Pragma":
+		return "Pragma"
+	case "Server":
+		return "Server"
+	case "Trailer":
+		return "Trailer"
+	case "Transfer-Encoding":
+		return "Transfer-Encoding"
+	case "Vary":
+		return "Vary"
+	case "X-Accel-Buffering":
+		return "X-Accel-Buffering"
 	}
 	return string(buf)
 }
-
-var commonKeys = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"Cache-Control", "Connection", "Content-Encoding", "Content-Length", "Content-Type",
-		"Date", "Etag", "Expires", "Keep-Alive", "Last-Modified", "Location", "Mcp-Session-Id", "Mcp-Protocol-Version",
-		"Pragma", "Server", "Set-Cookie", "Trailer", "Transfer-Encoding", "Vary", "Www-Authenticate",
-		"Access-Control-Allow-Origin", "X-Content-Type-Options", "X-Accel-Buffering"} {
-		m[k] = k
-	}
-	return m
-}()
 
 // wireBody is a response body as net/http's own for a response read by
 // http.ReadResponse: Content-Length limited (an early end is

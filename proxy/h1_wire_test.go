@@ -23,7 +23,8 @@ func checkWrite(t testing.TB, mk func() *http.Request) bool {
 	t.Helper()
 	var got bytes.Buffer
 	bw := bufio.NewWriterSize(&got, 4<<10)
-	ok := writeRequest(bw, mk())
+	r := mk()
+	ok := writeRequest(bw, r, httptrace.ContextClientTrace(r.Context()))
 	if err := bw.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -456,5 +457,76 @@ func TestH1HeadBound(t *testing.T) {
 		if err != nil || string(b) != "ok" {
 			t.Errorf("body %q, %v", b, err)
 		}
+	}
+}
+
+// benchRequest is a request as the relay builds it for an echo call.
+func benchRequest() *http.Request {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+	u, _ := url.Parse("http://127.0.0.1:8080/mcp")
+	r := &http.Request{Method: "POST", URL: u, Host: u.Host, ContentLength: int64(len(body)), Header: http.Header{
+		"Accept": {"application/json, text/event-stream"}, "Content-Type": {"application/json"},
+		"Mcp-Session-Id": {"6f1c0a4e-3b0e-4f8e-9d61-1a2b3c4d5e6f"}, "Mcp-Protocol-Version": {"2025-06-18"}, "User-Agent": {""}}}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return r
+}
+
+// BenchmarkRequestHead writes an echo call's request: own is
+// writeRequest, net/http is Request.Write.
+func BenchmarkRequestHead(b *testing.B) {
+	for _, own := range []bool{true, false} {
+		b.Run(map[bool]string{true: "own", false: "net/http"}[own], func(b *testing.B) {
+			r := benchRequest()
+			rd := bytes.NewReader(nil)
+			body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+			r.Body = io.NopCloser(rd)
+			bw := bufio.NewWriterSize(io.Discard, 4<<10)
+			b.ReportAllocs()
+			for b.Loop() {
+				rd.Reset(body)
+				if own {
+					if !writeRequest(bw, r, nil) {
+						b.Fatal("declined")
+					}
+				} else if err := r.Write(bw); err != nil {
+					b.Fatal(err)
+				}
+				bw.Flush()
+			}
+		})
+	}
+}
+
+// BenchmarkResponseHead reads an echo call's response head: own is
+// readResponse, net/http is ReadResponse.
+func BenchmarkResponseHead(b *testing.B) {
+	data := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: 6f1c0a4e-3b0e-4f8e-9d61-1a2b3c4d5e6f\r\n" +
+		"Date: Mon, 01 Jan 2024 00:00:00 GMT\r\nContent-Length: 77\r\n\r\n" +
+		`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	for _, own := range []bool{true, false} {
+		b.Run(map[bool]string{true: "own", false: "net/http"}[own], func(b *testing.B) {
+			rd := bytes.NewReader(data)
+			br := bufio.NewReaderSize(rd, 32<<10)
+			req := benchRequest()
+			b.ReportAllocs()
+			for b.Loop() {
+				rd.Reset(data)
+				br.Reset(rd)
+				br.Peek(1)
+				res, ok := (*http.Response)(nil), false
+				if own {
+					res, ok = readResponse(br, req)
+				}
+				if !ok {
+					var err error
+					if res, err = http.ReadResponse(br, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := io.Copy(io.Discard, res.Body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
