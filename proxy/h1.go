@@ -32,10 +32,11 @@ import (
 // that write ended well within 50ms of the response's end. It handles
 // http:// URLs without Expect or Upgrade; anything else (TLS, HTTP/2)
 // goes to net/http's transport. The wire format is
-// net/http's own: the request is written by [http.Request.Write] (the
-// bytes net/http's transport writes, less the Accept-Encoding it adds
+// net/http's own: the request is written as [http.Request.Write] writes it
+// (the bytes net/http's transport writes, less the Accept-Encoding it adds
 // when compression is on, which the proxy turns off), the response is
-// read by [http.ReadResponse], with the transport's bound on the head
+// read as [http.ReadResponse] reads it (both by h1_wire.go's fast paths
+// for the common shapes, by net/http for the rest), with the transport's bound on the head
 // (MaxResponseHeaderBytes), its handling of interim responses and the
 // ClientTrace hooks the proxy uses. A connection goes back to the pool
 // only when its response was read to its end with nothing after it; one
@@ -415,7 +416,10 @@ type h1Write struct {
 func (c *h1Conn) write(req *http.Request, trace hooks) error {
 	bw := h1Writers.Get().(*bufio.Writer)
 	bw.Reset(c.c)
-	err := req.Write(bw)
+	var err error
+	if !writeRequest(bw, req, trace.trace) {
+		err = req.Write(bw)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -434,9 +438,12 @@ func (c *h1Conn) readHead(req *http.Request, trace hooks) (*http.Response, error
 	}
 	trace.gotFirstByte()
 	for n1xx := 0; ; {
-		res, err := http.ReadResponse(c.br, req)
-		if err != nil {
-			return nil, c.headErr(err)
+		res, ok := readResponse(c.br, req)
+		if !ok {
+			var err error
+			if res, err = http.ReadResponse(c.br, req); err != nil {
+				return nil, c.headErr(err)
+			}
 		}
 		code := res.StatusCode
 		if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
