@@ -368,21 +368,35 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 		peek, _ := c.br.Peek(4)
 		_, _ = c.br.Discard(numLeadingCRorLF(peek))
 	}
-	// The head as it arrives: the Host headers of a request whose target
-	// names a host are read from it (http.ReadRequest keeps the target's).
 	c.lr.capture = c.lr.capture[:0]
-	if n := c.br.Buffered(); n > 0 {
-		p, _ := c.br.Peek(n)
-		c.lr.capture = append(c.lr.capture, p...)
-	}
-	c.lr.capturing = true
-	req, err := http.ReadRequest(c.br)
-	c.lr.capturing = false
-	if err != nil {
-		if c.lr.hit {
-			return nil, errHeadTooLarge431
+	if c.br.Buffered() == 0 {
+		// The first read, as http.ReadRequest's would be (a failure is
+		// the one it would return): a head that came whole is in it.
+		if _, err := c.br.Peek(1); err != nil {
+			return nil, err
 		}
-		return nil, err
+	}
+	// A head of the common shape already in the buffer is read without
+	// net/http's parser, to the same request (engine_head.go).
+	req := readHeadFast(c.br)
+	if req == nil {
+		// The head as it arrives: the Host headers of a request whose
+		// target names a host are read from it (http.ReadRequest keeps
+		// the target's).
+		if n := c.br.Buffered(); n > 0 {
+			p, _ := c.br.Peek(n)
+			c.lr.capture = append(c.lr.capture, p...)
+		}
+		c.lr.capturing = true
+		var err error
+		req, err = http.ReadRequest(c.br)
+		c.lr.capturing = false
+		if err != nil {
+			if c.lr.hit {
+				return nil, errHeadTooLarge431
+			}
+			return nil, err
+		}
 	}
 	c.lr.remain = 1<<63 - 1
 	// The head's deadline ends with the head: a body's reads have their
