@@ -125,6 +125,7 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 		case "Host":
 			host = v
 			hosts++
+			continue // (http.ReadRequest drops it from the header)
 		case "Content-Length":
 			cl = v
 			cls++
