@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"strings"
 	"sync"
 
 	"golang.org/x/net/http/httpguts"
@@ -40,20 +41,19 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 	// A CR or LF on its own ends a line for net/http (or is refused by it):
 	// every one must be part of a CRLF here, so that the lines are the same.
 	lines := 0
-	for i, c := range raw {
-		switch c {
-		case '\r':
-			if i+1 >= len(raw) || raw[i+1] != '\n' {
-				return nil
-			}
-			lines++
-		case '\n':
-			if i == 0 || raw[i-1] != '\r' {
-				return nil
-			}
+	for i := 0; ; {
+		j := bytes.IndexByte(raw[i:], '\n')
+		if j < 0 {
+			break
 		}
+		i += j
+		if i == 0 || raw[i-1] != '\r' {
+			return nil
+		}
+		i++
+		lines++
 	}
-	if lines < 2 { // the request line and the Host header at least
+	if lines < 2 || bytes.Count(raw, cr) != lines { // (lines: the request line and the Host header at least)
 		return nil
 	}
 	head := string(raw)
@@ -90,24 +90,29 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 	default:
 		return nil
 	}
-	u, err := url.ParseRequestURI(target)
-	if err != nil || u.Host != "" {
-		return nil
-	}
 
-	// The header: one []string cut into each key's values, as
-	// textproto's reader does (a key's first value in a slice of its own
-	// capacity, so that a second one is appended elsewhere).
-	hdr := make(http.Header, lines-1)
-	strs := make([]string, lines-1)
+	// The header lines, checked and cut, before anything is built.
+	var fields [maxFastFields]field
+	nf := 0
 	var host, cl string
 	hosts, cls := 0, 0
 	for pos := eol + 2; pos < len(head); {
 		eol := indexCRLF(head, pos)
 		line := head[pos:eol]
 		pos = eol + 2
+		// The name: a token; canonical already as a client sends it
+		// most of the time (textproto.CanonicalMIMEHeaderKey's check).
 		colon := 0
-		for colon < len(line) && isTokenByte[line[colon]] {
+		canon, upper := true, true
+		for colon < len(line) {
+			c := line[colon]
+			if !isTokenByte[c] {
+				break
+			}
+			if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+				canon = false
+			}
+			upper = c == '-'
 			colon++
 		}
 		if colon == 0 || colon >= len(line) || line[colon] != ':' {
@@ -120,7 +125,10 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 			}
 		}
 		v = trimSPHT(v)
-		key := textproto.CanonicalMIMEHeaderKey(line[:colon])
+		key := line[:colon]
+		if !canon {
+			key = textproto.CanonicalMIMEHeaderKey(key)
+		}
 		switch key {
 		case "Host":
 			host = v
@@ -132,13 +140,11 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 		case "Transfer-Encoding":
 			return nil
 		}
-		if vv := hdr[key]; vv != nil {
-			hdr[key] = append(vv, v)
-		} else {
-			vv, strs = strs[:1:1], strs[1:]
-			vv[0] = v
-			hdr[key] = vv
+		if nf == len(fields) {
+			return nil
 		}
+		fields[nf] = field{key, v}
+		nf++
 	}
 	if hosts != 1 || cls > 1 {
 		return nil
@@ -156,19 +162,68 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 			n = n*10 + int64(c-'0')
 		}
 	}
-	if pv, ok := hdr["Pragma"]; ok && len(pv) > 0 && pv[0] == "no-cache" {
-		if _, ok := hdr["Cache-Control"]; !ok {
-			hdr["Cache-Control"] = []string{"no-cache"}
+
+	// The request, its URL, its header's values and its body in one
+	// allocation; the values of a name in one slice, in their order, with
+	// no room to grow into the next name's (as textproto cuts them).
+	a := new(fastAlloc)
+	u := &a.url
+	if !simpleTarget(target, u) {
+		pu, err := url.ParseRequestURI(target)
+		if err != nil || pu.Host != "" {
+			return nil
+		}
+		u = pu
+	}
+	hdr := make(http.Header, nf)
+	strs := a.strs[:]
+	if nf > len(strs) {
+		strs = make([]string, nf)
+	}
+	pragma, cacheControl := "", false
+	var conn []string
+	for i := 0; i < nf; i++ {
+		key := fields[i].key
+		if key == "" {
+			continue // (a name seen before: its value is in place)
+		}
+		k := 1
+		for j := i + 1; j < nf; j++ {
+			if fields[j].key == key {
+				k++
+			}
+		}
+		vv := strs[:k:k]
+		strs = strs[k:]
+		vv[0] = fields[i].val
+		for j, m := i+1, 1; m < k; j++ {
+			if fields[j].key == key {
+				vv[m] = fields[j].val
+				fields[j].key = ""
+				m++
+			}
+		}
+		hdr[key] = vv
+		switch key {
+		case "Pragma":
+			pragma = vv[0]
+		case "Cache-Control":
+			cacheControl = true
+		case "Connection":
+			conn = vv
 		}
 	}
-	conn := hdr["Connection"]
+	if pragma == "no-cache" && !cacheControl {
+		hdr["Cache-Control"] = []string{"no-cache"}
+	}
 	closing := httpguts.HeaderValuesContainsToken(conn, "close")
 	if minor == 0 && !closing {
 		closing = !httpguts.HeaderValuesContainsToken(conn, "keep-alive")
 	}
 
 	_, _ = br.Discard(end + 4)
-	req := &http.Request{
+	req := &a.req
+	*req = http.Request{
 		Method:        method,
 		URL:           u,
 		Proto:         proto,
@@ -182,23 +237,57 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 		Body:          http.NoBody,
 	}
 	if n > 0 {
-		b := &clBody{closing: closing}
-		b.src = io.LimitedReader{R: br, N: n}
-		req.Body = b
+		a.body = clBody{src: io.LimitedReader{R: br, N: n}, closing: closing}
+		req.Body = &a.body
 	}
 	return req
 }
 
-var crlfcrlf = []byte("\r\n\r\n")
+// maxFastFields is the most header lines (Host aside) a head read by
+// readHeadFast may have.
+const maxFastFields = 24
+
+// field is a header line, cut.
+type field struct{ key, val string }
+
+// fastAlloc is what readHeadFast allocates for a request, in one piece.
+type fastAlloc struct {
+	req  http.Request
+	url  url.URL
+	body clBody
+	strs [8]string // (the values of a head of up to 8 lines)
+}
+
+// simpleTarget sets u to what url.ParseRequestURI makes of target when
+// target's path has none of the bytes that ask more of it than a copy
+// (a percent escape, a byte that the path is escaped for) and its query
+// no question of its own: then the path and the raw query are the
+// target's. false: u untouched.
+func simpleTarget(target string, u *url.URL) bool {
+	path, query, hasQuery := target, "", false
+	for i := 0; i < len(target); i++ {
+		c := target[i]
+		if c == '?' {
+			path, query, hasQuery = target[:i], target[i+1:], true
+			break
+		}
+		if !isPathByte[c] {
+			return false
+		}
+	}
+	if hasQuery && query == "" {
+		return false // (a lone trailing "?" is ForceQuery's)
+	}
+	u.Path, u.RawQuery = path, query
+	return true
+}
+
+var crlfcrlf, cr = []byte("\r\n\r\n"), []byte("\r")
 
 // indexCRLF is where the line starting at from ends (head's lines all end
 // with a CRLF).
 func indexCRLF(head string, from int) int {
-	for i := from; ; i++ {
-		if head[i] == '\r' {
-			return i
-		}
-	}
+	return from + strings.IndexByte(head[from:], '\r')
 }
 
 func trimSPHT(s string) string {
@@ -215,6 +304,16 @@ func trimSPHT(s string) string {
 var isTokenByte = func() (t [256]bool) {
 	for c := range 128 {
 		t[c] = httpguts.IsTokenRune(rune(c))
+	}
+	return t
+}()
+
+// isPathByte says which bytes of a path url.URL keeps as they are (no
+// escape to undo, none to add).
+var isPathByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '/'
 	}
 	return t
 }()

@@ -129,7 +129,17 @@ var headCases = []struct {
 	{"mcp call", "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:41234\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 58\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nMcp-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: 4XJ4YV6QW2\r\nAccept-Encoding: gzip\r\n\r\n" + `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, true},
 	{"long head", "GET / HTTP/1.1\r\nHost: a\r\nX-Long: " + strings.Repeat("v", 3900) + "\r\n\r\n", true},
 	{"head past the buffer", "GET / HTTP/1.1\r\nHost: a\r\nX-Long: " + strings.Repeat("v", 4100) + "\r\n\r\n", false},
-	{"many headers", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Many: 1\r\n", 200) + "\r\n", true},
+	{"24 header lines", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Many: 1\r\nx-other: 2\r\n", 12) + "\r\n", true},
+	{"25 header lines", "GET / HTTP/1.1\r\n" + strings.Repeat("X-Many: 1\r\n", 20) + "Host: a\r\n" + strings.Repeat("X-Many: 1\r\n", 5) + "\r\n", false},
+	{"200 header lines", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Many: 1\r\n", 200) + "\r\n", false},
+	{"interleaved repeats", "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\na: 3\r\nHost: h\r\nC: 4\r\nb: 5\r\nA: 6\r\n\r\n", true},
+	{"query forms", "GET /p?a=1?b=%zz&c#d HTTP/1.1\r\nHost: a\r\n\r\n", true},
+	{"force query", "GET /p? HTTP/1.1\r\nHost: a\r\n\r\n", true},
+	{"two question marks", "GET /p?? HTTP/1.1\r\nHost: a\r\n\r\n", true},
+	{"path reserved bytes", "GET /a;b,c=d:e@f$g&h+i!j*k'l(m)n HTTP/1.1\r\nHost: a\r\n\r\n", true},
+	{"path escapes", "GET /a%2fb%41 HTTP/1.1\r\nHost: a\r\n\r\n", true},
+	{"path hash", "GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", true},
+	{"path brackets", "GET /[a]{b}|c^d`e\\f\"g<h> HTTP/1.1\r\nHost: a\r\n\r\n", true},
 }
 
 func TestReadHeadFast(t *testing.T) {
@@ -257,4 +267,36 @@ func endBody(rc io.ReadCloser, mode int) string {
 	fmt.Fprintf(&b, "then: %d, %v; ", n, err)
 	fmt.Fprintf(&b, "close again: %v", rc.Close())
 	return b.String()
+}
+
+// BenchmarkReadHead reads a tools/call head as a Go MCP client sends it,
+// with the fast reader and with http.ReadRequest.
+func BenchmarkReadHead(b *testing.B) {
+	var raw []byte
+	for _, tc := range headCases {
+		if tc.name == "mcp call" {
+			raw = []byte(tc.raw)
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		read func(*bufio.Reader) *http.Request
+	}{
+		{"fast", readHeadFast},
+		{"net-http", func(br *bufio.Reader) *http.Request { req, _ := http.ReadRequest(br); return req }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			rd := bytes.NewReader(raw)
+			br := bufio.NewReaderSize(rd, 4<<10)
+			b.ReportAllocs()
+			for b.Loop() {
+				rd.Reset(raw)
+				br.Reset(rd)
+				_, _ = br.Peek(1)
+				if bc.read(br) == nil {
+					b.Fatal("not read")
+				}
+			}
+		})
+	}
 }
