@@ -127,7 +127,7 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 		v = trimSPHT(v)
 		key := line[:colon]
 		if !canon {
-			key = textproto.CanonicalMIMEHeaderKey(key)
+			key = canonicalKey(key)
 		}
 		switch key {
 		case "Host":
@@ -255,7 +255,7 @@ type fastAlloc struct {
 	req  http.Request
 	url  url.URL
 	body clBody
-	strs [8]string // (the values of a head of up to 8 lines)
+	strs [12]string // (the values of a head of up to 12 lines)
 }
 
 // simpleTarget sets u to what url.ParseRequestURI makes of target when
@@ -307,6 +307,38 @@ var isTokenByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// canonicalKey is textproto.CanonicalMIMEHeaderKey(name) for a token
+// name not in canonical form, without allocating for the names an MCP
+// client whose names are in lower case sends and textproto does not
+// keep a copy of.
+func canonicalKey(name string) string {
+	if len(name) <= 32 {
+		var b [32]byte
+		upper := true
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if upper && 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			} else if !upper && 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b[i] = c
+			upper = c == '-'
+		}
+		switch string(b[:len(name)]) {
+		case "Mcp-Session-Id":
+			return "Mcp-Session-Id"
+		case "Mcp-Protocol-Version":
+			return "Mcp-Protocol-Version"
+		case "Last-Event-Id":
+			return "Last-Event-Id"
+		case "Sec-Fetch-Mode":
+			return "Sec-Fetch-Mode"
+		}
+	}
+	return textproto.CanonicalMIMEHeaderKey(name)
+}
 
 // isPathByte says which bytes of a path url.URL keeps as they are (no
 // escape to undo, none to add).

@@ -129,6 +129,9 @@ var headCases = []struct {
 	{"mcp call", "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:41234\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 58\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nMcp-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: 4XJ4YV6QW2\r\nAccept-Encoding: gzip\r\n\r\n" + `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, true},
 	{"long head", "GET / HTTP/1.1\r\nHost: a\r\nX-Long: " + strings.Repeat("v", 3900) + "\r\n\r\n", true},
 	{"head past the buffer", "GET / HTTP/1.1\r\nHost: a\r\nX-Long: " + strings.Repeat("v", 4100) + "\r\n\r\n", false},
+	{"node fetch call", "POST /mcp HTTP/1.1\r\nhost: localhost:3000\r\nconnection: keep-alive\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-06-18\r\nmcp-session-id: 0c1d\r\nlast-event-id: 7\r\naccept-language: *\r\nsec-fetch-mode: cors\r\nuser-agent: node\r\naccept-encoding: gzip, deflate\r\ncontent-length: 2\r\n\r\n{}", true},
+	{"names near the buffer", "GET / HTTP/1.1\r\nHost: a\r\nmcp-session-idx: 1\r\nmCP-sESSION-iD: 2\r\n" + strings.Repeat("x", 32) + ": 3\r\n" + strings.Repeat("y", 33) + ": 4\r\n\r\n", true},
+	{"path unreserved", "GET /a-b_c.d~e/F0/%7E HTTP/1.1\r\nHost: a\r\n\r\n", true},
 	{"24 header lines", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Many: 1\r\nx-other: 2\r\n", 12) + "\r\n", true},
 	{"25 header lines", "GET / HTTP/1.1\r\n" + strings.Repeat("X-Many: 1\r\n", 20) + "Host: a\r\n" + strings.Repeat("X-Many: 1\r\n", 5) + "\r\n", false},
 	{"200 header lines", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-Many: 1\r\n", 200) + "\r\n", false},
@@ -269,12 +272,19 @@ func endBody(rc io.ReadCloser, mode int) string {
 	return b.String()
 }
 
-// BenchmarkReadHead reads a tools/call head as a Go MCP client sends it,
-// with the fast reader and with http.ReadRequest.
+// BenchmarkReadHead reads a tools/call head as a Go MCP client sends it
+// and one as a client using Node's fetch does, with the fast reader and
+// with http.ReadRequest.
 func BenchmarkReadHead(b *testing.B) {
+	for _, name := range []string{"mcp call", "node fetch call"} {
+		b.Run(strings.ReplaceAll(name, " ", "-"), func(b *testing.B) { benchmarkReadHead(b, name) })
+	}
+}
+
+func benchmarkReadHead(b *testing.B, name string) {
 	var raw []byte
 	for _, tc := range headCases {
-		if tc.name == "mcp call" {
+		if tc.name == name {
 			raw = []byte(tc.raw)
 		}
 	}
