@@ -20,7 +20,8 @@ import (
 )
 
 // engine is the HTTP/1.1 server a reverse proxy's clients talk to: the
-// request is read by net/http's own parser ([http.ReadRequest]) and checked
+// request is read by net/http's own parser ([http.ReadRequest]), or to the
+// same request by readHeadFast for a head of the common shape, and checked
 // as net/http's server checks it (the protocol version, the Host header,
 // every header name and value, the head's size and how long it may take
 // to arrive), refused with net/http's answers (400, 431, 501, 505, 417),
