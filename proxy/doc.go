@@ -105,7 +105,10 @@
 //
 // [Listen] serves a reverse proxy's clients with an HTTP/1.1 engine of its
 // own (engine.go) that parses every request with net/http's parser
-// ([http.ReadRequest]) and checks it as net/http's server does; it frames
+// ([http.ReadRequest]) and checks it as net/http's server does (a head of
+// the common shape that came whole is read by a reader of its own,
+// engine_head.go, to the request net/http's parser returns for the same
+// bytes: FuzzRequestHeadParser compares the two); it frames
 // responses and keeps connections by net/http's rules, and refuses with
 // net/http's answers: what net/http refuses never reaches the handler.
 // It differs in one thing, its cost: net/http reads the connection on a

@@ -20,7 +20,8 @@ import (
 )
 
 // engine is the HTTP/1.1 server a reverse proxy's clients talk to: the
-// request is read by net/http's own parser ([http.ReadRequest]) and checked
+// request is read by net/http's own parser ([http.ReadRequest]), or to the
+// same request by readHeadFast for a head of the common shape, and checked
 // as net/http's server checks it (the protocol version, the Host header,
 // every header name and value, the head's size and how long it may take
 // to arrive), refused with net/http's answers (400, 431, 501, 505, 417),
@@ -368,21 +369,35 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 		peek, _ := c.br.Peek(4)
 		_, _ = c.br.Discard(numLeadingCRorLF(peek))
 	}
-	// The head as it arrives: the Host headers of a request whose target
-	// names a host are read from it (http.ReadRequest keeps the target's).
 	c.lr.capture = c.lr.capture[:0]
-	if n := c.br.Buffered(); n > 0 {
-		p, _ := c.br.Peek(n)
-		c.lr.capture = append(c.lr.capture, p...)
-	}
-	c.lr.capturing = true
-	req, err := http.ReadRequest(c.br)
-	c.lr.capturing = false
-	if err != nil {
-		if c.lr.hit {
-			return nil, errHeadTooLarge431
+	if c.br.Buffered() == 0 {
+		// The first read, as http.ReadRequest's would be (a failure is
+		// the one it would return): a head that came whole is in it.
+		if _, err := c.br.Peek(1); err != nil {
+			return nil, err
 		}
-		return nil, err
+	}
+	// A head of the common shape already in the buffer is read without
+	// net/http's parser, to the same request (engine_head.go).
+	req := readHeadFast(c.br)
+	if req == nil {
+		// The head as it arrives: the Host headers of a request whose
+		// target names a host are read from it (http.ReadRequest keeps
+		// the target's).
+		if n := c.br.Buffered(); n > 0 {
+			p, _ := c.br.Peek(n)
+			c.lr.capture = append(c.lr.capture, p...)
+		}
+		c.lr.capturing = true
+		var err error
+		req, err = http.ReadRequest(c.br)
+		c.lr.capturing = false
+		if err != nil {
+			if c.lr.hit {
+				return nil, errHeadTooLarge431
+			}
+			return nil, err
+		}
 	}
 	c.lr.remain = 1<<63 - 1
 	// The head's deadline ends with the head: a body's reads have their
