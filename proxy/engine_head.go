@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strings"
-	"sync"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -62,7 +60,7 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 	eol := indexCRLF(head, 0)
 	line := head[:eol]
 	sp := 0
-	for sp < len(line) && isTokenByte[line[sp]] {
+	for sp < len(line) && tokenBytes[line[sp]] {
 		sp++
 	}
 	if sp == 0 || sp >= len(line) || line[sp] != ' ' {
@@ -106,7 +104,7 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 		canon, upper := true, true
 		for colon < len(line) {
 			c := line[colon]
-			if !isTokenByte[c] {
+			if !tokenBytes[c] {
 				break
 			}
 			if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
@@ -127,7 +125,8 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 		v = trimSPHT(v)
 		key := line[:colon]
 		if !canon {
-			key = canonicalKey(key)
+			var kb [64]byte
+			key = canonicalKey(kb[:0], key)
 		}
 		switch key {
 		case "Host":
@@ -237,7 +236,8 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 		Body:          http.NoBody,
 	}
 	if n > 0 {
-		a.body = clBody{src: io.LimitedReader{R: br, N: n}, closing: closing}
+		a.body.lr = io.LimitedReader{R: br, N: n}
+		a.body.src, a.body.closing = &a.body.lr, closing
 		req.Body = &a.body
 	}
 	return req
@@ -254,7 +254,7 @@ type field struct{ key, val string }
 type fastAlloc struct {
 	req  http.Request
 	url  url.URL
-	body clBody
+	body wireBody
 	strs [12]string // (the values of a head of up to 12 lines)
 }
 
@@ -300,46 +300,6 @@ func trimSPHT(s string) string {
 	return s
 }
 
-// isTokenByte says which bytes make up a token (a method, a header name).
-var isTokenByte = func() (t [256]bool) {
-	for c := range 128 {
-		t[c] = httpguts.IsTokenRune(rune(c))
-	}
-	return t
-}()
-
-// canonicalKey is textproto.CanonicalMIMEHeaderKey(name) for a token
-// name not in canonical form, without allocating for the names an MCP
-// client whose names are in lower case sends and textproto does not
-// keep a copy of.
-func canonicalKey(name string) string {
-	if len(name) <= 32 {
-		var b [32]byte
-		upper := true
-		for i := 0; i < len(name); i++ {
-			c := name[i]
-			if upper && 'a' <= c && c <= 'z' {
-				c -= 'a' - 'A'
-			} else if !upper && 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			b[i] = c
-			upper = c == '-'
-		}
-		switch string(b[:len(name)]) {
-		case "Mcp-Session-Id":
-			return "Mcp-Session-Id"
-		case "Mcp-Protocol-Version":
-			return "Mcp-Protocol-Version"
-		case "Last-Event-Id":
-			return "Last-Event-Id"
-		case "Sec-Fetch-Mode":
-			return "Sec-Fetch-Mode"
-		}
-	}
-	return textproto.CanonicalMIMEHeaderKey(name)
-}
-
 // isPathByte says which bytes of a path url.URL keeps as they are (no
 // escape to undo, none to add).
 var isPathByte = func() (t [256]bool) {
@@ -349,67 +309,3 @@ var isPathByte = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// clBody is a body of a declared length, read as net/http reads one it
-// framed by its Content-Length: an io.ErrUnexpectedEOF for one cut short,
-// io.EOF with the last bytes, http.ErrBodyReadAfterClose after Close,
-// and a Close that reads the rest unless the connection is closing.
-type clBody struct {
-	src     io.LimitedReader
-	closing bool
-
-	mu     sync.Mutex
-	sawEOF bool
-	closed bool
-}
-
-func (b *clBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return 0, http.ErrBodyReadAfterClose
-	}
-	return b.readLocked(p)
-}
-
-func (b *clBody) readLocked(p []byte) (int, error) {
-	if b.sawEOF {
-		return 0, io.EOF
-	}
-	n, err := b.src.Read(p)
-	if err == io.EOF {
-		b.sawEOF = true
-		if b.src.N > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-	}
-	if err == nil && n > 0 && b.src.N == 0 {
-		err = io.EOF
-		b.sawEOF = true
-	}
-	return n, err
-}
-
-func (b *clBody) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil
-	}
-	var err error
-	if !b.sawEOF && !b.closing {
-		_, err = io.Copy(io.Discard, clBodyLocked{b})
-	}
-	b.closed = true
-	return err
-}
-
-// clBodyLocked reads a clBody whose mutex is held.
-type clBodyLocked struct{ b *clBody }
-
-func (l clBodyLocked) Read(p []byte) (int, error) {
-	if l.b.closed {
-		return 0, http.ErrBodyReadAfterClose
-	}
-	return l.b.readLocked(p)
-}

@@ -448,9 +448,11 @@ func valueByte(c byte) bool {
 	return c >= ' ' && c != 0x7f || c == '\t'
 }
 
-// canonicalKey is the canonical form of the token k (as textproto makes
-// it), built in buf; a common key is interned.
-func canonicalKey(buf, k []byte) string {
+// canonicalKey is the canonical form of the token k, as
+// textproto.CanonicalMIMEHeaderKey makes it, built in buf; a name common
+// in MCP traffic (its lower-case spellings from Node's fetch included) is
+// interned, so that it allocates nothing.
+func canonicalKey[K string | []byte](buf []byte, k K) string {
 	buf = append(buf, k...)
 	upper := true
 	for i, c := range buf {
@@ -463,6 +465,12 @@ func canonicalKey(buf, k []byte) string {
 		upper = c == '-'
 	}
 	switch string(buf) {
+	case "Accept":
+		return "Accept"
+	case "Accept-Encoding":
+		return "Accept-Encoding"
+	case "Authorization":
+		return "Authorization"
 	case "Cache-Control":
 		return "Cache-Control"
 	case "Connection":
@@ -477,20 +485,30 @@ func canonicalKey(buf, k []byte) string {
 		return "Date"
 	case "Etag":
 		return "Etag"
+	case "Host":
+		return "Host"
 	case "Keep-Alive":
 		return "Keep-Alive"
+	case "Last-Event-Id":
+		return "Last-Event-Id"
 	case "Mcp-Session-Id":
 		return "Mcp-Session-Id"
 	case "Mcp-Protocol-Version":
 		return "Mcp-Protocol-Version"
+	case "Origin":
+		return "Origin"
 	case "Pragma":
 		return "Pragma"
+	case "Sec-Fetch-Mode":
+		return "Sec-Fetch-Mode"
 	case "Server":
 		return "Server"
 	case "Trailer":
 		return "Trailer"
 	case "Transfer-Encoding":
 		return "Transfer-Encoding"
+	case "User-Agent":
+		return "User-Agent"
 	case "Vary":
 		return "Vary"
 	case "X-Accel-Buffering":
@@ -499,10 +517,12 @@ func canonicalKey(buf, k []byte) string {
 	return string(buf)
 }
 
-// wireBody is a response body as net/http's own for a response read by
-// http.ReadResponse: Content-Length limited (an early end is
-// io.ErrUnexpectedEOF, the last bytes come with io.EOF), chunked (the
-// trailer read into the response's at the end), or read to the close.
+// wireBody is a body as net/http's own for a response read by
+// http.ReadResponse, or a request by http.ReadRequest: Content-Length
+// limited (an early end is io.ErrUnexpectedEOF, the last bytes come with
+// io.EOF; Close reads the rest unless the connection is closing), chunked
+// (the trailer read into the response's at the end), or read to the
+// close; http.ErrBodyReadAfterClose after Close.
 type wireBody struct {
 	src     io.Reader
 	lr      io.LimitedReader
