@@ -76,6 +76,9 @@ type Status struct {
 	Routes  []RouteInfo   `json:"routes,omitempty"`
 	Started time.Time     `json:"started"`
 	Stats   capture.Stats `json:"stats"`
+	// Paused says why the store records nothing now (no room on its
+	// disk, its size bound reached); empty while it records.
+	Paused string `json:"paused,omitempty"`
 }
 
 // RouteInfo is one route of a recorder: its name, its upstream (redacted)

@@ -103,7 +103,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}()
 	// Like a recorder, announce a read API, so that `ls` and `show` work
 	// while the dashboard holds the store, and point others at it.
-	unannounce, err := announce(store, *data, d.url())
+	unannounce, err := announce(store, *data, d.url(), func() string { return pausedReason(store) })
 	if err != nil {
 		return errors.Join(err, d.close())
 	}
@@ -163,7 +163,7 @@ func recorderHolds(dir string, pid int) error {
 
 // announce serves the read API of remotestore on a loopback port and
 // announces it, with the dashboard's URL, in the data directory.
-func announce(store capture.Store, data, dashURL string) (func(), error) {
+func announce(store capture.Store, data, dashURL string, paused func() string) (func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("starting the local API: %w", err)
@@ -171,7 +171,7 @@ func announce(store capture.Store, data, dashURL string) (func(), error) {
 	token := remotestore.NewToken()
 	started := time.Now()
 	api := &http.Server{Handler: remotestore.Handler(store, token, &remotestore.HandlerOptions{Status: func() remotestore.Status {
-		return remotestore.Status{PID: os.Getpid(), Started: started}
+		return remotestore.Status{PID: os.Getpid(), Started: started, Paused: paused()}
 	}}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = api.Serve(ln) }()
 	remove, err := remotestore.WriteAnnouncement(data, remotestore.Announcement{PID: os.Getpid(), API: "http://" + ln.Addr().String(), Token: token, Dashboard: dashURL})

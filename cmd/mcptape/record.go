@@ -486,7 +486,8 @@ func (rs *recording) serveAPI(c *recordConfig) error {
 	listen := rs.srv.URL()
 	rs.api = &http.Server{Handler: remotestore.Handler(rs.store, token, &remotestore.HandlerOptions{
 		Status: func() remotestore.Status {
-			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Routes: rs.routeInfos(), Started: started, Stats: rs.rec.Stats()}
+			return remotestore.Status{PID: os.Getpid(), Listen: listen, Upstream: rs.upstream, Routes: rs.routeInfos(), Started: started, Stats: rs.rec.Stats(),
+				Paused: pausedReason(rs.store)}
 		},
 		AddRoute: rs.addRoute(),
 		// A read sees everything forwarded before it: `export` right

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRecordOnADiskSmallerThanMinFree: on a real 64 MiB tmpfs, under the
@@ -115,5 +117,65 @@ func TestWrapOnADiskSmallerThanMinFree(t *testing.T) {
 	code, after, errOut := mcptape(t, "ls", "--data", data)
 	if m2 := notRecorded.FindStringSubmatch(after); code != 0 || m2 == nil || m2[1] != m[1] {
 		t.Errorf("ls after the dashboard stopped: exit %d; want the same %s messages not recorded:\n%s%s", code, m[1], after, errOut)
+	}
+}
+
+// TestDashboardOnADiskSmallerThanMinFree: a dashboard that owns a store on
+// a 64 MiB tmpfs (under the default --min-free of 256 MiB) is handed a
+// wrap's messages through a spool folder on a larger disk. It cannot
+// store them, and keeps them in the spool until it can: `ls` says that
+// recording is paused, and why, while the dashboard runs (before: "no
+// sessions recorded yet" and nothing else), and shows the wrap's session
+// from its spool once the dashboard stopped: nothing was lost.
+func TestDashboardOnADiskSmallerThanMinFree(t *testing.T) {
+	disk := tmpfs(t, "64m")
+	data := filepath.Join(disk, "store")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := startChild(t, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
+	d.wait(t, "dashboard of")
+	// The wraps' spools on a disk with room: only the store lacks it.
+	spoolDir := filepath.Join(data, "spool")
+	if err := os.MkdirAll(spoolDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", spoolDir, "tmpfs", 0, "size=512m,mode=0700"); err != nil {
+		t.Skipf("mounting a second tmpfs for the spools: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(spoolDir, unix.MNT_DETACH) })
+
+	cmd := mcptapeCmd(t, append([]string{"wrap", "--data", data, "--name", "waiting", "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	watchdog(t, cmd, "the wrap", nil)
+	c := &lineClient{in: in, out: bufio.NewReader(out)}
+	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)
+	c.call(t, 2, "tools/call", `{"name":"echo","arguments":{"text":"for a full store"}}`)
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the wrap: %v", err)
+	}
+
+	paused := regexp.MustCompile(`\(recording is paused in the process that holds the store, pid \d+: .*--min-free.*what wraps hand it waits in their spools`)
+	code, lsOut, errOut := mcptape(t, "ls", "--data", data)
+	if code != 0 || !paused.MatchString(lsOut) {
+		t.Errorf("ls while the dashboard holds the store: exit %d; want it to say recording is paused, and why:\n%s%s", code, lsOut, errOut)
+	}
+	if code := d.interrupt(t); code != 0 {
+		t.Fatalf("the dashboard exited %d:\n%s%s", code, d.out.String(), d.errOut.String())
+	}
+	code, lsOut, errOut = mcptape(t, "ls", "--data", data)
+	if code != 0 || !strings.Contains(lsOut, "waiting") || strings.Contains(lsOut, "not recorded") {
+		t.Errorf("ls after the dashboard stopped: exit %d; want the wrap's session from its spool, nothing lost:\n%s%s", code, lsOut, errOut)
 	}
 }

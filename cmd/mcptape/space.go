@@ -57,6 +57,14 @@ func warnNoRoom(w io.Writer, dir string, st *badgerstore.Store) {
 		"(`mcptape ls` shows the count).\n", sp.Reason)
 }
 
+// pausedReason is why st records nothing now, or empty.
+func pausedReason(st *badgerstore.Store) string {
+	if sp := st.Space(); sp.Paused {
+		return sp.Reason
+	}
+	return ""
+}
+
 // saveLost writes lostFile for a recording that lost messages, and
 // removes it after one that lost none.
 func saveLost(dir string, from time.Time, stats capture.Stats, reason string) {
@@ -96,6 +104,9 @@ func printLost(ctx context.Context, w io.Writer, dir string, store openedStore) 
 				fmt.Fprintf(w, ": %s", clean(st.Stats.LastError))
 			}
 			fmt.Fprintln(w, ")")
+		}
+		if st.Paused != "" {
+			fmt.Fprintf(w, "(recording is paused in the process that holds the store, pid %d: %s; what wraps hand it waits in their spools until it records again)\n", st.PID, clean(st.Paused))
 		}
 		since = st.Started
 		if since.IsZero() {
