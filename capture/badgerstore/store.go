@@ -106,7 +106,8 @@ type Options struct {
 	// smaller, so that the table builders of Badger's compactions, which
 	// Badger keeps eight of at the size they grew to, stay small; and on
 	// Linux the pages of the table files Badger has mapped are let go of
-	// as the writes go (see releaseMapped), so that what was written does
+	// as the writes go, every 250ms (see releaseMapped; a store for
+	// recording lets go of them every 5s), so that what was written does
 	// not stay in the process's resident memory. False sizes it for
 	// recording.
 	BulkLoad bool
@@ -239,7 +240,8 @@ type Store struct {
 	space     *space // the free-space floor and the size bound
 	readOnly  bool
 	// unmapper lets go of the mapped table files' pages now and then
-	// (Options.BulkLoad on disk); nil otherwise.
+	// (a writable store on disk; often for Options.BulkLoad); nil
+	// otherwise.
 	unmapper *unmapper
 	unreg    func() // unregisters the metrics
 }
@@ -308,8 +310,12 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 		}
 	}
 	s.space.start()
-	if opts.BulkLoad && !opts.InMemory && !opts.ReadOnly {
-		s.unmapper = startUnmapper(dir)
+	if !opts.InMemory && !opts.ReadOnly {
+		every := unmapRecordingEvery
+		if opts.BulkLoad {
+			every = unmapEvery
+		}
+		s.unmapper = startUnmapper(dir, every)
 	}
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
 	return s, nil

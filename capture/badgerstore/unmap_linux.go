@@ -17,14 +17,20 @@ type unmapper struct {
 	done    chan struct{}
 }
 
-// unmapEvery is how often a BulkLoad store lets go of its mapped pages.
-const unmapEvery = 250 * time.Millisecond
+// unmapEvery is how often a BulkLoad store lets go of its mapped pages;
+// unmapRecordingEvery how often a recording's store does (its tables
+// grow slowly: after a day of small calls, or a few 1 MiB results, they
+// were tens of MB of the recorder's resident memory).
+var (
+	unmapEvery          = 250 * time.Millisecond
+	unmapRecordingEvery = 5 * time.Second
+)
 
-func startUnmapper(dir string) *unmapper {
+func startUnmapper(dir string, every time.Duration) *unmapper {
 	u := &unmapper{stopped: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(u.done)
-		t := time.NewTicker(unmapEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
