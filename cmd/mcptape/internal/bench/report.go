@@ -554,7 +554,7 @@ func roundSpread(ratio float64, m, o []float64, other string) string {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	out := 0
 	for i := range m {
-		if o[i] <= 0 {
+		if o[i] <= 0 || m[i] <= 0 {
 			out++ // a figure at or below zero is noise: no ratio
 			continue
 		}
@@ -565,7 +565,7 @@ func roundSpread(ratio float64, m, o []float64, other string) string {
 	}
 	s := fmt.Sprintf(" (mcptape ÷ %s: %.2f; round by round %.2f–%.2f", other, ratio, lo, hi)
 	if out > 0 {
-		s += fmt.Sprintf("; %d of %d rounds left out, where %s's figure was not above zero", out, len(m), other)
+		s += fmt.Sprintf("; %d of %d rounds left out, where a figure was not above zero", out, len(m))
 	}
 	return s + ")"
 }
