@@ -474,24 +474,39 @@ func benchRequest() *http.Request {
 // BenchmarkRequestHead writes an echo call's request: own is
 // writeRequest, net/http is Request.Write.
 func BenchmarkRequestHead(b *testing.B) {
-	for _, own := range []bool{true, false} {
-		b.Run(map[bool]string{true: "own", false: "net/http"}[own], func(b *testing.B) {
-			r := benchRequest()
-			rd := bytes.NewReader(nil)
-			body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
-			r.Body = io.NopCloser(rd)
-			bw := bufio.NewWriterSize(io.Discard, 4<<10)
+	op := func(own bool) func() {
+		r := benchRequest()
+		rd := bytes.NewReader(nil)
+		body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+		r.Body = io.NopCloser(rd)
+		bw := bufio.NewWriterSize(io.Discard, 4<<10)
+		return func() {
+			rd.Reset(body)
+			if own {
+				if !writeRequest(bw, r, nil) {
+					b.Fatal("declined")
+				}
+			} else if err := r.Write(bw); err != nil {
+				b.Fatal(err)
+			}
+			bw.Flush()
+		}
+	}
+	own, ref := op(true), op(false)
+	allocTarget(b, "writing a request with its body in memory", own, ref)
+	runOwnAndRef(b, own, ref)
+}
+
+// runOwnAndRef runs own and ref as the sub-benchmarks own and net/http.
+func runOwnAndRef(b *testing.B, own, ref func()) {
+	for _, bc := range []struct {
+		name string
+		run  func()
+	}{{"own", own}, {"net/http", ref}} {
+		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				rd.Reset(body)
-				if own {
-					if !writeRequest(bw, r, nil) {
-						b.Fatal("declined")
-					}
-				} else if err := r.Write(bw); err != nil {
-					b.Fatal(err)
-				}
-				bw.Flush()
+				bc.run()
 			}
 		})
 	}
@@ -503,30 +518,33 @@ func BenchmarkResponseHead(b *testing.B) {
 	data := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: 6f1c0a4e-3b0e-4f8e-9d61-1a2b3c4d5e6f\r\n" +
 		"Date: Mon, 01 Jan 2024 00:00:00 GMT\r\nContent-Length: 77\r\n\r\n" +
 		`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hello"}]}}`)
-	for _, own := range []bool{true, false} {
-		b.Run(map[bool]string{true: "own", false: "net/http"}[own], func(b *testing.B) {
-			rd := bytes.NewReader(data)
-			br := bufio.NewReaderSize(rd, 32<<10)
-			req := benchRequest()
-			b.ReportAllocs()
-			for b.Loop() {
-				rd.Reset(data)
-				br.Reset(rd)
-				br.Peek(1)
-				res, ok := (*http.Response)(nil), false
-				if own {
-					res, ok = readResponse(br, req)
+	op := func(own bool) func() {
+		rd := bytes.NewReader(data)
+		br := bufio.NewReaderSize(rd, 32<<10)
+		req := benchRequest()
+		return func() {
+			rd.Reset(data)
+			br.Reset(rd)
+			br.Peek(1)
+			res, ok := (*http.Response)(nil), false
+			if own {
+				if res, ok = readResponse(br, req); !ok {
+					b.Fatal("declined")
 				}
-				if !ok {
-					var err error
-					if res, err = http.ReadResponse(br, req); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := io.Copy(io.Discard, res.Body); err != nil {
+			}
+			if !ok {
+				var err error
+				if res, err = http.ReadResponse(br, req); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
+			if _, err := io.Copy(io.Discard, res.Body); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
+	own, ref := op(true), op(false)
+	// (the body read to its end counts on both sides)
+	allocTarget(b, "reading a response head and its small body", own, ref)
+	runOwnAndRef(b, own, ref)
 }
