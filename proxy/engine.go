@@ -380,7 +380,8 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 	// A head of the common shape already in the buffer is read without
 	// net/http's parser, to the same request (engine_head.go).
 	req := readHeadFast(c.br)
-	if req == nil {
+	fast := req != nil
+	if !fast {
 		// The head as it arrives: the Host headers of a request whose
 		// target names a host are read from it (http.ReadRequest keeps
 		// the target's).
@@ -421,20 +422,34 @@ func (c *econn) readRequest(lastPOST bool) (*http.Request, error) {
 	if len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]) {
 		return nil, statusError{http.StatusBadRequest, "malformed Host header"}
 	}
-	for k, vv := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, statusError{http.StatusBadRequest, "invalid header name"}
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, statusError{http.StatusBadRequest, "invalid header value"}
-			}
+	// The fast reader takes only token names and values without control
+	// bytes, which is what these checks ask: only what net/http's parser
+	// gave is checked again.
+	if !fast {
+		if err := checkFields(req.Header); err != nil {
+			return nil, err
 		}
 	}
 	if h2Upgrade {
 		req.Close = true
 	}
 	return req, nil
+}
+
+// checkFields refuses a header with a name that is not a token or a value
+// with control bytes, as net/http's server does.
+func checkFields(h http.Header) error {
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return statusError{http.StatusBadRequest, "invalid header name"}
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return statusError{http.StatusBadRequest, "invalid header value"}
+			}
+		}
+	}
+	return nil
 }
 
 // hosts are the request's Host header values. http.ReadRequest drops the

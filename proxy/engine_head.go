@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -117,12 +118,10 @@ func readHeadFast(br *bufio.Reader) *http.Request {
 			return nil // a folded line, a space before the colon, a bad name
 		}
 		v := line[colon+1:]
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-				return nil
-			}
+		if !plainValue(v) {
+			return nil
 		}
-		v = trimSPHT(v)
+		v = textproto.TrimString(v) // (no CR or LF is left in it to trim)
 		key := line[:colon]
 		if !canon {
 			var kb [64]byte
@@ -288,16 +287,6 @@ var crlfcrlf, cr = []byte("\r\n\r\n"), []byte("\r")
 // with a CRLF).
 func indexCRLF(head string, from int) int {
 	return from + strings.IndexByte(head[from:], '\r')
-}
-
-func trimSPHT(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // isPathByte says which bytes of a path url.URL keeps as they are (no

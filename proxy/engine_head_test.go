@@ -303,17 +303,7 @@ func benchmarkReadHead(b *testing.B, name string) {
 	fast := op(readHeadFast)
 	ref := op(func(br *bufio.Reader) *http.Request { req, _ := http.ReadRequest(br); return req })
 	allocTarget(b, "reading a request head of the common shape", fast, ref)
-	for _, bc := range []struct {
-		name string
-		run  func()
-	}{{"fast", fast}, {"net-http", ref}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				bc.run()
-			}
-		})
-	}
+	runOwnAndRef(b, fast, ref)
 }
 
 // allocTarget is the target of the benchmarks of the proxy's own head

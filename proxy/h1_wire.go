@@ -218,7 +218,7 @@ func uriBytes(s string) bool {
 // that Write's only change to it is trimming spaces and tabs at its ends.
 func plainValue(v string) bool {
 	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+		if !valueByte(v[i]) {
 			return false
 		}
 	}

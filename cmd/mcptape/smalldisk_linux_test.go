@@ -79,19 +79,7 @@ func TestWrapOnADiskSmallerThanMinFree(t *testing.T) {
 	d := startChild(t, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
 	d.wait(t, "dashboard of")
 
-	cmd := mcptapeCmd(t, append([]string{"wrap", "--data", data, "--name", "small", "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	watchdog(t, cmd, "the wrap", nil)
+	cmd, in, out, stderr := startWrap(t, append([]string{"wrap", "--data", data, "--name", "small", "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
 	c := &lineClient{in: in, out: bufio.NewReader(out)}
 	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)
 	if got := c.call(t, 2, "tools/call", `{"name":"echo","arguments":{"text":"on a small disk"}}`); !strings.Contains(got, "on a small disk") {
@@ -99,7 +87,7 @@ func TestWrapOnADiskSmallerThanMinFree(t *testing.T) {
 	}
 	in.Close()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the wrap: %v", err)
+		t.Fatalf("the wrap: %v; stderr:\n%s", err, stderr.String())
 	}
 
 	notRecorded := regexp.MustCompile(`\((\d+) message\(s\) not recorded by the last recording, .*: the disk is nearly full.* free space on that disk, or record into a directory on a larger disk \(--data DIR\)\)`)
@@ -145,26 +133,7 @@ func TestDashboardOnADiskSmallerThanMinFree(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(spoolDir, unix.MNT_DETACH) })
 
-	cmd := mcptapeCmd(t, append([]string{"wrap", "--data", data, "--name", "waiting", "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	watchdog(t, cmd, "the wrap", nil)
-	c := &lineClient{in: in, out: bufio.NewReader(out)}
-	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)
-	c.call(t, 2, "tools/call", `{"name":"echo","arguments":{"text":"for a full store"}}`)
-	in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the wrap: %v", err)
-	}
+	runWrapped(t, data, "waiting", 1)
 
 	paused := regexp.MustCompile(`\(recording is paused in the process that holds the store, pid \d+: .*--min-free.*what wraps hand it waits in their spools`)
 	code, lsOut, errOut := mcptape(t, "ls", "--data", data)
