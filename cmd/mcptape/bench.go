@@ -28,6 +28,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	targets := fs.String("targets", "all", "comma-separated targets: "+strings.Join(bench.AllTargets, ",")+" (direct always runs: it is the baseline)")
 	fs.IntVar(&c.Rounds, "rounds", 5, "rounds per scenario; in each, every target gets one batch, in rotating order")
 	fs.DurationVar(&c.Batch, "batch", time.Second, "how long one target's batch lasts")
+	fs.StringVar(&c.Interleave, "interleave", bench.InterleaveBursts, "how a round interleaves the targets of a single caller's scenario (echo1, sampling, mrtr, replay): "+
+		"bursts (--burst calls to each target in turn, over and over, so that the machine's drift falls on every target alike) or batches (one --batch per target in turn, "+
+		"as scenarios with several callers always do)")
+	fs.IntVar(&c.Burst, "burst", 32, "calls to one target before the next one's turn, with --interleave bursts; 1 makes each call arrive at a proxy that was idle since its last one")
 	fs.IntVar(&c.Calls, "calls", 0, "if > 0, a batch is this many calls instead of --batch long (not the huge scenario: see --huge-calls)")
 	fs.DurationVar(&c.Warmup, "warmup", 200*time.Millisecond, "unmeasured calls per target before a scenario's first round (0: one call per worker)")
 	fs.IntVar(&c.Concurrency, "concurrency", 32, "concurrent callers in the echo32 scenario")
@@ -67,13 +71,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		name string
 		n    int
 	}{{"--rounds", c.Rounds}, {"--concurrency", c.Concurrency}, {"--big-concurrency", c.BigConc}, {"--sse-steps", c.SSESteps},
-		{"--sse-concurrency", c.SSEConc}, {"--huge-concurrency", c.HugeConc}, {"--huge-calls", c.HugeCalls}, {"--replay-calls", c.ReplayCalls}, {"--big-bytes", c.BigBytes}, {"--huge-bytes", c.HugeBytes}} {
+		{"--sse-concurrency", c.SSEConc}, {"--huge-concurrency", c.HugeConc}, {"--huge-calls", c.HugeCalls}, {"--replay-calls", c.ReplayCalls}, {"--burst", c.Burst}, {"--big-bytes", c.BigBytes}, {"--huge-bytes", c.HugeBytes}} {
 		if v.n < 1 {
 			return usagef("%s must be at least 1", v.name)
 		}
 	}
 	if c.Batch <= 0 && c.Calls <= 0 {
 		return usagef("--batch must be positive (or give --calls)")
+	}
+	if c.Interleave != bench.InterleaveBursts && c.Interleave != bench.InterleaveBatches {
+		return usagef("--interleave must be %s or %s", bench.InterleaveBursts, bench.InterleaveBatches)
 	}
 	if c.SSEDuration < time.Millisecond {
 		return usagef("--sse-duration must be at least 1ms")

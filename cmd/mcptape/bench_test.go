@@ -159,6 +159,8 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "--scenarios", "echo1,nope"},
 		{"bench", "--targets", "haproxy"},
 		{"bench", "--rounds", "0"},
+		{"bench", "--interleave", "calls"},
+		{"bench", "--burst", "0"},
 		{"bench", "extra"},
 	} {
 		code, _, errOut := mcptape(t, args...)

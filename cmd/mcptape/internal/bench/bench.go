@@ -42,6 +42,12 @@ const (
 // AllTargets are the target names.
 var AllTargets = []string{tgDirect, tgPlain, tgNginx, tgMcptape, tgForward, tgMITM}
 
+// The ways a round interleaves a single caller's targets.
+const (
+	InterleaveBursts  = "bursts"
+	InterleaveBatches = "batches"
+)
+
 // tgReplay is `mcptape replay server`, which only the replay scenario
 // measures, beside direct.
 const tgReplay = "replay"
@@ -55,6 +61,12 @@ type Config struct {
 	Batch     time.Duration // how long one batch lasts, unless Calls > 0
 	Calls     int           // calls per batch instead of Batch (not the huge scenario)
 	Warmup    time.Duration // unmeasured calls per target before a scenario (0: one per worker)
+	// Interleave is how a round spreads a single caller's scenario over
+	// the targets: InterleaveBursts (Burst calls to each, in turn, over
+	// and over) or InterleaveBatches (one batch each, in turn). Scenarios
+	// with several callers always run one batch per target.
+	Interleave string
+	Burst      int // calls per target per turn with InterleaveBursts
 
 	Concurrency int           // callers in echo32
 	BigBytes    int           // result size in big

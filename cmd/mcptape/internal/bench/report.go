@@ -67,7 +67,7 @@ func machine(nginx string) machineInfo {
 
 func (c *Config) toJSON() map[string]any {
 	return map[string]any{
-		"scenarios": c.Scenarios, "targets": c.Targets, "rounds": c.Rounds, "batch": c.Batch.String(), "calls": c.Calls,
+		"scenarios": c.Scenarios, "targets": c.Targets, "rounds": c.Rounds, "batch": c.Batch.String(), "calls": c.Calls, "interleave": c.Interleave, "burst": c.Burst,
 		"warmup": c.Warmup.String(), "concurrency": c.Concurrency, "big_bytes": c.BigBytes, "big_concurrency": c.BigConc,
 		"sse_duration": c.SSEDuration.String(), "sse_steps": c.SSESteps, "sse_concurrency": c.SSEConc,
 		"huge_bytes": c.HugeBytes, "huge_concurrency": c.HugeConc, "huge_calls": c.HugeCalls,
@@ -398,8 +398,13 @@ func (r *Report) writeMarkdown(w io.Writer) {
 	if n, _ := r.Config["calls"].(int); n > 0 {
 		batch = fmt.Sprintf("%d-call batch", n)
 	}
-	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario, each round one %s per target in rotating order (interleaved); %s in all\n",
-		r.Config["rounds"], batch, r.Duration.Round(time.Second))
+	single := ""
+	if r.Config["interleave"] == InterleaveBursts {
+		single = fmt.Sprintf("; a scenario with a single caller spreads each round over its targets in bursts of %d calls to each in turn, over and over "+
+			"(about the same calls per target as a %s each, but spread over the same stretch of time; its calls/s is calls over the time spent in them)", r.Config["burst"], batch)
+	}
+	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario, each round one %s per target in rotating order (interleaved)%s; %s in all\n",
+		r.Config["rounds"], batch, single, r.Duration.Round(time.Second))
 	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (without mcptape's fix for the request-body race that cuts streams); "+
 		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
 		"mcptape-forward = `mcptape record --forward`, the load generator using it as its HTTP proxy; "+

@@ -164,6 +164,68 @@ func runBatch(ctx context.Context, ws []*worker, sc *scenarioSpec, calls int, d 
 	return b
 }
 
+// paired reports whether a scenario's rounds interleave their targets in
+// short bursts instead of one long batch each: a single caller's latency,
+// on a machine whose speed drifts from one second to the next by more than
+// the differences measured, is compared fairly only when every target's
+// calls are spread over the same stretch of time.
+func (e *benchEnv) paired(sc *scenarioSpec, live []*target) bool {
+	return e.cfg.Interleave == InterleaveBursts && sc.conc == 1 && len(live) > 1
+}
+
+// runInterleaved makes burst calls with each worker in turn (ws[i] calls
+// target i), over and over, until each made about calls calls (calls > 0)
+// or for d, and returns each target's batch. A batch's elapsed time is the
+// time spent in its own calls, so its calls/s is what a single caller
+// would get from it alone.
+func runInterleaved(ctx context.Context, ws []*worker, sc *scenarioSpec, burst, calls int, d time.Duration) []*batchResult {
+	out := make([]*batchResult, len(ws))
+	for i := range out {
+		out[i] = &batchResult{}
+	}
+	burst = max(burst, 1)
+	deadline := time.Now().Add(d)
+turns:
+	for n := 0; ctx.Err() == nil; n += burst {
+		k := burst
+		if calls > 0 {
+			if n >= calls {
+				break
+			}
+			k = min(k, calls-n)
+		} else if !time.Now().Before(deadline) {
+			break
+		}
+		for i, w := range ws {
+			if w.broken != nil {
+				continue
+			}
+			b := out[i]
+			for range k {
+				start := time.Now()
+				s, err := sc.call(w, ctx)
+				b.elapsed += time.Since(start)
+				if err != nil {
+					if ctx.Err() != nil {
+						break turns
+					}
+					b.fail(err)
+					if errKind(err) == errTransport {
+						time.Sleep(10 * time.Millisecond) // a dead target fails fast; do not spin
+					}
+					continue
+				}
+				b.calls++
+				b.lats = append(b.lats, s.lat)
+				if sc.first {
+					b.firsts = append(b.firsts, s.first)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // accum gathers one target's batches over a scenario's rounds.
 type accum struct {
 	batchResult
@@ -348,16 +410,44 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 	if calls == 0 {
 		calls = cfg.Calls
 	}
+	paired := e.paired(sc, live)
 	for r := range cfg.Rounds {
 		var line []string
+		order := make([]*target, len(live))
 		for k := range live {
-			t := live[(r+k)%len(live)]
-			cpu0 := cpuTicks(t)
-			b := runBatch(ctx, workers[t.name], sc, calls, d)
-			cpu1 := cpuTicks(t)
-			if err := cmp.Or(ctx.Err(), e.checkChildren()); err != nil {
-				return nil, err
+			order[k] = live[(r+k)%len(live)]
+		}
+		var (
+			batches    []*batchResult
+			cpu0, cpu1 []int64
+		)
+		if paired {
+			// A burst of calls to each target in turn: the machine's drift
+			// over the round falls on every target alike.
+			for _, t := range order {
+				cpu0 = append(cpu0, cpuTicks(t))
 			}
+			ws := make([]*worker, len(order))
+			for k, t := range order {
+				ws[k] = workers[t.name][0]
+			}
+			batches = runInterleaved(ctx, ws, sc, cfg.Burst, calls, d*time.Duration(len(order)))
+			for _, t := range order {
+				cpu1 = append(cpu1, cpuTicks(t))
+			}
+		} else {
+			for _, t := range order {
+				c0 := cpuTicks(t)
+				batches = append(batches, runBatch(ctx, workers[t.name], sc, calls, d))
+				cpu0, cpu1 = append(cpu0, c0), append(cpu1, cpuTicks(t))
+			}
+		}
+		if err := cmp.Or(ctx.Err(), e.checkChildren()); err != nil {
+			return nil, err
+		}
+		for k, t := range order {
+			b := batches[k]
+			cpu0, cpu1 := cpu0[k], cpu1[k]
 			a := acc[t.name]
 			a.merge(b)
 			a.cpuTicks += cpu1 - cpu0
