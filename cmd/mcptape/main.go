@@ -14,10 +14,17 @@ import (
 	"syscall"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/procs"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if len(os.Args) > 1 && (os.Args[1] == "record" || os.Args[1] == "wrap") {
+		// A proxy's Ps follow its load (one while it is light); only here,
+		// in the process's own main: tests run commands side by side in
+		// one process.
+		go procs.Run(ctx, procs.CPUTime)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
