@@ -106,13 +106,15 @@ func getSession(txn *badger.Txn, id string) (*capture.Session, error) {
 func (s *Store) Sessions(ctx context.Context, q capture.SessionQuery) iter.Seq2[*capture.Session, error] {
 	return func(yield func(*capture.Session, error) bool) {
 		scan(s, ctx, yield, func(txn *badger.Txn, next func() bool) error {
-			return s.sessionsIn(txn, q, next, yield)
+			return s.sessionsIn(txn, q, next, yield, func(id string) (*capture.Session, error) { return getSession(txn, id) })
 		})
 	}
 }
 
-// sessionsIn is Sessions' iteration in txn.
-func (s *Store) sessionsIn(txn *badger.Txn, q capture.SessionQuery, next func() bool, yield func(*capture.Session, error) bool) error {
+// sessionsIn is Sessions' iteration in txn; get reads a session's record
+// (getSession, or a snapshot's cursor).
+func (s *Store) sessionsIn(txn *badger.Txn, q capture.SessionQuery, next func() bool, yield func(*capture.Session, error) bool,
+	get func(id string) (*capture.Session, error)) error {
 	prefix := []byte(prefixTime)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
@@ -145,7 +147,7 @@ func (s *Store) sessionsIn(txn *badger.Txn, q capture.SessionQuery, next func() 
 			return nil
 		}
 		id := string(key[len(prefix)+timeKeyLen:])
-		x, err := getSession(txn, id)
+		x, err := get(id)
 		if errors.Is(err, capture.ErrNotFound) {
 			dmg.add(id, "listed in the time index, but its record is missing")
 			continue

@@ -131,7 +131,21 @@ func (sn *snapshot) Sessions(ctx context.Context, q capture.SessionQuery) iter.S
 			return
 		}
 		scanIn(sn.s, sn.txn, ctx, yield, func(txn *badger.Txn, next func() bool) error {
-			return sn.s.sessionsIn(txn, q, next, yield)
+			// The session records, newest first as the time index lists
+			// them, through a cursor going the same way: a step or two
+			// from one to the next instead of a lookup on every level.
+			// What it does not find, a lookup looks for (and names a
+			// damaged record as such).
+			rc := &rcursor{it: txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixSession), Reverse: true})}
+			defer rc.it.Close()
+			return sn.s.sessionsIn(txn, q, next, yield, func(id string) (*capture.Session, error) {
+				if v := rc.get(sessionKey(id)); v != nil {
+					if x, err := decodeSession(id, v); err == nil {
+						return x, nil
+					}
+				}
+				return getSession(txn, id)
+			})
 		})
 	}
 }
@@ -229,4 +243,30 @@ func (sn *snapshot) LastIDs(ctx context.Context) (uint64, uint64, error) {
 		return 0, 0, err
 	}
 	return sn.s.lastSeq.Load(), sn.s.lastX.Load(), nil
+}
+
+// rcursor reads records by key from an iterator going backwards, for keys
+// asked for in (mostly) descending order.
+type rcursor struct{ it *badger.Iterator }
+
+// get returns a copy of key's value, or nil when the cursor did not find
+// it: a few steps back from where it is, else after a seek. A key it
+// misses may still be there (a table block that fails its checksum ends
+// its table's iterator): the caller looks it up.
+func (c *rcursor) get(key []byte) []byte {
+	it := c.it
+	for steps := 0; it.Valid() && bytes.Compare(it.Item().Key(), key) > 0 && steps < cursorSteps; steps++ {
+		it.Next()
+	}
+	if !it.Valid() || !bytes.Equal(it.Item().Key(), key) {
+		it.Seek(key) // backwards: the last key at or before key
+		if !it.Valid() || !bytes.Equal(it.Item().Key(), key) {
+			return nil
+		}
+	}
+	v, err := it.Item().ValueCopy(nil) // a fresh copy: a decoded record may keep it
+	if err != nil {
+		return nil
+	}
+	return v
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/protocol"
 )
 
@@ -127,4 +129,67 @@ func secondSeq(t *testing.T, s capture.Reader, id string) uint64 {
 		}
 	}
 	return 0
+}
+
+// A snapshot lists sessions as the store does (newest first, with a query's
+// bounds and limit), whether the next record is a step away from the last
+// one or far from it (ids whose order is not their sessions' time order),
+// and names a record missing from the time index's list as the store does.
+func TestSnapshotListsSessionsAsTheStore(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir(), nil)
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var batch capture.Batch
+	for i := range 60 {
+		// Every third session's id sorts far from its neighbours in time.
+		id := fmt.Sprintf("s-%03d", i)
+		if i%3 == 0 {
+			id = fmt.Sprintf("z-%03d", 59-i)
+		}
+		batch.Sessions = append(batch.Sessions, &capture.Session{ID: id, Start: t0.Add(time.Duration(i) * time.Minute), Status: capture.StatusClosed})
+	}
+	if err := s.Write(ctx, &batch); err != nil {
+		t.Fatal(err)
+	}
+	list := func(r capture.Reader, q capture.SessionQuery) (ids []string, errs []string) {
+		for x, err := range r.Sessions(ctx, q) {
+			if err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			ids = append(ids, x.ID)
+		}
+		return ids, errs
+	}
+	compare := func(when string) {
+		t.Helper()
+		sn, release, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		for _, q := range []capture.SessionQuery{{}, {Limit: 7}, {Since: t0.Add(10 * time.Minute), Until: t0.Add(40 * time.Minute)}} {
+			wantIDs, wantErrs := list(s, q)
+			gotIDs, gotErrs := list(sn, q)
+			if d := cmp.Diff(wantIDs, gotIDs); d != "" {
+				t.Errorf("%s, query %+v: the snapshot lists otherwise (-store +snapshot):\n%s", when, q, d)
+			}
+			if d := cmp.Diff(wantErrs, gotErrs); d != "" {
+				t.Errorf("%s, query %+v: the snapshot reports otherwise (-store +snapshot):\n%s", when, q, d)
+			}
+		}
+	}
+	compare("whole")
+	if ids, _ := list(s, capture.SessionQuery{}); len(ids) != 60 || ids[0] != "s-059" || ids[59] != "z-059" {
+		t.Fatalf("the store lists %d sessions, %v ... %v", len(ids), ids[:2], ids[len(ids)-2:])
+	}
+	for _, id := range []string{"s-031", "z-029"} {
+		if err := badgerstore.DropSessionRecord(s, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare("two records missing")
+	if _, errs := list(s, capture.SessionQuery{}); len(errs) != 1 || !strings.Contains(errs[0], "s-031") || !strings.Contains(errs[0], "record is missing") {
+		t.Errorf("the store reports %q, want one error naming the missing records", errs)
+	}
 }
