@@ -271,6 +271,14 @@ type ExportCounts struct {
 // the store as it was when the export began, and costs a seek per session
 // instead of a read and its iterators per record kind.
 func ExportCounted(ctx context.Context, store capture.Reader, ids []string, w io.Writer, generator string) (ExportCounts, error) {
+	return ExportListed(ctx, store, ids, w, generator, nil)
+}
+
+// ExportListed is ExportCounted; with no ids, listed (if set) is told how
+// many messages the listed sessions' records count, once they are listed
+// and before the first is written (a progress report's total, without a
+// pass of its own over a large store).
+func ExportListed(ctx context.Context, store capture.Reader, ids []string, w io.Writer, generator string, listed func(messages int)) (ExportCounts, error) {
 	var c ExportCounts
 	if sn, ok := store.(capture.Snapshotter); ok {
 		r, release, err := sn.Snapshot(ctx)
@@ -281,16 +289,21 @@ func ExportCounted(ctx context.Context, store capture.Reader, ids []string, w io
 		store = r
 	}
 	if len(ids) == 0 {
+		messages := 0
 		for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 			if err != nil {
 				return c, err
 			}
 			ids = append(ids, s.ID)
+			messages += s.Messages
 		}
 		if len(ids) == 0 {
 			return c, errors.New("the store holds no sessions to export")
 		}
 		slices.Reverse(ids) // oldest first
+		if listed != nil {
+			listed(messages)
+		}
 	}
 	tw, err := newTapeWriter(w, time.Now(), generator, nil)
 	if err != nil {

@@ -371,3 +371,42 @@ func TestExportWhileRecording(t *testing.T) {
 		t.Errorf("the tape holds messages %v, want %v", seqs, want)
 	}
 }
+
+// ExportListed tells its caller the messages a whole store's sessions
+// count (a progress report's total) once it has listed them, before the
+// tape's first byte.
+func TestExportListedSaysTheTotalFirst(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	want := 0
+	for i, ts := range handTape().Sessions {
+		s := *ts.Session
+		s.ID = fmt.Sprintf("listed-%d", i)
+		s.Messages = 3 + i
+		want += s.Messages
+		if err := st.Write(ctx, &capture.Batch{Sessions: []*capture.Session{&s}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	got, calls := -1, 0
+	if _, err := replay.ExportListed(ctx, st, nil, &buf, "test", func(n int) {
+		got, calls = n, calls+1
+		if buf.Len() != 0 {
+			t.Errorf("the total came after %d bytes of the tape", buf.Len())
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || got != want {
+		t.Errorf("listed was called %d times, last with %d; want once with %d", calls, got, want)
+	}
+	// Sessions named by the caller: it knows their total.
+	calls = 0
+	if _, err := replay.ExportListed(ctx, st, []string{"listed-0"}, io.Discard, "test", func(int) { calls++ }); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Errorf("listed was called for named sessions")
+	}
+}

@@ -54,13 +54,19 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			messages += s.Messages
 		}
 	}
-	if len(ids) == 0 {
+	if len(ids) == 0 && *format != formatTape {
 		for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 			if err != nil {
 				return err
 			}
 			messages += s.Messages
 		}
+	}
+	// A whole store's tape learns its total as it lists the sessions.
+	var total atomic.Int64
+	total.Store(int64(messages))
+	if len(ids) == 0 && *format == formatTape {
+		total.Store(-1)
 	}
 
 	var w io.Writer = stdout
@@ -84,11 +90,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	bw := bufio.NewWriterSize(cw, 256<<10)
 	stop := func() {}
 	if !*quiet {
-		stop = progress(stderr, "export", cw, messages)
+		stop = progress(stderr, "export", cw, &total)
 	}
 	var counts replay.ExportCounts
 	if *format == formatTape {
-		counts, err = replay.ExportCounted(ctx, store, ids, bw, "mcptape "+version)
+		counts, err = replay.ExportListed(ctx, store, ids, bw, "mcptape "+version, func(n int) { total.Store(int64(n)) })
 	} else {
 		counts, err = exportAs(ctx, *format, store, ids, bw)
 	}
@@ -232,7 +238,7 @@ const progressEvery = time.Second
 
 // progress reports a long copy on stderr every progressEvery, starting
 // after the first (small exports stay quiet); the returned func stops it.
-func progress(stderr io.Writer, what string, cw *countingWriter, messages int) (stop func()) {
+func progress(stderr io.Writer, what string, cw *countingWriter, messages *atomic.Int64) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -245,7 +251,11 @@ func progress(stderr io.Writer, what string, cw *countingWriter, messages int) (
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(stderr, "mcptape %s: %s written (%d messages in all), %s\n", what, byteSize(cw.n.Load()), messages,
+				all := "listing the sessions"
+				if n := messages.Load(); n >= 0 {
+					all = fmt.Sprintf("%d messages in all", n)
+				}
+				fmt.Fprintf(stderr, "mcptape %s: %s written (%s), %s\n", what, byteSize(cw.n.Load()), all,
 					time.Since(start).Round(time.Second))
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -296,22 +297,28 @@ func TestExportImportWhileRecording(t *testing.T) {
 }
 
 // A long export says how far it got on stderr, once a second and not
-// before the first.
+// before the first; a whole store's total comes once its sessions are
+// listed.
 func TestExportProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var errOut syncBuffer
 		cw := &countingWriter{w: io.Discard}
-		stop := progress(&errOut, "export", cw, 1234)
+		var total atomic.Int64
+		total.Store(-1)
+		stop := progress(&errOut, "export", cw, &total)
 		_, _ = cw.Write(make([]byte, 20<<10))
 		time.Sleep(progressEvery - time.Millisecond)
 		synctest.Wait()
 		if s := errOut.String(); s != "" {
 			t.Errorf("progress before the first %v: %q", progressEvery, s)
 		}
-		time.Sleep(2 * progressEvery)
+		time.Sleep(progressEvery)
+		synctest.Wait()
+		total.Store(1234)
+		time.Sleep(progressEvery)
 		synctest.Wait()
 		stop()
-		want := "mcptape export: 20 kB written (1234 messages in all), 1s\n" +
+		want := "mcptape export: 20 kB written (listing the sessions), 1s\n" +
 			"mcptape export: 20 kB written (1234 messages in all), 2s\n"
 		if s := errOut.String(); s != want {
 			t.Errorf("progress after %v: %q, want %q", 3*progressEvery-time.Millisecond, s, want)
