@@ -115,6 +115,27 @@ func (b *batchResult) merge(o *batchResult) {
 	}
 }
 
+// take counts one call's outcome; false: ctx ended the call, and the
+// batch with it.
+func (b *batchResult) take(ctx context.Context, sc *scenarioSpec, s sample, err error) bool {
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		b.fail(err)
+		if errKind(err) == errTransport {
+			time.Sleep(10 * time.Millisecond) // a dead target fails fast; do not spin
+		}
+		return true
+	}
+	b.calls++
+	b.lats = append(b.lats, s.lat)
+	if sc.first {
+		b.firsts = append(b.firsts, s.first)
+	}
+	return true
+}
+
 // runBatch runs ws until calls calls are made (calls > 0) or for d.
 func runBatch(ctx context.Context, ws []*worker, sc *scenarioSpec, calls int, d time.Duration) *batchResult {
 	var left atomic.Int64
@@ -137,21 +158,8 @@ func runBatch(ctx context.Context, ws []*worker, sc *scenarioSpec, calls int, d 
 				} else if !time.Now().Before(deadline) {
 					return
 				}
-				s, err := sc.call(w, ctx)
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					p.fail(err)
-					if errKind(err) == errTransport {
-						time.Sleep(10 * time.Millisecond) // a dead target fails fast; do not spin
-					}
-					continue
-				}
-				p.calls++
-				p.lats = append(p.lats, s.lat)
-				if sc.first {
-					p.firsts = append(p.firsts, s.first)
+				if s, err := sc.call(w, ctx); !p.take(ctx, sc, s, err) {
+					return
 				}
 			}
 		})
@@ -205,20 +213,8 @@ turns:
 				start := time.Now()
 				s, err := sc.call(w, ctx)
 				b.elapsed += time.Since(start)
-				if err != nil {
-					if ctx.Err() != nil {
-						break turns
-					}
-					b.fail(err)
-					if errKind(err) == errTransport {
-						time.Sleep(10 * time.Millisecond) // a dead target fails fast; do not spin
-					}
-					continue
-				}
-				b.calls++
-				b.lats = append(b.lats, s.lat)
-				if sc.first {
-					b.firsts = append(b.firsts, s.first)
+				if !b.take(ctx, sc, s, err) {
+					break turns
 				}
 			}
 		}

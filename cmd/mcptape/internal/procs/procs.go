@@ -7,8 +7,8 @@
 // On this project's 2-core benchmark machine one P cut the CPU of a small
 // call by about a tenth and its added latency by about a fifth, while a
 // proxy under heavy load (many concurrent calls, large results) needs
-// every core. A Tuner gives the process one P while it uses less than most
-// of one core, and the runtime's default as soon as it needs more.
+// every core. Run gives the process one P while it uses less than most of
+// one core, and the runtime's default as soon as it needs more.
 package procs
 
 import (
