@@ -20,11 +20,15 @@ import (
 
 // Defaults: the process gets every P once it used at least Up of a core over
 // one Interval, and one P again after Down intervals in a row under Low.
+// An idle process (under Idle of a core over its last interval, on one P)
+// is looked at every IdleInterval instead, so that it wakes once a second.
 const (
-	Interval = 200 * time.Millisecond
-	Up       = 0.7
-	Low      = 0.35
-	Down     = 5
+	Interval     = 200 * time.Millisecond
+	Up           = 0.7
+	Low          = 0.35
+	Down         = 5
+	Idle         = 0.02
+	IdleInterval = time.Second
 )
 
 // Policy decides the number of Ps from the CPU the process used.
@@ -89,24 +93,30 @@ func Run(ctx context.Context, cpu func() time.Duration) {
 	defer runtime.GOMAXPROCS(max)
 	p := NewPolicy(max)
 	runtime.GOMAXPROCS(1)
-	t := time.NewTicker(Interval)
+	t := time.NewTimer(Interval)
 	defer t.Stop()
 	last, lastCPU := time.Now(), cpu()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			c := cpu()
+		case <-t.C:
+			now, c := time.Now(), cpu()
 			busy := 0.0
 			if wall := now.Sub(last); wall > 0 {
 				busy = float64(c-lastCPU) / float64(wall)
 			}
 			last, lastCPU = now, c
 			before := p.Procs()
-			if n := p.Observe(busy); n != before {
+			n := p.Observe(busy)
+			if n != before {
 				runtime.GOMAXPROCS(n)
 			}
+			next := Interval
+			if n == 1 && busy < Idle {
+				next = IdleInterval
+			}
+			t.Reset(next)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,17 +36,39 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
-// TestRunFollowsLoad runs the tuner on this test process: one P while it
-// idles, every P while goroutines spin on more than a core, one again when
-// they stop, and the runtime's number back when it ends.
+// TestRunFollowsLoad runs the tuner on this test process, its CPU time
+// read from a clock the test drives (what the process used is up to the
+// machine's other load): one P while idle, looked at once a second, every
+// P while the process uses a core and a half, one again once it stops, and
+// the runtime's number back when it ends.
 func TestRunFollowsLoad(t *testing.T) {
 	if why := Fixed(); why != "" {
 		t.Skipf("the tuner leaves the Ps alone here: %s", why)
 	}
+	var (
+		mu    sync.Mutex
+		used  time.Duration
+		since = time.Now()
+		load  atomic.Int64 // thousandths of a core
+		reads atomic.Int64
+	)
+	cpu := func() time.Duration {
+		reads.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		used += time.Duration(float64(now.Sub(since)) * float64(load.Load()) / 1000)
+		since = now
+		return used
+	}
+	setLoad := func(milli int64) {
+		cpu() // what was used so far, at the old load
+		load.Store(milli)
+	}
 	max := runtime.GOMAXPROCS(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); Run(ctx, CPUTime) }()
+	go func() { defer close(done); Run(ctx, cpu) }()
 	defer func() {
 		cancel()
 		<-done
@@ -54,17 +77,29 @@ func TestRunFollowsLoad(t *testing.T) {
 		}
 	}()
 	fixtures.Eventually(t, 2*time.Second, ps(1, "while idle"))
-
-	var stop atomic.Bool
-	for range max {
-		go func() {
-			for !stop.Load() {
-			}
-		}()
+	// Idle, it looks once a second, not five times.
+	r0 := reads.Load()
+	time.Sleep(2*IdleInterval + IdleInterval/2)
+	if n := reads.Load() - r0; n > 3 {
+		t.Errorf("idle for %v, the tuner read the CPU time %d times, want at most 3", 2*IdleInterval+IdleInterval/2, n)
 	}
-	fixtures.Eventually(t, 5*time.Second, ps(max, "under load"))
-	stop.Store(true)
-	fixtures.Eventually(t, 5*time.Second, ps(1, "once idle again"))
+	setLoad(1500)
+	fixtures.Eventually(t, 3*IdleInterval, ps(max, "under load"))
+	setLoad(100)
+	fixtures.Eventually(t, 3*time.Duration(Down)*Interval, ps(1, "once the load is light again"))
+}
+
+// CPUTime reads the process's CPU time: it grows while a goroutine works.
+func TestCPUTime(t *testing.T) {
+	if !cpuTimeKnown {
+		t.Skip("no CPU time on this system")
+	}
+	before := CPUTime()
+	for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
+	}
+	if after := CPUTime(); after <= before {
+		t.Errorf("CPU time %v after 20 ms of work, %v before", after, before)
+	}
 }
 
 func ps(want int, when string) func() error {
