@@ -26,7 +26,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		" (echo at c=1, echo at c=--concurrency, --big-bytes results, SSE first event, 2025-11-25 sampling, 2026-07-28 MRTR, "+
 		"the replay server against the live server, --huge-bytes results with peak RSS)")
 	targets := fs.String("targets", "all", "comma-separated targets: "+strings.Join(bench.AllTargets, ",")+" (direct always runs: it is the baseline)")
-	fs.IntVar(&c.Rounds, "rounds", 5, "rounds per scenario; in each, every target gets one batch, in rotating order")
+	fs.IntVar(&c.Rounds, "rounds", 5, "rounds per scenario; in each, every target gets one batch, in rotating order (a single caller's scenario: its bursts, see --interleave)")
 	fs.DurationVar(&c.Batch, "batch", time.Second, "how long one target's batch lasts")
 	fs.StringVar(&c.Interleave, "interleave", bench.InterleaveBursts, "how a round interleaves the targets of a single caller's scenario (echo1, sampling, mrtr, replay): "+
 		"bursts (--burst calls to each target in turn, over and over, so that the machine's drift falls on every target alike) or batches (one --batch per target in turn, "+
