@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"syscall"
 	"testing"
 	"time"
@@ -31,10 +29,7 @@ func TestChildProcess(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", childEnv, err)
 		os.Exit(exitUsage)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, args, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(runProcess(args))
 }
 
 // proc is an mcptape command running as a child process.

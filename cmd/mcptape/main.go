@@ -17,17 +17,19 @@ import (
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/procs"
 )
 
-func main() {
+func main() { os.Exit(runProcess(os.Args[1:])) }
+
+// runProcess runs a command as the whole process (main, and the tests'
+// child processes): Ctrl-C and SIGTERM end it, and a proxy's Ps follow its
+// load (one while it is light). Not for run in a test's own process, where
+// commands run side by side.
+func runProcess(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	if len(os.Args) > 1 && (os.Args[1] == "record" || os.Args[1] == "wrap") {
-		// A proxy's Ps follow its load (one while it is light); only here,
-		// in the process's own main: tests run commands side by side in
-		// one process.
+	defer stop()
+	if len(args) > 0 && (args[0] == "record" || args[0] == "wrap") {
 		go procs.Run(ctx, procs.CPUTime)
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	return run(ctx, args, os.Stdout, os.Stderr)
 }
 
 // Exit codes.

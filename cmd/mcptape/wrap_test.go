@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,10 +33,7 @@ func TestMcptapeChild(t *testing.T) {
 	if os.Getenv(asMcptapeEnv) != "1" {
 		t.Skip("runs only as a child process: mcptape itself")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, flag.Args(), os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(runProcess(flag.Args()))
 }
 
 // mcptapeArgv is the command line that runs mcptape with args as a child.

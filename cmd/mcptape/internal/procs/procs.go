@@ -33,30 +33,23 @@ const (
 
 // Policy decides the number of Ps from the CPU the process used.
 type Policy struct {
-	Max      int     // the runtime's default number of Ps
-	Up, Low  float64 // cores used: at or above Up, every P; under Low for Down intervals, one
-	Down     int
-	procs    int
-	lowCount int
+	max      int // the runtime's default number of Ps
+	procs    int // the number chosen last
+	lowCount int // intervals in a row under Low
 }
 
-// NewPolicy starts at one P.
-func NewPolicy(max int) *Policy {
-	return &Policy{Max: max, Up: Up, Low: Low, Down: Down, procs: 1}
-}
-
-// Procs is the number of Ps the policy chose last.
-func (p *Policy) Procs() int { return p.procs }
+// NewPolicy starts at one P, of at most max.
+func NewPolicy(max int) *Policy { return &Policy{max: max, procs: 1} }
 
 // Observe takes the cores the process used over the last interval (CPU
 // time over wall time) and returns the number of Ps it should have.
 func (p *Policy) Observe(busy float64) int {
 	switch {
-	case busy >= p.Up:
-		p.procs, p.lowCount = p.Max, 0
-	case busy < p.Low:
+	case busy >= Up:
+		p.procs, p.lowCount = p.max, 0
+	case busy < Low:
 		if p.procs != 1 {
-			if p.lowCount++; p.lowCount >= p.Down {
+			if p.lowCount++; p.lowCount >= Down {
 				p.procs, p.lowCount = 1, 0
 			}
 		}
@@ -107,7 +100,7 @@ func Run(ctx context.Context, cpu func() time.Duration) {
 				busy = float64(c-lastCPU) / float64(wall)
 			}
 			last, lastCPU = now, c
-			before := p.Procs()
+			before := p.procs
 			n := p.Observe(busy)
 			if n != before {
 				runtime.GOMAXPROCS(n)
