@@ -21,6 +21,15 @@ func tmpfs(t *testing.T, size string) string {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	mountTmpfs(t, dir, size)
+	return dir
+}
+
+// mountTmpfs mounts a tmpfs of the given size on dir, an empty directory,
+// until the test ends; as tmpfs, the test is skipped where mounting is
+// not allowed.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			t.Skipf("this test mounts a %s tmpfs to fill a real disk, and mounting is not allowed here (%v); skipped", size, err)
@@ -32,7 +41,6 @@ func tmpfs(t *testing.T, size string) string {
 			t.Errorf("unmounting %s: %v", dir, err)
 		}
 	})
-	return dir
 }
 
 // freeOn is the free space on dir's file system.

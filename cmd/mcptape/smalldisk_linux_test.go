@@ -14,8 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestRecordOnADiskSmallerThanMinFree: on a real 64 MiB tmpfs, under the
@@ -71,13 +69,7 @@ func TestRecordOnADiskSmallerThanMinFree(t *testing.T) {
 // keeps in its own logs, and `ls` showed no sessions as if nothing had
 // happened).
 func TestWrapOnADiskSmallerThanMinFree(t *testing.T) {
-	disk := tmpfs(t, "64m")
-	data := filepath.Join(disk, "store")
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	d := startChild(t, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
-	d.wait(t, "dashboard of")
+	data, d := dashboardOnSmallDisk(t)
 
 	cmd, in, out, stderr := startWrap(t, append([]string{"wrap", "--data", data, "--name", "small", "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
 	c := &lineClient{in: in, out: bufio.NewReader(out)}
@@ -116,22 +108,13 @@ func TestWrapOnADiskSmallerThanMinFree(t *testing.T) {
 // sessions recorded yet" and nothing else), and shows the wrap's session
 // from its spool once the dashboard stopped: nothing was lost.
 func TestDashboardOnADiskSmallerThanMinFree(t *testing.T) {
-	disk := tmpfs(t, "64m")
-	data := filepath.Join(disk, "store")
-	if err := os.Mkdir(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	d := startChild(t, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
-	d.wait(t, "dashboard of")
+	data, d := dashboardOnSmallDisk(t)
 	// The wraps' spools on a disk with room: only the store lacks it.
 	spoolDir := filepath.Join(data, "spool")
 	if err := os.MkdirAll(spoolDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("tmpfs", spoolDir, "tmpfs", 0, "size=512m,mode=0700"); err != nil {
-		t.Skipf("mounting a second tmpfs for the spools: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(spoolDir, unix.MNT_DETACH) })
+	mountTmpfs(t, spoolDir, "512m")
 
 	runWrapped(t, data, "waiting", 1)
 
@@ -147,4 +130,18 @@ func TestDashboardOnADiskSmallerThanMinFree(t *testing.T) {
 	if code != 0 || !strings.Contains(lsOut, "waiting") || strings.Contains(lsOut, "not recorded") {
 		t.Errorf("ls after the dashboard stopped: exit %d; want the wrap's session from its spool, nothing lost:\n%s%s", code, lsOut, errOut)
 	}
+}
+
+// dashboardOnSmallDisk starts a dashboard that owns a new store on a
+// 64 MiB tmpfs (under the default --min-free of 256 MiB) and returns the
+// store's directory.
+func dashboardOnSmallDisk(t *testing.T) (string, *proc) {
+	t.Helper()
+	data := filepath.Join(tmpfs(t, "64m"), "store")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := startChild(t, "dashboard", "--data", data, "--listen", "127.0.0.1:0")
+	d.wait(t, "dashboard of")
+	return data, d
 }
