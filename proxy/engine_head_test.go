@@ -302,19 +302,5 @@ func benchmarkReadHead(b *testing.B, name string) {
 	}
 	fast := op(readHeadFast)
 	ref := op(func(br *bufio.Reader) *http.Request { req, _ := http.ReadRequest(br); return req })
-	allocTarget(b, "reading a request head of the common shape", fast, ref)
-	runOwnAndRef(b, fast, ref)
-}
-
-// allocTarget is the target of the benchmarks of the proxy's own head
-// readers and writer: own makes fewer allocations than ref, net/http's
-// way to do the same (they are what the own ones are for). Allocation
-// counts do not move with the machine's load, so a miss is a real one.
-func allocTarget(b *testing.B, what string, own, ref func()) {
-	b.Helper()
-	o, r := testing.AllocsPerRun(100, own), testing.AllocsPerRun(100, ref)
-	b.Logf("%s: %.0f allocations, net/http's %.0f", what, o, r)
-	if o >= r {
-		b.Errorf("target missed: %s makes %.0f allocations, no fewer than net/http's %.0f", what, o, r)
-	}
+	ownAgainstNetHTTP(b, "reading a request head of the common shape", fast, ref)
 }

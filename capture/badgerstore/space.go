@@ -73,7 +73,7 @@ type space struct {
 	text  string
 	since time.Time
 	free  int64 // the latest measurement, less what was admitted since; -1 when unknown
-	// statAt is when free was measured; 0: measure at the next write.
+	// statAt is when free was measured (zero: never).
 	statAt time.Time
 
 	refused atomic.Int64 // messages refused for space
@@ -219,7 +219,7 @@ func (g *space) evaluate(need int64) {
 			limit = g.resume
 		}
 		free, err := g.free, error(nil)
-		if now := time.Now(); g.statAt.IsZero() || now.Sub(g.statAt) >= statEvery || free-need < limit+statMargin {
+		if now := time.Now(); now.Sub(g.statAt) >= statEvery || free-need < limit+statMargin { // (a zero statAt is long ago)
 			if free, err = statFree(g.s.dir); err == nil {
 				g.free, g.statAt = free, now
 			}

@@ -311,11 +311,7 @@ func Open(dir string, opts *Options) (s *Store, err error) {
 	}
 	s.space.start()
 	if !opts.InMemory && !opts.ReadOnly {
-		every := unmapRecordingEvery
-		if opts.BulkLoad {
-			every = unmapEvery
-		}
-		s.unmapper = startUnmapper(dir, every)
+		s.unmapper = startUnmapper(dir, opts.BulkLoad)
 	}
 	log.Debug("badger store open", logKeyDir, dir, logKeyLastSeq, s.lastSeq.Load(), logKeyLastExchange, s.lastX.Load())
 	return s, nil

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// unmapper calls releaseMapped every unmapEvery until stopped.
+// unmapper calls releaseMapped now and then until stopped.
 type unmapper struct {
 	stopped chan struct{}
 	done    chan struct{}
@@ -26,7 +26,13 @@ var (
 	unmapRecordingEvery = 5 * time.Second
 )
 
-func startUnmapper(dir string, every time.Duration) *unmapper {
+// startUnmapper starts the unmapper of a BulkLoad store (bulk) or of a
+// recording's.
+func startUnmapper(dir string, bulk bool) *unmapper {
+	every := unmapRecordingEvery
+	if bulk {
+		every = unmapEvery
+	}
 	u := &unmapper{stopped: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(u.done)

@@ -134,7 +134,7 @@ func TestRecordingStoreLetsGoOfMappedTables(t *testing.T) {
 	if before < 1024 {
 		t.Fatalf("mapped tables resident: %d kB after writing and reading them; the test needs them mapped", before)
 	}
-	s.unmapper = startUnmapper(dir, unmapRecordingEvery)
+	s.unmapper = startUnmapper(dir, false)
 	fixtures.Eventually(t, 10*time.Second, func() error {
 		if after := mappedTableKB(t, dir); after > before/4 {
 			return fmt.Errorf("mapped tables resident: %d kB, then %d kB with the store's unmapper running; want most of it let go of", before, after)

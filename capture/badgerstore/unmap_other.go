@@ -2,13 +2,9 @@
 
 package badgerstore
 
-import "time"
-
 // unmapper does nothing here (see unmap_linux.go).
 type unmapper struct{}
 
-func startUnmapper(string, time.Duration) *unmapper { return nil }
-
-var unmapEvery, unmapRecordingEvery time.Duration
+func startUnmapper(string, bool) *unmapper { return nil }
 
 func (*unmapper) stop() {}

@@ -54,7 +54,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			messages += s.Messages
 		}
 	}
-	if len(ids) == 0 && *format != formatTape {
+	switch {
+	case len(ids) > 0:
+	case *format == formatTape:
+		messages = -1 // the tape learns the total as it lists the sessions
+	default:
 		for s, err := range store.Sessions(ctx, capture.SessionQuery{}) {
 			if err != nil {
 				return err
@@ -62,12 +66,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			messages += s.Messages
 		}
 	}
-	// A whole store's tape learns its total as it lists the sessions.
-	var total atomic.Int64
+	var total atomic.Int64 // the progress line's; -1 while unknown
 	total.Store(int64(messages))
-	if len(ids) == 0 && *format == formatTape {
-		total.Store(-1)
-	}
 
 	var w io.Writer = stdout
 	var tmp *os.File

@@ -413,29 +413,25 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 		for k := range live {
 			order[k] = live[(r+k)%len(live)]
 		}
-		var (
-			batches    []*batchResult
-			cpu0, cpu1 []int64
-		)
+		// Each target's batch, and the CPU ticks it used meanwhile.
+		batches := make([]*batchResult, len(order))
+		ticks := make([]int64, len(order))
 		if paired {
 			// A burst of calls to each target in turn: the machine's drift
 			// over the round falls on every target alike.
-			for _, t := range order {
-				cpu0 = append(cpu0, cpuTicks(t))
-			}
 			ws := make([]*worker, len(order))
 			for k, t := range order {
-				ws[k] = workers[t.name][0]
+				ws[k], ticks[k] = workers[t.name][0], -cpuTicks(t)
 			}
 			batches = runInterleaved(ctx, ws, sc, cfg.Burst, calls, d*time.Duration(len(order)))
-			for _, t := range order {
-				cpu1 = append(cpu1, cpuTicks(t))
+			for k, t := range order {
+				ticks[k] += cpuTicks(t)
 			}
 		} else {
-			for _, t := range order {
-				c0 := cpuTicks(t)
-				batches = append(batches, runBatch(ctx, workers[t.name], sc, calls, d))
-				cpu0, cpu1 = append(cpu0, c0), append(cpu1, cpuTicks(t))
+			for k, t := range order {
+				ticks[k] = -cpuTicks(t)
+				batches[k] = runBatch(ctx, workers[t.name], sc, calls, d)
+				ticks[k] += cpuTicks(t)
 			}
 		}
 		if err := cmp.Or(ctx.Err(), e.checkChildren()); err != nil {
@@ -443,17 +439,16 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 		}
 		for k, t := range order {
 			b := batches[k]
-			cpu0, cpu1 := cpu0[k], cpu1[k]
 			a := acc[t.name]
 			a.merge(b)
-			a.cpuTicks += cpu1 - cpu0
+			a.cpuTicks += ticks[k]
 			rate := 0.0
 			if b.elapsed > 0 {
 				rate = float64(b.calls) / b.elapsed.Seconds()
 			}
 			a.rates = append(a.rates, rate)
 			if t.proc != nil && b.calls > 0 {
-				a.cpus = append(a.cpus, float64(cpu1-cpu0)/clockTicks/float64(b.calls)*1e6)
+				a.cpus = append(a.cpus, float64(ticks[k])/clockTicks/float64(b.calls)*1e6)
 			}
 			s := fmt.Sprintf("%s %.0f/s", t.name, rate)
 			if len(b.lats) > 0 {
