@@ -27,7 +27,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	_ = applyMemoryLimit(defaultMemoryLimit, false)
+	_ = applyMemoryLimit(defaultMemoryLimit, false, true)
 	started := time.Now()
 
 	// 1. The reference server, on loopback only.

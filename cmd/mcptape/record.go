@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/memlimit"
 	"io"
 	"log/slog"
 	"math"
@@ -15,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,7 +97,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&c.allowAnyHost, "allow-any-host", false, "accept any Host header on a loopback listener (turns off DNS-rebinding protection)")
 	fs.DurationVar(&c.idleGap, "idle-gap", 5*time.Minute, "silence after which a 2026-07-28 client's next request starts a new session")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
+	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB, raised for as long as the heap's live data needs more; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
 	otlpFlag(fs, &c.otlp)
 	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off")
@@ -132,7 +132,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--intercept-timeout takes a duration like 30s or 5m (0 waits forever)")
 	}
 	c.dashboardFixed = flagSet(fs, "dashboard")
-	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit")); err != nil {
+	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit"), true); err != nil {
 		return usagef("--memory-limit: %v", err)
 	}
 	if fs.NArg() > 0 {
@@ -564,14 +564,18 @@ func (rs *recording) close() (capture.Stats, error) {
 	return stats, errors.Join(errs...)
 }
 
-// defaultMemoryLimit keeps a recorder's RSS under 100 MB even while four
+// defaultMemoryLimit keeps a recorder's RSS near 100 MB even while four
 // 10 MiB results stream through it: without a limit the Go heap may grow to
 // twice its live size before collecting.
 const defaultMemoryLimit = "64MiB"
 
 // applyMemoryLimit sets the Go heap's soft limit, unless the user set
-// GOMEMLIMIT and not the flag.
-func applyMemoryLimit(v string, explicit bool) error {
+// GOMEMLIMIT and not the flag. A recorder's limit follows the live heap
+// when that needs more (memlimit.Follow): Badger's compactions under
+// steady traffic hold more than 64 MiB at times, and a fixed limit below
+// the live heap has the runtime collecting without pause. A batch job
+// (follow false) keeps its limit.
+func applyMemoryLimit(v string, explicit, follow bool) error {
 	if os.Getenv("GOMEMLIMIT") != "" && !explicit {
 		return nil
 	}
@@ -580,10 +584,13 @@ func applyMemoryLimit(v string, explicit bool) error {
 		return err
 	}
 	if n == 0 {
-		debug.SetMemoryLimit(math.MaxInt64)
-		return nil
+		n = math.MaxInt64
 	}
-	debug.SetMemoryLimit(n)
+	if follow {
+		memlimit.Follow(n)
+	} else {
+		memlimit.Set(n)
+	}
 	return nil
 }
 

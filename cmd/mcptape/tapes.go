@@ -171,7 +171,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// store is sized for one large write, and the Go heap held near what
 	// is live (GOMEMLIMIT, when set, wins), which kept the import of a
 	// 530 MB tape at a peak RSS of about 260 MB instead of 1 GB.
-	_ = applyMemoryLimit(importMemoryLimit, false)
+	_ = applyMemoryLimit(importMemoryLimit, false, false)
 	store, err := openWrite(*data, &badgerstore.Options{BulkLoad: true})
 	if err != nil {
 		return err
