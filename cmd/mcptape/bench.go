@@ -24,7 +24,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c := bench.Config{Version: version}
 	scenarios := fs.String("scenarios", "all", "comma-separated scenarios to run: "+strings.Join(bench.AllScenarios, ",")+
 		" (echo at c=1, echo at c=--concurrency, --big-bytes results, SSE first event, 2025-11-25 sampling, 2026-07-28 MRTR, "+
-		"the replay server against the live server, --huge-bytes results with peak RSS)")
+		"the replay server against the live server, --huge-bytes results with peak RSS, "+
+		"steady recording: echo at c=--concurrency to mcptape alone for --steady-rounds batches in a row)")
 	targets := fs.String("targets", "all", "comma-separated targets: "+strings.Join(bench.AllTargets, ",")+" (direct always runs: it is the baseline)")
 	fs.IntVar(&c.Rounds, "rounds", 5, "rounds per scenario; in each, every target gets one batch, in rotating order (a single caller's scenario: its bursts, see --interleave)")
 	fs.DurationVar(&c.Batch, "batch", time.Second, "how long one target's batch lasts")
@@ -43,6 +44,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.HugeBytes, "huge-bytes", 10<<20, "result size in the huge scenario")
 	fs.IntVar(&c.HugeConc, "huge-concurrency", 4, "concurrent callers in the huge scenario")
 	fs.IntVar(&c.HugeCalls, "huge-calls", 16, "calls per batch in the huge scenario")
+	fs.IntVar(&c.SteadyRounds, "steady-rounds", 30, "batches in a row in the steady scenario, which compares the CPU per call and calls/s of its last third of them with its first")
 	fs.IntVar(&c.ReplayCalls, "replay-calls", 10000, "distinct echo calls on the replay scenario's tape, recorded from the live server before measuring")
 	fs.StringVar(&c.Nginx, "nginx", "", "the nginx binary (default: nginx on $PATH, else /usr/sbin/nginx; none found skips the nginx target)")
 	fs.StringVar(&c.JSONFile, "json", "", "also write every figure as JSON to this file")
@@ -71,7 +73,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		name string
 		n    int
 	}{{"--rounds", c.Rounds}, {"--concurrency", c.Concurrency}, {"--big-concurrency", c.BigConc}, {"--sse-steps", c.SSESteps},
-		{"--sse-concurrency", c.SSEConc}, {"--huge-concurrency", c.HugeConc}, {"--huge-calls", c.HugeCalls}, {"--replay-calls", c.ReplayCalls}, {"--burst", c.Burst}, {"--big-bytes", c.BigBytes}, {"--huge-bytes", c.HugeBytes}} {
+		{"--sse-concurrency", c.SSEConc}, {"--huge-concurrency", c.HugeConc}, {"--huge-calls", c.HugeCalls}, {"--replay-calls", c.ReplayCalls}, {"--steady-rounds", c.SteadyRounds}, {"--burst", c.Burst}, {"--big-bytes", c.BigBytes}, {"--huge-bytes", c.HugeBytes}} {
 		if v.n < 1 {
 			return usagef("%s must be at least 1", v.name)
 		}

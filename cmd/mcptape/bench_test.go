@@ -76,7 +76,7 @@ func TestBench(t *testing.T) {
 	start := time.Now()
 	code, out, errOut := mcptape(t, "bench", "--rounds", "1", "--calls", "3", "--warmup", "0",
 		"--concurrency", "4", "--big-bytes", "65536", "--sse-duration", "4ms", "--sse-steps", "2",
-		"--huge-bytes", "1048576", "--huge-calls", "2", "--huge-concurrency", "2", "--replay-calls", "5", "--json", jsonPath)
+		"--huge-bytes", "1048576", "--huge-calls", "2", "--huge-concurrency", "2", "--replay-calls", "5", "--steady-rounds", "3", "--json", jsonPath)
 	t.Logf("bench took %s", time.Since(start).Round(time.Millisecond))
 	if code != 0 {
 		t.Fatalf("bench exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -90,6 +90,7 @@ func TestBench(t *testing.T) {
 		"|  | peak RSS during the scenario (MB) |", "| whole run | peak RSS (MB) |",
 		"## mcptape's recorder: client counts = stored counts",
 		"| replay vs live | calls/s |", "|  | calls/s ÷ live (direct) |",
+		"| steady c=4 | calls/s |", "|  | proxy CPU per call, last third (µs) |", "(the steady scenario: 3 batches in a row to mcptape alone)",
 		"## targets", "### mcptape against the plain Go proxy",
 		"### the replay server against the live server",
 	} {
@@ -123,6 +124,9 @@ func TestBench(t *testing.T) {
 			if f.Failed > 0 || f.Calls < want {
 				t.Errorf("%s, %s: %d calls, %d failed: %v", s.ID, name, f.Calls, f.Failed, f.ErrorExamples)
 			}
+		}
+		if f := s.Targets["mcptape"]; s.ID == "steady" && (len(s.Targets) != 1 || f == nil || len(f.RoundRates) != 3 || len(f.RoundCPU) != 3) {
+			t.Errorf("steady: targets %v, want mcptape alone with 3 rounds", slices.Collect(maps.Keys(s.Targets)))
 		}
 		if s.ID == "replay" {
 			if _, ok := s.Targets["replay"]; !ok || len(s.Targets) != 2 {
@@ -161,6 +165,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "--rounds", "0"},
 		{"bench", "--interleave", "calls"},
 		{"bench", "--burst", "0"},
+		{"bench", "--steady-rounds", "0"},
 		{"bench", "extra"},
 	} {
 		code, _, errOut := mcptape(t, args...)

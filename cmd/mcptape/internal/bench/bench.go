@@ -19,10 +19,11 @@ const (
 	scMRTR     = "mrtr"
 	scReplay   = "replay"
 	scHuge     = "huge"
+	scSteady   = "steady"
 )
 
 // AllScenarios are the scenario ids, in the order they run.
-var AllScenarios = []string{scEcho1, scEcho32, scBig, scSSE, scSampling, scMRTR, scReplay, scHuge}
+var AllScenarios = []string{scEcho1, scEcho32, scBig, scSSE, scSampling, scMRTR, scReplay, scHuge, scSteady}
 
 // Target names, as --targets takes them.
 const (
@@ -78,6 +79,9 @@ type Config struct {
 	HugeConc    int           // callers in huge
 	HugeCalls   int           // calls per batch in huge
 	ReplayCalls int           // distinct echo calls on the replay scenario's tape
+	// SteadyRounds is the steady scenario's rounds: batches of echo calls
+	// at Concurrency, one after another, to mcptape alone.
+	SteadyRounds int
 
 	Nginx    string // the nginx binary ("": nginx on $PATH, else /usr/sbin/nginx)
 	JSONFile string // also write every figure here as JSON ("": none)

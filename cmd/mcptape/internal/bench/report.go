@@ -70,7 +70,7 @@ func (c *Config) toJSON() map[string]any {
 		"scenarios": c.Scenarios, "targets": c.Targets, "rounds": c.Rounds, "batch": c.Batch.String(), "calls": c.Calls, "interleave": c.Interleave, "burst": c.Burst,
 		"warmup": c.Warmup.String(), "concurrency": c.Concurrency, "big_bytes": c.BigBytes, "big_concurrency": c.BigConc,
 		"sse_duration": c.SSEDuration.String(), "sse_steps": c.SSESteps, "sse_concurrency": c.SSEConc,
-		"huge_bytes": c.HugeBytes, "huge_concurrency": c.HugeConc, "huge_calls": c.HugeCalls,
+		"huge_bytes": c.HugeBytes, "huge_concurrency": c.HugeConc, "huge_calls": c.HugeCalls, "steady_rounds": c.SteadyRounds,
 	}
 }
 
@@ -249,6 +249,34 @@ func (r *Report) judgeProxies() []Verdict {
 		add(group, name, *f.PeakRSS < limit, fmt.Sprintf("mcptape's peak RSS during the %s scenario %.1f MB", r.scenario(scHuge).Short, *f.PeakRSS))
 	}
 	peakRSS(groupPlain, 150)
+	steady := func(name string, factor float64, get func(*Figures) []float64, unit string, atLeast bool) {
+		sc := r.scenario(scSteady)
+		var f *Figures
+		if sc != nil {
+			f = sc.Targets[tgMcptape]
+		}
+		if f == nil {
+			skip(groupPlain, "steady: "+name, "not measured: run the steady scenario")
+			return
+		}
+		name = sc.Short + ": " + name
+		v := get(f)
+		first, last, ok := thirds(v)
+		if !ok || first <= 0 {
+			skip(groupPlain, name, fmt.Sprintf("%d rounds: give at least 3 --steady-rounds", len(v)))
+			return
+		}
+		limit := factor * first
+		detail := fmt.Sprintf("last third %s, first third %s (%.2f×); round by round %s–%s",
+			num(last, unit), num(first, unit), last/first, num(slices.Min(v), unit), num(slices.Max(v), unit))
+		if atLeast {
+			add(groupPlain, name, last >= limit, detail)
+		} else {
+			add(groupPlain, name, last <= limit, detail)
+		}
+	}
+	steady("CPU per call over the last third of the rounds ≤ 1.5 × the first third's", 1.5, func(f *Figures) []float64 { return f.RoundCPU }, "µs", false)
+	steady("calls/s over the last third of the rounds ≥ 0.8 × the first third's", 0.8, func(f *Figures) []float64 { return f.RoundRates }, "/s", true)
 
 	if !r.ran(tgNginx) {
 		skip(groupNginx, "against nginx", "the nginx target did not run")
@@ -351,6 +379,29 @@ func (r *Report) rows() []row {
 			if s.ID == scHuge {
 				add("peak RSS during the scenario (MB)", 1, false, true, func(f *Figures) *float64 { return f.PeakRSS })
 			}
+		case scSteady:
+			add("calls/s", 0, false, false, rate)
+			add("p50 latency (µs)", 0, false, false, p50)
+			add("p99 latency (µs)", 0, false, false, p99)
+			add("proxy CPU per call (µs)", 0, false, false, cpuCall)
+			third := func(v func(*Figures) []float64, last bool) func(*Figures) *float64 {
+				return func(f *Figures) *float64 {
+					first, end, ok := thirds(v(f))
+					switch {
+					case !ok:
+						return nil
+					case last:
+						return &end
+					}
+					return &first
+				}
+			}
+			roundRates := func(f *Figures) []float64 { return f.RoundRates }
+			roundCPU := func(f *Figures) []float64 { return f.RoundCPU }
+			add("calls/s, first third of the rounds", 0, false, false, third(roundRates, false))
+			add("calls/s, last third", 0, false, false, third(roundRates, true))
+			add("proxy CPU per call, first third (µs)", 0, false, false, third(roundCPU, false))
+			add("proxy CPU per call, last third (µs)", 0, false, false, third(roundCPU, true))
 		case scSSE:
 			add("first event p50 (µs)", 0, false, true, func(f *Figures) *float64 { return f.FirstP50 })
 			add("first event p99 (µs)", 0, false, true, func(f *Figures) *float64 { return f.FirstP99 })
@@ -403,8 +454,12 @@ func (r *Report) writeMarkdown(w io.Writer) {
 		single = fmt.Sprintf("; a scenario with a single caller spreads each round over its targets in bursts of %d calls to each in turn, over and over "+
 			"(about the same calls per target as a %s each, but spread over the same stretch of time; its calls/s is calls over the time spent in them)", r.Config["burst"], batch)
 	}
-	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario, each round one %s per target in rotating order (interleaved)%s; %s in all\n",
-		r.Config["rounds"], batch, single, r.Duration.Round(time.Second))
+	steady := ""
+	if r.scenario(scSteady) != nil {
+		steady = fmt.Sprintf(" (the steady scenario: %d batches in a row to mcptape alone)", r.Config["steady_rounds"])
+	}
+	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario%s, each round one %s per target in rotating order (interleaved)%s; %s in all\n",
+		r.Config["rounds"], steady, batch, single, r.Duration.Round(time.Second))
 	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (without mcptape's fix for the request-body race that cuts streams); "+
 		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
 		"mcptape-forward = `mcptape record --forward`, the load generator using it as its HTTP proxy; "+
@@ -552,6 +607,16 @@ func (r *Report) writeJSON(path string) error {
 // with other's round by round (the batches of a round run back to back),
 // so that a reader sees how much of a verdict near its factor is the
 // machine's noise.
+// thirds returns the medians of v's first and last thirds (the steady
+// scenario's rounds, in order); false: fewer than three.
+func thirds(v []float64) (first, last float64, ok bool) {
+	n := len(v) / 3
+	if n == 0 {
+		return 0, 0, false
+	}
+	return median(v[:n]), median(v[len(v)-n:]), true
+}
+
 func roundSpread(ratio float64, m, o []float64, other string) string {
 	if len(m) < 2 || len(m) != len(o) {
 		return ""

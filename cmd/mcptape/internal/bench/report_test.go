@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,10 @@ func fakeReport(mod func(r *Report)) *Report {
 	sc(scSSE, "SSE first event", map[string]*Figures{
 		tgNginx:   {Calls: 10, FirstAdded: f(100)},
 		tgMcptape: {Calls: 10, FirstAdded: f(120)},
+	})
+	sc(scSteady, "steady c=32", map[string]*Figures{
+		tgMcptape: {Calls: 600, CallsPerSec: f(2000), CPUPerCall: f(150),
+			RoundRates: []float64{2000, 1900, 2100, 2000, 1800, 2000}, RoundCPU: []float64{150, 160, 140, 150, 170, 150}},
 	})
 	sc(scHuge, "10 MiB results", map[string]*Figures{
 		tgNginx:   {Calls: 10, CallsPerSec: f(10)},
@@ -95,6 +100,13 @@ func TestBenchVerdicts(t *testing.T) {
 		{"peak RSS not measured without the huge scenario", groupPlain, "peak RSS", func(r *Report) { r.Scenarios = r.Scenarios[:len(r.Scenarios)-2] }, false, true},
 		{"a lost record", groupPlain, "nothing lost", func(r *Report) { r.Scenarios[0].Recorder.Match = false }, false, false},
 		{"a failed call", groupPlain, "every call through mcptape", func(r *Report) { r.Fig(scEcho1, tgMcptape).Failed = 1 }, false, false},
+		{"steady: CPU per call grew past 1.5×", groupPlain, "steady c=32: CPU per call", func(r *Report) { r.Fig(scSteady, tgMcptape).RoundCPU = []float64{150, 160, 140, 150, 240, 230} }, false, false},
+		{"steady: CPU per call grew 1.5× exactly", groupPlain, "steady c=32: CPU per call", func(r *Report) { r.Fig(scSteady, tgMcptape).RoundCPU = []float64{150, 150, 140, 150, 230, 220} }, true, false},
+		{"steady: calls/s fell under 0.8×", groupPlain, "steady c=32: calls/s", func(r *Report) { r.Fig(scSteady, tgMcptape).RoundRates = []float64{2000, 2000, 1900, 1800, 1500, 1580} }, false, false},
+		{"steady: two rounds", groupPlain, "steady c=32: CPU per call", func(r *Report) { r.Fig(scSteady, tgMcptape).RoundCPU = []float64{150, 400} }, false, true},
+		{"steady not run", groupPlain, "steady: CPU per call", func(r *Report) {
+			r.Scenarios = slices.DeleteFunc(r.Scenarios, func(s *ScenarioResult) bool { return s.ID == scSteady })
+		}, false, true},
 		{"replay slower than live", groupReplay, "replay server", func(r *Report) { *r.Fig(scReplay, tgReplay).CallsPerSec = 999 }, false, false},
 		{"replay with a failed call", groupReplay, "replay server", func(r *Report) { r.Fig(scReplay, tgReplay).Failed = 1 }, false, false},
 	} {

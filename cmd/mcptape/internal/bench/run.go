@@ -21,8 +21,10 @@ const teardownTimeout = 3 * time.Second
 type scenarioSpec struct {
 	id, title, short string
 	conc             int
-	// calls, if > 0, is the calls per batch, whatever the configuration.
+	// calls, if > 0, is the calls per batch, whatever the configuration;
+	// rounds, if > 0, the rounds.
 	calls    int
+	rounds   int
 	setup    func(*worker, context.Context) error
 	call     func(*worker, context.Context) (sample, error)
 	teardown func(*worker, context.Context) error
@@ -65,6 +67,10 @@ func (e *benchEnv) scenario(id string) *scenarioSpec {
 		return &scenarioSpec{id: id, title: fmt.Sprintf("%s results, concurrency %d, %d calls per batch, peak RSS", sizeText(c.HugeBytes), c.HugeConc, c.HugeCalls),
 			short: sizeText(c.HugeBytes) + " results", conc: c.HugeConc, calls: c.HugeCalls, payload: c.HugeBytes, rss: true,
 			call: func(w *worker, ctx context.Context) (sample, error) { return w.callBig(ctx, c.HugeBytes) }}
+	case scSteady:
+		return &scenarioSpec{id: id, title: fmt.Sprintf("steady recording: echo at concurrency %d, %d batches in a row to mcptape alone "+
+			"(does its cost per call hold as its store grows and compacts?)", c.Concurrency, c.SteadyRounds),
+			short: fmt.Sprintf("steady c=%d", c.Concurrency), conc: c.Concurrency, rounds: c.SteadyRounds, only: []string{tgMcptape}, call: (*worker).callEcho}
 	}
 	panic("unknown scenario " + id)
 }
@@ -407,7 +413,8 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 		calls = cfg.Calls
 	}
 	paired := e.paired(sc, live)
-	for r := range cfg.Rounds {
+	rounds := cmp.Or(sc.rounds, cfg.Rounds)
+	for r := range rounds {
 		var line []string
 		order := make([]*target, len(live))
 		for k := range live {
@@ -461,7 +468,7 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 			}
 			line = append(line, s)
 		}
-		e.progress("  round %d/%d: %s", r+1, cfg.Rounds, strings.Join(line, " | "))
+		e.progress("  round %d/%d: %s", r+1, rounds, strings.Join(line, " | "))
 	}
 
 	if sc.teardown != nil {
