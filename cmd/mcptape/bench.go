@@ -44,7 +44,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.HugeBytes, "huge-bytes", 10<<20, "result size in the huge scenario")
 	fs.IntVar(&c.HugeConc, "huge-concurrency", 4, "concurrent callers in the huge scenario")
 	fs.IntVar(&c.HugeCalls, "huge-calls", 16, "calls per batch in the huge scenario")
-	fs.IntVar(&c.SteadyRounds, "steady-rounds", 30, "batches in a row in the steady scenario, which compares the CPU per call and calls/s of its last third of them with its first")
+	fs.IntVar(&c.SteadyRounds, "steady-rounds", 30, "batches in a row in the steady scenario, which compares the CPU per call of its last third of them with its first")
 	fs.IntVar(&c.ReplayCalls, "replay-calls", 10000, "distinct echo calls on the replay scenario's tape, recorded from the live server before measuring")
 	fs.StringVar(&c.Nginx, "nginx", "", "the nginx binary (default: nginx on $PATH, else /usr/sbin/nginx; none found skips the nginx target)")
 	fs.StringVar(&c.JSONFile, "json", "", "also write every figure as JSON to this file")

@@ -249,7 +249,7 @@ func (r *Report) judgeProxies() []Verdict {
 		add(group, name, *f.PeakRSS < limit, fmt.Sprintf("mcptape's peak RSS during the %s scenario %.1f MB", r.scenario(scHuge).Short, *f.PeakRSS))
 	}
 	peakRSS(groupPlain, 150)
-	steady := func(name string, factor float64, get func(*Figures) []float64, unit string, atLeast bool) {
+	steady := func(name string, factor float64, get func(*Figures) []float64, unit string) {
 		sc := r.scenario(scSteady)
 		var f *Figures
 		if sc != nil {
@@ -269,14 +269,11 @@ func (r *Report) judgeProxies() []Verdict {
 		limit := factor * first
 		detail := fmt.Sprintf("last third %s, first third %s (%.2f×); round by round %s–%s",
 			num(last, unit), num(first, unit), last/first, num(slices.Min(v), unit), num(slices.Max(v), unit))
-		if atLeast {
-			add(groupPlain, name, last >= limit, detail)
-		} else {
-			add(groupPlain, name, last <= limit, detail)
-		}
+		add(groupPlain, name, last <= limit, detail)
 	}
-	steady("CPU per call over the last third of the rounds ≤ 1.5 × the first third's", 1.5, func(f *Figures) []float64 { return f.RoundCPU }, "µs", false)
-	steady("calls/s over the last third of the rounds ≥ 0.8 × the first third's", 0.8, func(f *Figures) []float64 { return f.RoundRates }, "/s", true)
+	steady("CPU per call over the last third of the rounds ≤ 1.5 × the first third's", 1.5, func(f *Figures) []float64 { return f.RoundCPU }, "µs")
+	// Not calls/s: the load generator and the fixture server share the
+	// machine, and their own speed moves it by a third from round to round.
 
 	if !r.ran(tgNginx) {
 		skip(groupNginx, "against nginx", "the nginx target did not run")
