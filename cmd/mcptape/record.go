@@ -97,7 +97,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&c.allowAnyHost, "allow-any-host", false, "accept any Host header on a loopback listener (turns off DNS-rebinding protection)")
 	fs.DurationVar(&c.idleGap, "idle-gap", 5*time.Minute, "silence after which a 2026-07-28 client's next request starts a new session")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB, raised for as long as the heap's live data needs more; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
+	fs.StringVar(&c.memoryLimit, "memory-limit", defaultMemoryLimit, "soft limit of the Go heap, e.g. 100MiB, raised (up to four times) for as long as the heap's live data needs more; 0 turns it off (GOMEMLIMIT, when set, wins over the default)")
 	fs.StringVar(&c.metrics, "metrics", "", "also serve Prometheus metrics at http://`ADDR`/metrics on their own listener, without a token (the dashboard's listener serves them at /metrics anyway); a bare port (9464) means 127.0.0.1; 'mcptape metrics grafana' prints a dashboard")
 	otlpFlag(fs, &c.otlp)
 	fs.StringVar(&c.dashboard, "dashboard", dashboard.DefaultAddr, "serve the web dashboard at `ADDR`; off turns it off")

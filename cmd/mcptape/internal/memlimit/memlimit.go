@@ -14,9 +14,10 @@
 //
 // Follow sets the limit and, after every collection, raises it to what the
 // live heap needs (the live heap and a quarter more, and the runtime's
-// memory outside the heap) when that is more than the limit asked for, and
-// lowers it back as the live heap shrinks. Memory then grows only with what
-// the process really holds, and collections stay a few a second.
+// memory outside the heap) when that is more than the limit asked for, up
+// to four times that, and lowers it back as the live heap shrinks. Memory
+// then grows only with what the process really holds, and collections
+// stay a few a second.
 package memlimit
 
 import (
@@ -31,15 +32,20 @@ import (
 // the live heap is what sets it.
 const Headroom = 0.25
 
+// Ceiling bounds how far the limit rises: at most Ceiling times the limit
+// asked for. Past it the runtime collects as often as it must, as under a
+// fixed limit: memory stays bounded however much the live heap holds.
+const Ceiling = 4
+
 // Limit is the soft limit for a process asked to stay under base, whose
 // live heap is live bytes and whose runtime memory outside the heap
 // (stacks, the runtime's own structures) is other bytes.
 func Limit(base int64, live, other uint64) int64 {
-	need := float64(live)*(1+Headroom) + float64(other)
-	if need >= math.MaxInt64 {
-		return math.MaxInt64
+	if base >= math.MaxInt64/Ceiling {
+		return base
 	}
-	return max(base, int64(need))
+	need := float64(live)*(1+Headroom) + float64(other)
+	return int64(min(max(float64(base), need), float64(base*Ceiling)))
 }
 
 var state struct {
