@@ -47,8 +47,8 @@ const resolveWait = 5 * time.Second
 type selfGuard struct {
 	mu    sync.Mutex
 	ports map[int]bool // the ports this process listens on
-	// out holds the local ends of the tunnels this proxy dialled.
-	out map[netip.AddrPort]bool
+	// out counts the tunnels this proxy dialled, by their two ends.
+	out map[tunnelEnds]int
 	// tunnels counts the tunnels open per client address.
 	tunnels  map[netip.Addr]int
 	maxPerIP int
@@ -60,7 +60,7 @@ func newSelfGuard(maxPerClient int) *selfGuard {
 	if maxPerClient == 0 {
 		maxPerClient = DefaultMaxTunnelsPerClient
 	}
-	return &selfGuard{ports: map[int]bool{}, out: map[netip.AddrPort]bool{}, tunnels: map[netip.Addr]int{},
+	return &selfGuard{ports: map[int]bool{}, out: map[tunnelEnds]int{}, tunnels: map[netip.Addr]int{},
 		maxPerIP: maxPerClient, ifaddrs: net.InterfaceAddrs, lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}}
@@ -222,33 +222,75 @@ func literalIP(host string) (netip.Addr, bool) {
 	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
 }
 
+// tunnelEnds are a connection's two ends, as the proxy dialled it: its own
+// (local) and the server's (remote).
+type tunnelEnds struct{ local, remote netip.AddrPort }
+
 // fromOwnTunnel reports whether a request came from the local end of a
-// tunnel this proxy dialled: a CONNECT looping back through itself.
+// tunnel this proxy dialled: a CONNECT looping back through itself. Such
+// a request's client end is the tunnel's own end. Its connection reached
+// the address the tunnel dialled, unless a port forward (DNAT) in between
+// led it to the proxy's; but the system may also give a client's
+// connection to the proxy the same address and port as a tunnel's to
+// another server, since the two connections' other ends differ. When the
+// other ends do not match, the system's socket table tells the two apart:
+// a client's own socket to the proxy is in it, a forwarded tunnel's end is
+// not (it is the tunnel's socket, whose peer is the address it dialled).
 func (g *selfGuard) fromOwnTunnel(r *http.Request) bool {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
+	remote, ok := addrPort(r.RemoteAddr)
+	if !ok {
 		return false
 	}
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	var local netip.AddrPort
+	if a := localAddr(r); a != nil {
+		local, _ = addrPort(a.String())
+	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.out[ap]
+	exact := g.out[tunnelEnds{local: remote, remote: local}] > 0
+	ends := false
+	for e := range g.out {
+		if e.local == remote {
+			ends = true
+			break
+		}
+	}
+	g.mu.Unlock()
+	switch {
+	case exact:
+		return true
+	case !ends:
+		return false
+	case !local.IsValid():
+		return true // where it arrived is unknown: the client's end decides
+	}
+	return !socketExists(remote, local)
 }
 
-// dialledOut notes the local end of a tunnel the proxy dialled, until
-// forget.
-func (g *selfGuard) dialledOut(c net.Conn) (forget func()) {
-	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
+// addrPort parses host:port, with an IPv4-mapped address as IPv4.
+func addrPort(s string) (netip.AddrPort, bool) {
+	ap, err := netip.ParseAddrPort(s)
 	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
+}
+
+// dialledOut notes the ends of a tunnel the proxy dialled, until forget.
+func (g *selfGuard) dialledOut(c net.Conn) (forget func()) {
+	local, ok := addrPort(c.LocalAddr().String())
+	remote, ok2 := addrPort(c.RemoteAddr().String())
+	if !ok || !ok2 {
 		return func() {}
 	}
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	e := tunnelEnds{local: local, remote: remote}
 	g.mu.Lock()
-	g.out[ap] = true
+	g.out[e]++
 	g.mu.Unlock()
 	return func() {
 		g.mu.Lock()
-		delete(g.out, ap)
+		if g.out[e]--; g.out[e] <= 0 {
+			delete(g.out, e)
+		}
 		g.mu.Unlock()
 	}
 }
