@@ -47,8 +47,8 @@ const resolveWait = 5 * time.Second
 type selfGuard struct {
 	mu    sync.Mutex
 	ports map[int]bool // the ports this process listens on
-	// out counts the tunnels this proxy dialled, by their two ends.
-	out map[tunnelEnds]int
+	// out holds the tunnels this proxy dialled, by their two ends.
+	out map[tunnelEnds]bool
 	// tunnels counts the tunnels open per client address.
 	tunnels  map[netip.Addr]int
 	maxPerIP int
@@ -60,7 +60,7 @@ func newSelfGuard(maxPerClient int) *selfGuard {
 	if maxPerClient == 0 {
 		maxPerClient = DefaultMaxTunnelsPerClient
 	}
-	return &selfGuard{ports: map[int]bool{}, out: map[tunnelEnds]int{}, tunnels: map[netip.Addr]int{},
+	return &selfGuard{ports: map[int]bool{}, out: map[tunnelEnds]bool{}, tunnels: map[netip.Addr]int{},
 		maxPerIP: maxPerClient, ifaddrs: net.InterfaceAddrs, lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}}
@@ -245,25 +245,31 @@ func (g *selfGuard) fromOwnTunnel(r *http.Request) bool {
 	if a := localAddr(r); a != nil {
 		local, _ = addrPort(a.String())
 	}
+	shares, same := g.tunnelFrom(remote, local)
+	switch {
+	case same:
+		return true
+	case !shares:
+		return false
+	}
+	// Where it arrived unknown, the client's end decides.
+	return !local.IsValid() || !socketExists(remote, local)
+}
+
+// tunnelFrom reports whether a tunnel the proxy dialled has the local end
+// client (shares), and whether one also has the other end server (same).
+func (g *selfGuard) tunnelFrom(client, server netip.AddrPort) (shares, same bool) {
 	g.mu.Lock()
-	exact := g.out[tunnelEnds{local: remote, remote: local}] > 0
-	ends := false
+	defer g.mu.Unlock()
+	if g.out[tunnelEnds{local: client, remote: server}] {
+		return true, true
+	}
 	for e := range g.out {
-		if e.local == remote {
-			ends = true
-			break
+		if e.local == client {
+			return true, false
 		}
 	}
-	g.mu.Unlock()
-	switch {
-	case exact:
-		return true
-	case !ends:
-		return false
-	case !local.IsValid():
-		return true // where it arrived is unknown: the client's end decides
-	}
-	return !socketExists(remote, local)
+	return false, false
 }
 
 // addrPort parses host:port, with an IPv4-mapped address as IPv4.
@@ -284,13 +290,11 @@ func (g *selfGuard) dialledOut(c net.Conn) (forget func()) {
 	}
 	e := tunnelEnds{local: local, remote: remote}
 	g.mu.Lock()
-	g.out[e]++
+	g.out[e] = true
 	g.mu.Unlock()
 	return func() {
 		g.mu.Lock()
-		if g.out[e]--; g.out[e] <= 0 {
-			delete(g.out, e)
-		}
+		delete(g.out, e)
 		g.mu.Unlock()
 	}
 }
@@ -312,11 +316,11 @@ func (s *tunnelSlot) done() {
 // admit takes a tunnel slot for the client at remote, or says how many it
 // holds when it has no more.
 func (g *selfGuard) admit(remote string) (*tunnelSlot, int, bool) {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
+	ap, ok := addrPort(remote)
+	if !ok {
 		return &tunnelSlot{release: func() {}}, 0, true
 	}
-	ip := ap.Addr().Unmap()
+	ip := ap.Addr()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if n := g.tunnels[ip]; g.maxPerIP > 0 && n >= g.maxPerIP {

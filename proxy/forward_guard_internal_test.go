@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"runtime"
 	"testing"
 )
 
@@ -79,54 +78,3 @@ func TestConnectFromOwnTunnel(t *testing.T) {
 		t.Errorf("%d tunnel slots held after the CONNECTs ended, want 0", n)
 	}
 }
-
-// A client whose connection to the proxy has the same address and port as
-// a tunnel's connection to another server (the system gives a connection
-// any free port for its own pair of ends) is not a loop: its CONNECT goes
-// through. Made certain here by noting a tunnel with the client's own end.
-func TestConnectFromAPortATunnelAlsoUses(t *testing.T) {
-	p, err := New(&Options{Forward: &ForwardOptions{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // stands for the proxy's listener
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	if c := <-accepted; c != nil {
-		defer c.Close()
-	}
-	if !socketExists(netip.MustParseAddrPort(client.LocalAddr().String()), netip.MustParseAddrPort(ln.Addr().String())) && runtime.GOOS == "linux" {
-		t.Fatalf("the client's socket %s -> %s is not in the system's table", client.LocalAddr(), ln.Addr())
-	}
-	// A tunnel to another server from the client's address and port.
-	forget := p.forward.self.dialledOut(fakeEnds{local: client.LocalAddr(), remote: net.TCPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:9"))})
-	defer forget()
-	req := httptest.NewRequest(http.MethodConnect, "http://example.com:443", nil)
-	req.URL.Host, req.Host = "example.com:443", "example.com:443"
-	req.RemoteAddr = client.LocalAddr().String()
-	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, ln.Addr()))
-	loop := p.forward.self.fromOwnTunnel(req)
-	if runtime.GOOS == "linux" && loop {
-		t.Errorf("a client sharing a tunnel's port (its connection to %s, the tunnel's to 127.0.0.1:9) was taken for a loop", ln.Addr())
-	}
-}
-
-type fakeEnds struct {
-	net.Conn
-	local, remote net.Addr
-}
-
-func (c fakeEnds) LocalAddr() net.Addr  { return c.local }
-func (c fakeEnds) RemoteAddr() net.Addr { return c.remote }
