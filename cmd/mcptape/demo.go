@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcptape/mcptape/capture"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/memlimit"
 	"github.com/mcptape/mcptape/fixtures"
 	"github.com/mcptape/mcptape/proxy"
 )
@@ -27,7 +28,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	_ = applyMemoryLimit(defaultMemoryLimit, false, true)
+	_ = applyMemoryLimit(defaultMemoryLimit, false, memlimit.Follow)
 	started := time.Now()
 
 	// 1. The reference server, on loopback only.

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/mcptape/mcptape/cmd/mcptape/internal/memlimit"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,6 +27,7 @@ import (
 	"github.com/mcptape/mcptape/capture/remotestore"
 	"github.com/mcptape/mcptape/capture/traces"
 	"github.com/mcptape/mcptape/cmd/mcptape/internal/ca"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/memlimit"
 	"github.com/mcptape/mcptape/dashboard"
 	"github.com/mcptape/mcptape/proxy"
 )
@@ -132,7 +131,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--intercept-timeout takes a duration like 30s or 5m (0 waits forever)")
 	}
 	c.dashboardFixed = flagSet(fs, "dashboard")
-	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit"), true); err != nil {
+	if err := applyMemoryLimit(c.memoryLimit, flagSet(fs, "memory-limit"), memlimit.Follow); err != nil {
 		return usagef("--memory-limit: %v", err)
 	}
 	if fs.NArg() > 0 {
@@ -569,13 +568,13 @@ func (rs *recording) close() (capture.Stats, error) {
 // twice its live size before collecting.
 const defaultMemoryLimit = "64MiB"
 
-// applyMemoryLimit sets the Go heap's soft limit, unless the user set
-// GOMEMLIMIT and not the flag. A recorder's limit follows the live heap
-// when that needs more (memlimit.Follow): Badger's compactions under
+// applyMemoryLimit sets the Go heap's soft limit with set, unless the user
+// set GOMEMLIMIT and not the flag. A recorder's limit follows the live
+// heap when that needs more (memlimit.Follow): Badger's compactions under
 // steady traffic hold more than 64 MiB at times, and a fixed limit below
 // the live heap has the runtime collecting without pause. A batch job
-// (follow false) keeps its limit.
-func applyMemoryLimit(v string, explicit, follow bool) error {
+// keeps its limit (memlimit.Set).
+func applyMemoryLimit(v string, explicit bool, set func(int64)) error {
 	if os.Getenv("GOMEMLIMIT") != "" && !explicit {
 		return nil
 	}
@@ -583,14 +582,7 @@ func applyMemoryLimit(v string, explicit, follow bool) error {
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		n = math.MaxInt64
-	}
-	if follow {
-		memlimit.Follow(n)
-	} else {
-		memlimit.Set(n)
-	}
+	set(n) // 0: no limit
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/badgerstore"
+	"github.com/mcptape/mcptape/cmd/mcptape/internal/memlimit"
 	"github.com/mcptape/mcptape/replay"
 )
 
@@ -171,7 +172,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// store is sized for one large write, and the Go heap held near what
 	// is live (GOMEMLIMIT, when set, wins), which kept the import of a
 	// 530 MB tape at a peak RSS of about 260 MB instead of 1 GB.
-	_ = applyMemoryLimit(importMemoryLimit, false, false)
+	_ = applyMemoryLimit(importMemoryLimit, false, memlimit.Set)
 	store, err := openWrite(*data, &badgerstore.Options{BulkLoad: true})
 	if err != nil {
 		return err

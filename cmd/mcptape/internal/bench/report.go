@@ -249,29 +249,23 @@ func (r *Report) judgeProxies() []Verdict {
 		add(group, name, *f.PeakRSS < limit, fmt.Sprintf("mcptape's peak RSS during the %s scenario %.1f MB", r.scenario(scHuge).Short, *f.PeakRSS))
 	}
 	peakRSS(groupPlain, 150)
-	steady := func(name string, factor float64, get func(*Figures) []float64, unit string) {
-		sc := r.scenario(scSteady)
-		var f *Figures
-		if sc != nil {
-			f = sc.Targets[tgMcptape]
-		}
-		if f == nil {
-			skip(groupPlain, "steady: "+name, "not measured: run the steady scenario")
-			return
-		}
-		name = sc.Short + ": " + name
-		v := get(f)
-		first, last, ok := thirds(v)
-		if !ok || first <= 0 {
-			skip(groupPlain, name, fmt.Sprintf("%d rounds: give at least 3 --steady-rounds", len(v)))
-			return
-		}
-		limit := factor * first
-		detail := fmt.Sprintf("last third %s, first third %s (%.2f×); round by round %s–%s",
-			num(last, unit), num(first, unit), last/first, num(slices.Min(v), unit), num(slices.Max(v), unit))
-		add(groupPlain, name, last <= limit, detail)
+	// The steady scenario: its CPU per call holds as its store grows.
+	const steadyCPU = "CPU per call over the last third of the rounds ≤ 1.5 × the first third's"
+	sc := r.scenario(scSteady)
+	measured := sc != nil && sc.Targets[tgMcptape] != nil
+	var cpu []float64
+	if measured {
+		cpu = sc.Targets[tgMcptape].RoundCPU
 	}
-	steady("CPU per call over the last third of the rounds ≤ 1.5 × the first third's", 1.5, func(f *Figures) []float64 { return f.RoundCPU }, "µs")
+	switch first, last := thirds(cpu); {
+	case !measured:
+		skip(groupPlain, "steady: "+steadyCPU, "not measured: run the steady scenario")
+	case first == nil || *first <= 0:
+		skip(groupPlain, sc.Short+": "+steadyCPU, fmt.Sprintf("%d rounds: give at least 3 --steady-rounds", len(cpu)))
+	default:
+		add(groupPlain, sc.Short+": "+steadyCPU, *last <= 1.5**first, fmt.Sprintf("last third %s, first third %s (%.2f×); round by round %s–%s",
+			num(*last, "µs"), num(*first, "µs"), *last / *first, num(slices.Min(cpu), "µs"), num(slices.Max(cpu), "µs")))
+	}
 	// Not calls/s: the load generator and the fixture server share the
 	// machine, and their own speed moves it by a third from round to round.
 
@@ -381,24 +375,10 @@ func (r *Report) rows() []row {
 			add("p50 latency (µs)", 0, false, false, p50)
 			add("p99 latency (µs)", 0, false, false, p99)
 			add("proxy CPU per call (µs)", 0, false, false, cpuCall)
-			third := func(v func(*Figures) []float64, last bool) func(*Figures) *float64 {
-				return func(f *Figures) *float64 {
-					first, end, ok := thirds(v(f))
-					switch {
-					case !ok:
-						return nil
-					case last:
-						return &end
-					}
-					return &first
-				}
-			}
-			roundRates := func(f *Figures) []float64 { return f.RoundRates }
-			roundCPU := func(f *Figures) []float64 { return f.RoundCPU }
-			add("calls/s, first third of the rounds", 0, false, false, third(roundRates, false))
-			add("calls/s, last third", 0, false, false, third(roundRates, true))
-			add("proxy CPU per call, first third (µs)", 0, false, false, third(roundCPU, false))
-			add("proxy CPU per call, last third (µs)", 0, false, false, third(roundCPU, true))
+			add("calls/s, first third of the rounds", 0, false, false, func(f *Figures) *float64 { v, _ := thirds(f.RoundRates); return v })
+			add("calls/s, last third", 0, false, false, func(f *Figures) *float64 { _, v := thirds(f.RoundRates); return v })
+			add("proxy CPU per call, first third (µs)", 0, false, false, func(f *Figures) *float64 { v, _ := thirds(f.RoundCPU); return v })
+			add("proxy CPU per call, last third (µs)", 0, false, false, func(f *Figures) *float64 { _, v := thirds(f.RoundCPU); return v })
 		case scSSE:
 			add("first event p50 (µs)", 0, false, true, func(f *Figures) *float64 { return f.FirstP50 })
 			add("first event p99 (µs)", 0, false, true, func(f *Figures) *float64 { return f.FirstP99 })
@@ -604,16 +584,6 @@ func (r *Report) writeJSON(path string) error {
 // with other's round by round (the batches of a round run back to back),
 // so that a reader sees how much of a verdict near its factor is the
 // machine's noise.
-// thirds returns the medians of v's first and last thirds (the steady
-// scenario's rounds, in order); false: fewer than three.
-func thirds(v []float64) (first, last float64, ok bool) {
-	n := len(v) / 3
-	if n == 0 {
-		return 0, 0, false
-	}
-	return median(v[:n]), median(v[len(v)-n:]), true
-}
-
 func roundSpread(ratio float64, m, o []float64, other string) string {
 	if len(m) < 2 || len(m) != len(o) {
 		return ""
@@ -635,4 +605,14 @@ func roundSpread(ratio float64, m, o []float64, other string) string {
 		s += fmt.Sprintf("; %d of %d rounds left out, where a figure was not above zero", out, len(m))
 	}
 	return s + ")"
+}
+
+// thirds returns the medians of v's first and last thirds (the steady
+// scenario's rounds, in order); nil with fewer than three.
+func thirds(v []float64) (first, last *float64) {
+	n := len(v) / 3
+	if n == 0 {
+		return nil, nil
+	}
+	return ptr(median(v[:n])), ptr(median(v[len(v)-n:]))
 }

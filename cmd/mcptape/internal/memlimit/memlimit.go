@@ -52,7 +52,6 @@ var state struct {
 	mu      sync.Mutex
 	base    int64 // math.MaxInt64: no limit
 	follow  bool
-	set     int64 // the limit set last
 	started bool
 }
 
@@ -73,7 +72,7 @@ func apply(base int64, follow bool) {
 	}
 	state.mu.Lock()
 	defer state.mu.Unlock()
-	state.base, state.follow, state.set = base, follow, base
+	state.base, state.follow = base, follow
 	debug.SetMemoryLimit(base)
 	if follow && !state.started {
 		state.started = true
@@ -118,8 +117,7 @@ func adjust() {
 	if heap := released + objects + unused + free; total > heap {
 		other = total - heap
 	}
-	if l := Limit(state.base, live, other); l != state.set {
-		state.set = l
+	if l := Limit(state.base, live, other); l != debug.SetMemoryLimit(-1) {
 		debug.SetMemoryLimit(l)
 	}
 }
