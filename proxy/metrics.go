@@ -172,6 +172,16 @@ type exchangeMetrics struct {
 	sse       bool
 	firstByte bool
 	ended     bool
+
+	// What label needs, from beginLater: the labels decode the request's
+	// body, which its way upstream need not wait for.
+	later struct {
+		rt       *route
+		r        *http.Request
+		body     []byte
+		complete bool
+	}
+	labelled sync.Once
 }
 
 // begin labels a request and counts it in flight.
@@ -189,6 +199,44 @@ func (x *exchangeMetrics) begin(m *metrics, rt *route, r *http.Request, body []b
 		x.p.reqBytes.Add(float64(n)) // the buffered prefix is forwarded whole
 	}
 	m.inFlight.Inc()
+}
+
+// beginLater counts a request in flight, and leaves its labels to label,
+// once it is on its way upstream (or when a series needs them first).
+func (x *exchangeMetrics) beginLater(m *metrics, rt *route, r *http.Request, body []byte, complete bool, arrived time.Time) {
+	if m == nil {
+		return
+	}
+	x.m, x.arrived = m, arrived
+	x.later.rt, x.later.r, x.later.body, x.later.complete = rt, r, body, complete
+	m.inFlight.Inc()
+}
+
+// label labels a request begun by beginLater, once. The transport may call
+// it from its own goroutine (a body streamed upstream, the request's
+// written hook); the Once orders it before every use of the series.
+func (x *exchangeMetrics) label() {
+	if x.m == nil {
+		return
+	}
+	x.labelled.Do(x.doLabel)
+}
+
+func (x *exchangeMetrics) doLabel() {
+	l := &x.later
+	if l.r == nil {
+		return // begun by begin
+	}
+	method, tool := x.m.labels(l.r, l.body, l.complete)
+	var route string
+	if l.rt != nil {
+		route = l.rt.label
+	}
+	x.p, x.labels = x.m.pair(route, method, tool), labelPair{route, method, tool}
+	if n := len(l.body); n > 0 {
+		x.p.reqBytes.Add(float64(n)) // the buffered prefix is forwarded whole
+	}
+	l.r, l.body = nil, nil
 }
 
 // labels are a request's method and tool labels. The 2026-07-28 routing
@@ -239,6 +287,7 @@ func (x *exchangeMetrics) wroteHeader(code int, h http.Header, synthesized bool)
 	if x.m == nil {
 		return
 	}
+	x.label()
 	x.code = code
 	if synthesized || x.upHeaders.IsZero() {
 		return
@@ -258,6 +307,7 @@ func (x *exchangeMetrics) wrote(n int) {
 	if x.m == nil || n == 0 {
 		return
 	}
+	x.label()
 	x.p.respBytes.Add(float64(n))
 	if x.sse && !x.firstByte {
 		x.firstByte = true
@@ -269,9 +319,10 @@ func (x *exchangeMetrics) wrote(n int) {
 
 // forwardedBytes counts request body bytes streamed upstream after the
 // buffered prefix. The transport calls it from its own goroutine, so it
-// reads only what begin set.
+// reads only what begin set, and the series through label.
 func (x *exchangeMetrics) forwardedBytes(n int) {
 	if x.m != nil && n > 0 {
+		x.label()
 		x.p.reqBytes.Add(float64(n))
 	}
 }
@@ -281,6 +332,7 @@ func (x *exchangeMetrics) end() {
 	if x.m == nil || x.ended {
 		return
 	}
+	x.label()
 	x.ended = true
 	x.m.requests.WithLabelValues(x.m.lv(x.labels.route, x.labels.method, statusLabel(x.code))...).Inc()
 	x.m.inFlight.Dec()

@@ -372,7 +372,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cancel(ErrShutdown) // it arrived as the drain began
 	}
 	defer p.untrack(x)
-	x.mx.begin(p.m, t.rt, r, body, complete, arrived)
+	x.mx.beginLater(p.m, t.rt, r, body, complete, arrived)
 	x.tw = teeWriter{ResponseWriter: w, x: x}
 	x.w = &x.tw
 	x.outCtx = exchangeCtx{Context: ctx, x: x}

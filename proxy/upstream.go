@@ -106,7 +106,7 @@ func (u *upstream) roundTrip(req *http.Request, x *exchange, ir *interimRelay) (
 // with the whole body in hand and the client still waiting.
 func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange, ir *interimRelay) (_ *http.Response, retry bool, _ error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	a := &attemptState{cancel: cancel, d: u.timeout, relay: ir, waits: u.waits}
+	a := &attemptState{cancel: cancel, d: u.timeout, relay: ir, waits: u.waits, mx: &x.mx}
 	x.mx.forwarded = time.Now()
 	var res *http.Response
 	var err error
@@ -164,6 +164,7 @@ type attemptState struct {
 	cancel                    context.CancelCauseFunc
 	d                         time.Duration
 	waits                     *headWaits
+	mx                        *exchangeMetrics // labelled once the request is written
 	mu                        sync.Mutex
 	due                       time.Time // the bound, once armed
 	armed, over               bool
@@ -198,6 +199,9 @@ func (a *attemptState) got1xx(code int, h http.Header) error {
 }
 
 func (a *attemptState) arm() {
+	// The request is upstream: the metrics' labels can be worked out
+	// while the upstream works on it.
+	a.mx.label()
 	if a.d <= 0 {
 		return
 	}
