@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,6 +41,7 @@ type eresp struct {
 	closeAfter  bool
 	trailers    []string // declared in the Trailer header
 	finished    bool
+	early       bool // ended by endEarly: the handler writes nothing more
 
 	// The automatic 100 Continue (ebody) and interim responses share the
 	// buffer with the response, from the body's reader's goroutine.
@@ -293,6 +295,9 @@ func writeStatusLine(bw *bufio.Writer, is11 bool, code int) {
 }
 
 func (w *eresp) Write(p []byte) (int, error) {
+	if w.early {
+		return 0, errEndedEarly
+	}
 	w.canContinue.Store(false)
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
@@ -343,6 +348,9 @@ func (w *eresp) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDea
 // finish ends the response: the head if the handler wrote none, a
 // chunked body's last chunk and trailers, and a flush.
 func (w *eresp) finish() {
+	if w.early {
+		return
+	}
 	w.finished = true
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
@@ -356,6 +364,27 @@ func (w *eresp) finish() {
 		_, _ = bw.WriteString("\r\n")
 	}
 	_ = bw.Flush()
+}
+
+// errEndedEarly is a write after endEarly.
+var errEndedEarly = errors.New("proxy: write after the response ended")
+
+// endEarly ends a response whose handler has written its last byte and
+// has no trailers to add, before the handler returns: the client has its
+// answer while the handler tidies up. False, and nothing done, when the
+// head is not written or trailers were declared.
+func (w *eresp) endEarly() bool {
+	if !w.wroteHeader || w.early || len(w.trailers) > 0 {
+		return false
+	}
+	for k := range w.header {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return false
+		}
+	}
+	w.finish()
+	w.early = true
+	return true
 }
 
 func (w *eresp) finalTrailers() http.Header {

@@ -370,6 +370,32 @@ func TestMetricsKnownTraffic(t *testing.T) {
 	}
 }
 
+// TestAnsweredCallIsCountedAndRecorded: the proxy ends a response before
+// its handler has tidied up, but never before the call is counted and its
+// end reported to the recorder: a client that has read a whole answer, and
+// then scrapes or asks the recorder, finds it there, call after call.
+func TestAnsweredCallIsCountedAndRecorded(t *testing.T) {
+	r := newMetricsRig(t, fixtures.Handler(nil))
+	const calls = 150
+	for i := 1; i <= calls; i++ {
+		code, body := r.modern(t, i, "tools/call", `"name":"echo","arguments":{"text":"hi"}`, "echo")
+		if code != 200 || !strings.Contains(body, `"result"`) {
+			t.Fatalf("call %d: %d %s", i, code, body)
+		}
+		if st := r.rec.Stats(); st.InFlight != 0 {
+			t.Fatalf("call %d: the client has the whole answer, but the recorder has %d exchanges in flight", i, st.InFlight)
+		}
+		got := series(scrape(t, r.reg), "mcptape_proxy_requests_total")["code=200,method=tools/call"]
+		if got != float64(i) {
+			t.Fatalf("call %d: the client has the whole answer, but mcptape_proxy_requests_total counts %v calls", i, got)
+		}
+	}
+	r.sync(t)
+	if st := r.rec.Stats(); st.Exchanges != calls || st.Lost != 0 {
+		t.Fatalf("recorder: %+v, want %d exchanges and none lost", st, calls)
+	}
+}
+
 // TestMetricsGaugesInFlight: while a slow call streams its answer, the
 // in-flight and open-stream gauges count it; after, they are back to 0.
 func TestMetricsGaugesInFlight(t *testing.T) {

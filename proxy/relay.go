@@ -91,6 +91,11 @@ func (p *Proxy) relay(x *exchange, in, out *http.Request) {
 		}
 		panic(http.ErrAbortHandler)
 	}
+	if announced == 0 && len(res.Trailer) == 0 {
+		// The body was read to its end, so its trailers are in: there
+		// are none to add.
+		rw.answer()
+	}
 	res.Body.Close() // now, so that res.Trailer is complete
 	if len(res.Trailer) > 0 {
 		// Chunked, so that the trailer can follow.

@@ -183,6 +183,23 @@ func (t *teeWriter) settle() {
 	}
 }
 
+// earlyEnder is a ResponseWriter that can end its response before the
+// handler returns (the engine's).
+type earlyEnder interface{ endEarly() bool }
+
+// answer ends the response now, when the writer can, after its last byte:
+// its end is reported first (see FlushError), then the client gets what is
+// left of it, and only then does the handler tidy up (the upstream's
+// connection back to its pool, the contexts, the tracking).
+func (t *teeWriter) answer() {
+	t.settle()
+	t.x.mx.end()
+	t.x.tap.End(t.endText(), t.aborted)
+	if e, ok := t.ResponseWriter.(earlyEnder); ok {
+		e.endEarly()
+	}
+}
+
 // Unwrap exposes the underlying writer to http.ResponseController.
 func (t *teeWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
