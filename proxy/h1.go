@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -115,12 +116,12 @@ type hooks struct {
 	a     attemptHooks
 }
 
-func (k hooks) gotConn(c net.Conn, reused bool) {
+func (k hooks) gotConn(c *h1Conn, reused bool) {
 	if k.a != nil {
-		k.a.gotConn(reused)
+		k.a.gotConn(c, reused)
 	}
 	if k.trace != nil && k.trace.GotConn != nil {
-		k.trace.GotConn(httptrace.GotConnInfo{Conn: c, Reused: reused, WasIdle: reused})
+		k.trace.GotConn(httptrace.GotConnInfo{Conn: c.c, Reused: reused, WasIdle: reused})
 	}
 }
 
@@ -167,10 +168,10 @@ func (h *h1Transport) roundTrip(req *http.Request, a attemptHooks) (*http.Respon
 	if err != nil {
 		return nil, err
 	}
-	trace.gotConn(c.c, reused)
-	// A cancelled request (the client left, the upstream timeout) ends
-	// every wait on the connection at once; the connection is then spent.
-	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(aLongTimeAgo) })
+	trace.gotConn(c, reused)
+	// A cancelled request (the client left, a shutdown) ends every wait on
+	// the connection at once; the connection is then spent.
+	stop := context.AfterFunc(ctx, c.cut)
 	var wr *h1Write
 	var res *http.Response
 	if streams(req) {
@@ -348,6 +349,7 @@ type h1Conn struct {
 	lr     headLimit
 	br     *bufio.Reader // while in use
 	idleAt time.Time     // when it went back to the pool
+	spent  atomic.Bool   // cut: never to be reused
 
 	// clean's non-blocking peek, made once
 	raw     syscall.RawConn
@@ -398,6 +400,14 @@ func (c *h1Conn) detach() {
 		h1Readers.Put(c.br)
 		c.br = nil
 	}
+}
+
+// cut ends every wait on the connection at once (its request was
+// cancelled, or its attempt ended): the connection is spent, and never
+// goes back to the pool.
+func (c *h1Conn) cut() {
+	c.spent.Store(true)
+	_ = c.c.SetDeadline(aLongTimeAgo)
 }
 
 // close closes the connection. Its read buffer is left to the garbage
@@ -539,7 +549,7 @@ func (b *h1Body) done(err error) {
 	}
 	b.fin = true
 	c := b.c
-	if err == nil && b.keep && b.wrote() && b.stop() && c.br.Buffered() == 0 {
+	if err == nil && b.keep && b.wrote() && b.stop() && c.br.Buffered() == 0 && !c.spent.Load() {
 		c.h.put(c)
 		return
 	}

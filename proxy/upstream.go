@@ -105,17 +105,23 @@ func (u *upstream) roundTrip(req *http.Request, x *exchange, ir *interimRelay) (
 // retried after: a reused connection that failed before any response byte,
 // with the whole body in hand and the client still waiting.
 func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange, ir *interimRelay) (_ *http.Response, retry bool, _ error) {
-	ctx, cancel := context.WithCancelCause(req.Context())
-	a := &attemptState{cancel: cancel, d: u.timeout, relay: ir, waits: u.waits, mx: &x.mx}
+	a := &attemptState{d: u.timeout, relay: ir, waits: u.waits, mx: &x.mx}
 	x.mx.forwarded = time.Now()
 	var res *http.Response
 	var err error
-	if h, ok := rt.(*h1Transport); ok && h.handles(req) {
-		// The h1 transport calls the attempt's hooks itself: no trace.
-		res, err = h.roundTrip(req.WithContext(ctx), a)
+	h, direct := rt.(*h1Transport)
+	if direct && h.handles(req) {
+		// The h1 transport calls the attempt's hooks itself (no trace) and
+		// hands it its connection, which the attempt's own ends (the head's
+		// timeout, too many interim responses) cut: the request keeps the
+		// exchange's context, with no context of the attempt's own.
+		res, err = h.roundTrip(req, a)
 	} else {
+		direct = false
+		ctx, cancel := context.WithCancelCause(req.Context())
+		a.cancel = cancel
 		trace := &httptrace.ClientTrace{
-			GotConn:              func(ci httptrace.GotConnInfo) { a.gotConn(ci.Reused) },
+			GotConn:              func(ci httptrace.GotConnInfo) { a.gotConn(nil, ci.Reused) },
 			WroteRequest:         func(httptrace.WroteRequestInfo) { a.arm() },
 			GotFirstResponseByte: a.gotFirstByte,
 			// got1xx cancels as well as returning its error (net/http's
@@ -138,15 +144,17 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange,
 		// The final response can be in hand before the cancel takes
 		// effect (the interim ones arrived in one read): refuse it anyway.
 		res.Body.Close()
-		cancel(errTooManyInterim)
+		a.stop(errTooManyInterim)
 		return nil, false, errTooManyInterim
 	}
 	if err == nil {
 		x.mx.upHeaders = time.Now()
-		res.Body = &attemptBody{ReadCloser: res.Body, cancel: cancel}
+		if !direct {
+			res.Body = &attemptBody{ReadCloser: res.Body, cancel: a.cancel}
+		}
 		return res, false, nil
 	}
-	cancel(nil)
+	a.stop(nil)
 	if a.timedOut.Load() {
 		return nil, false, &headTimeoutError{u.timeout}
 	}
@@ -159,9 +167,10 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange,
 // the upstream's headWaits).
 type attemptState struct {
 	reused, gotByte, timedOut atomic.Bool
-	interim                   atomic.Int32  // 1xx responses seen
-	relay                     *interimRelay // passes them on; nil: nobody
-	cancel                    context.CancelCauseFunc
+	interim                   atomic.Int32            // 1xx responses seen
+	relay                     *interimRelay           // passes them on; nil: nobody
+	cancel                    context.CancelCauseFunc // the attempt's context's, through net/http's transport
+	conn                      atomic.Pointer[h1Conn]  // the attempt's connection, through the h1 transport
 	d                         time.Duration
 	waits                     *headWaits
 	mx                        *exchangeMetrics // labelled once the request is written
@@ -173,7 +182,7 @@ type attemptState struct {
 // attemptHooks are what the h1 transport tells an attempt of its
 // connection, as net/http's transport does through a ClientTrace.
 type attemptHooks interface {
-	gotConn(reused bool)
+	gotConn(c *h1Conn, reused bool)
 	arm() // the request was written
 	gotFirstByte()
 	got1xx(code int, h http.Header) error
@@ -181,7 +190,23 @@ type attemptHooks interface {
 
 var _ attemptHooks = (*attemptState)(nil)
 
-func (a *attemptState) gotConn(reused bool) { a.reused.Store(reused) }
+func (a *attemptState) gotConn(c *h1Conn, reused bool) {
+	a.reused.Store(reused)
+	if c != nil {
+		a.conn.Store(c)
+	}
+}
+
+// stop ends the attempt for cause (nil: it is over): its context, or its
+// connection, which is then spent. Its ends come once the request is
+// written, so the h1 transport's connection is in hand by then.
+func (a *attemptState) stop(cause error) {
+	if a.cancel != nil {
+		a.cancel(cause)
+	} else if c := a.conn.Load(); c != nil && cause != nil {
+		c.cut()
+	}
+}
 
 func (a *attemptState) gotFirstByte() { a.gotByte.Store(true) }
 
@@ -189,7 +214,7 @@ func (a *attemptState) gotFirstByte() { a.gotByte.Store(true) }
 // net/http leaves bounding them to whoever sees them.
 func (a *attemptState) got1xx(code int, h http.Header) error {
 	if a.interim.Add(1) > maxInterim {
-		a.cancel(errTooManyInterim)
+		a.stop(errTooManyInterim)
 		return errTooManyInterim
 	}
 	if a.relay != nil {
@@ -228,7 +253,7 @@ func (a *attemptState) expire() {
 		return
 	}
 	a.timedOut.Store(true)
-	a.cancel(&headTimeoutError{a.d})
+	a.stop(&headTimeoutError{a.d})
 }
 
 func (a *attemptState) disarm() {
