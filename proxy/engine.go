@@ -534,12 +534,12 @@ func (c *econn) closeWriteAndWait() {
 // false: the connection is to be closed.
 func (c *econn) serveRequest(req *http.Request) bool {
 	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
 	req = req.WithContext(ctx)
 	req.RemoteAddr = c.remote
 	w := &eresp{c: c, req: req, header: make(http.Header), cancel: cancel, declared: -1,
 		wants10KeepAlive: req.ProtoMajor == 1 && req.ProtoMinor == 0 && httpguts.HeaderValuesContainsToken(req.Header["Connection"], "keep-alive"),
 		wantsClose:       req.Close || httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close")}
+	defer w.cancelAll()
 	w.bodyv = ebody{rc: req.Body, w: w}
 	b := &w.bodyv
 	w.body, c.body = b, b
@@ -648,7 +648,7 @@ func (c *econn) readFailed() {
 	w := c.cur
 	c.mu.Unlock()
 	if w != nil {
-		w.cancel()
+		w.cancelAll()
 	}
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ type eresp struct {
 	c      *econn
 	req    *http.Request
 	header http.Header
-	cancel func()
+	cancel func() // the request's context's; call cancelAll
 	body   *ebody
 	bodyv  ebody     // what body points to, allocated with the response
 	since  time.Time // when the body was read whole (the watch's clock; engine.wmu)
@@ -43,6 +44,12 @@ type eresp struct {
 	finished    bool
 	early       bool // ended by endEarly: the handler writes nothing more
 
+	// A cancellation the handler joined to the request's context
+	// (joinCancel), and whether that context was cancelled.
+	joinMu sync.Mutex
+	joined context.CancelCauseFunc
+	gone   bool
+
 	// The automatic 100 Continue (ebody) and interim responses share the
 	// buffer with the response, from the body's reader's goroutine.
 	contMu      sync.Mutex
@@ -50,6 +57,41 @@ type eresp struct {
 }
 
 func (w *eresp) Header() http.Header { return w.header }
+
+// cancelAll cancels the request's context, and what the handler joined to
+// it.
+func (w *eresp) cancelAll() {
+	w.cancel()
+	w.joinMu.Lock()
+	f := w.joined
+	w.joined, w.gone = nil, true
+	w.joinMu.Unlock()
+	if f != nil {
+		f(context.Canceled) // what a child of the request's context gets
+	}
+}
+
+// joinCancel gives the handler, for a request whose context is still the
+// engine's, a context of its own that ends as a child of the request's
+// would (its values are the request's), without registering it with the
+// request's context: the engine calls its cancel when it cancels the
+// request's. ok is false when r's context is not the engine's.
+func (w *eresp) joinCancel(r *http.Request) (_ context.Context, _ context.CancelCauseFunc, ok bool) {
+	if r.Context() != w.req.Context() {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancelCause(w.c.ctx)
+	w.joinMu.Lock()
+	gone := w.gone
+	if !gone {
+		w.joined = cancel
+	}
+	w.joinMu.Unlock()
+	if gone {
+		cancel(context.Canceled)
+	}
+	return ctx, cancel, true
+}
 
 // sendContinue writes the 100 Continue the client asked for, unless the
 // response has begun.

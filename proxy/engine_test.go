@@ -343,3 +343,62 @@ func TestEngineLongStreamNotCut(t *testing.T) {
 		}
 	})
 }
+
+// TestEngineExchangeContextEndsWithTheRequest: an exchange's context,
+// which the engine cancels itself instead of registering it with the
+// request's, ends when the client leaves, as the request's does, with the
+// same cause; whether it was made before the client left or after, and
+// when a handler gave the request a context of its own (then it is a plain
+// child of that).
+func TestEngineExchangeContextEndsWithTheRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		late, wraps bool
+	}{{"made before the client left", false, false}, {"made after", true, false}, {"the request's context replaced", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var reqEnded, xEnded time.Time
+				var cause error
+				var shared bool
+				c := pipeEngine(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if tc.wraps {
+						r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, "mine"))
+					}
+					if tc.late {
+						<-r.Context().Done()
+						reqEnded = time.Now()
+					}
+					ctx, cancel := exchangeContext(w, r)
+					defer cancel(nil)
+					_, shared = ctx.Value(http.LocalAddrContextKey).(net.Addr)
+					if tc.wraps {
+						shared = shared && ctx.Value(ctxKey{}) == "mine"
+					}
+					<-ctx.Done()
+					xEnded, cause = time.Now(), context.Cause(ctx)
+					if !tc.late {
+						reqEnded = xEnded
+						if r.Context().Err() == nil {
+							reqEnded = time.Time{}
+						}
+					}
+				}), 30*time.Second, 5*time.Minute)
+				var got bytes.Buffer
+				var closed time.Time
+				go readAll(c, &got, &closed)
+				io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+				sent := time.Now()
+				c.Close()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				if xEnded.IsZero() || reqEnded.IsZero() || cause != context.Canceled || xEnded.Sub(sent) > 2*watchDelay {
+					t.Fatalf("after the client left: the exchange's context ended %v after (cause %v), the request's at %v; want both ended within two watch delays (%v), cause %v",
+						xEnded.Sub(sent), cause, reqEnded, watchDelay, context.Canceled)
+				}
+				if !shared {
+					t.Fatal("the exchange's context lacks the request's values")
+				}
+			})
+		})
+	}
+}

@@ -119,7 +119,7 @@ func (c *econn) watch(w *eresp) {
 			c.lr.hasByte = true
 		}
 		if err != nil && !(c.aborting && isTimeout(err)) {
-			w.cancel()
+			w.cancelAll()
 		}
 	}()
 }

@@ -354,7 +354,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		tap = p.beginTarget(r, t, body, complete)
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := exchangeContext(w, r)
 	defer cancel(nil)
 	// The standalone GET stream and a 2026-07-28 subscriptions/listen
 	// stream (which always carries its Mcp-Method header) stay open at the
@@ -411,6 +411,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	}()
 	p.relay(x, r, out)
+}
+
+// exchangeContext is an exchange's context: a child of the request's,
+// cancelled with the request's and by the proxy (at shutdown). Under the
+// proxy's own engine it is not registered with the request's context (the
+// engine cancels it when it cancels the request's): a request's contexts
+// then need no list of children.
+func exchangeContext(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelCauseFunc) {
+	if e, ok := w.(*eresp); ok {
+		if ctx, cancel, ok := e.joinCancel(r); ok {
+			return ctx, cancel
+		}
+	}
+	return context.WithCancelCause(r.Context())
 }
 
 // target is where a request goes: its route and the upstream's path.
