@@ -172,14 +172,15 @@ func (r *Report) judgeProxies() []Verdict {
 			return
 		}
 		limit := factor * ov
+		ms, ls := close2(mv, limit, unit)
 		if atLeast {
-			detail := fmt.Sprintf("mcptape %s ≥ %.3g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))
+			detail := fmt.Sprintf("mcptape %s ≥ %.3g × %s's %s = %s", ms, factor, other, num(ov, unit), ls)
 			if unit == "/s" && ov > 0 {
 				detail += roundSpread(mv/ov, m.RoundRates, o.RoundRates, other)
 			}
 			add(group, name, mv >= limit, detail)
 		} else {
-			detail := fmt.Sprintf("mcptape %s ≤ %.3g × %s's %s = %s", num(mv, unit), factor, other, num(ov, unit), num(limit, unit))
+			detail := fmt.Sprintf("mcptape %s ≤ %.3g × %s's %s = %s", ms, factor, other, num(ov, unit), ls)
 			switch unit {
 			case "+µs":
 				detail += roundSpread(mv/ov, m.RoundAdded, o.RoundAdded, other)
@@ -288,18 +289,34 @@ func (r *Report) judgeProxies() []Verdict {
 }
 
 // num formats v with its unit; "+µs" is a signed difference.
-func num(v float64, unit string) string {
+func num(v float64, unit string) string { return numPrec(v, unit, 0) }
+
+// numPrec is num with extra more decimal places.
+func numPrec(v float64, unit string, extra int) string {
 	switch unit {
 	case "+µs":
-		return fmt.Sprintf("%+.0f µs", v)
+		return fmt.Sprintf("%+.*f µs", extra, v)
 	case "µs":
-		return fmt.Sprintf("%.0f µs", v)
+		return fmt.Sprintf("%.*f µs", extra, v)
 	case "ms":
-		return fmt.Sprintf("%.2f ms", v)
+		return fmt.Sprintf("%.*f ms", 2+extra, v)
 	case "/s":
-		return fmt.Sprintf("%.0f calls/s", v)
+		return fmt.Sprintf("%.*f calls/s", extra, v)
 	}
-	return fmt.Sprintf("%.3g %s", v, unit)
+	return fmt.Sprintf("%.*g %s", 3+extra, v, unit)
+}
+
+// close2 formats a figure and the bound it is judged against, with as many
+// more decimal places as it takes (up to three) for two that differ to
+// read differently: a verdict decided by a fraction of the unit does not
+// print as "114 µs ≤ 114 µs" and fail.
+func close2(v, bound float64, unit string) (string, string) {
+	for extra := 0; ; extra++ {
+		a, b := numPrec(v, unit, extra), numPrec(bound, unit, extra)
+		if a != b || v == bound || extra == 3 {
+			return a, b
+		}
+	}
 }
 
 // row is one line of the table: a metric of a scenario for every target.

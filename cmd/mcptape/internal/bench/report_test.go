@@ -123,6 +123,21 @@ func TestBenchVerdicts(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a verdict decided by a fraction of a microsecond", func(t *testing.T) {
+		// 1.25 × +91.5 µs = +114.375 µs: +114.4 misses it, and reads so.
+		r := fakeReport(func(r *Report) {
+			*r.Fig(scEcho1, tgNginx).AddedP50 = 91.5
+			*r.Fig(scEcho1, tgMcptape).AddedP50 = 114.4
+		})
+		v := verdictByName(t, r, groupNginx, "echo c=1: added p50")
+		if v.Pass || !strings.HasPrefix(v.Detail, "mcptape +114.40 µs ≤ 1.25 × nginx's +92 µs = +114.38 µs") {
+			t.Errorf("pass %v, detail %q; want a failure whose figures show why", v.Pass, v.Detail)
+		}
+		r = fakeReport(func(r *Report) { *r.Fig(scEcho1, tgMcptape).AddedP50 = 70 })
+		if v := verdictByName(t, r, groupNginx, "echo c=1: added p50"); !strings.HasPrefix(v.Detail, "mcptape +70 µs ≤ 1.25 × nginx's +60 µs = +75 µs") {
+			t.Errorf("detail %q: figures far apart keep their usual precision", v.Detail)
+		}
+	})
 	t.Run("no nginx", func(t *testing.T) {
 		r := fakeReport(func(r *Report) { r.Targets[2].Skipped = "not installed" })
 		if v := verdictByName(t, r, groupNginx, "against nginx"); !v.Skipped {
