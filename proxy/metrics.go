@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,25 @@ type pairMetrics struct {
 	sseOnce                    sync.Once
 	firstEvent, headersToEvent prometheus.Observer
 	sseOpen                    prometheus.Gauge
+	// The requests counter of the status the pair was last answered with:
+	// most pairs see one status, whose series is then not looked up by
+	// its label values for every request.
+	lastStatus atomic.Pointer[statusCounter]
+}
+
+type statusCounter struct {
+	code int
+	c    prometheus.Counter
+}
+
+// requests is the pair's requests counter for status code.
+func (pm *pairMetrics) requests(m *metrics, k labelPair, code int) prometheus.Counter {
+	if sc := pm.lastStatus.Load(); sc != nil && sc.code == code {
+		return sc.c
+	}
+	c := m.requests.WithLabelValues(m.lv(k.route, k.method, statusLabel(code))...)
+	pm.lastStatus.Store(&statusCounter{code, c})
+	return c
 }
 
 func (pm *pairMetrics) sse(m *metrics, k labelPair) {
@@ -334,7 +354,7 @@ func (x *exchangeMetrics) end() {
 	}
 	x.label()
 	x.ended = true
-	x.m.requests.WithLabelValues(x.m.lv(x.labels.route, x.labels.method, statusLabel(x.code))...).Inc()
+	x.p.requests(x.m, x.labels, x.code).Inc()
 	x.m.inFlight.Dec()
 	if x.sse {
 		x.p.sseOpen.Dec()
