@@ -44,10 +44,10 @@ type eresp struct {
 	finished    bool
 	early       bool // ended by endEarly: the handler writes nothing more
 
-	// A cancellation the handler joined to the request's context
-	// (joinCancel), and whether that context was cancelled.
+	// What the handler joined to the request's context (join), and
+	// whether that context was cancelled.
 	joinMu sync.Mutex
-	joined context.CancelCauseFunc
+	joined causeCanceller
 	gone   bool
 
 	// The automatic 100 Continue (ebody) and interim responses share the
@@ -63,34 +63,34 @@ func (w *eresp) Header() http.Header { return w.header }
 func (w *eresp) cancelAll() {
 	w.cancel()
 	w.joinMu.Lock()
-	f := w.joined
+	j := w.joined
 	w.joined, w.gone = nil, true
 	w.joinMu.Unlock()
-	if f != nil {
-		f(context.Canceled) // what a child of the request's context gets
+	if j != nil {
+		j.cancel(context.Canceled) // what a child of the request's context gets
 	}
 }
 
-// joinCancel gives the handler, for a request whose context is still the
-// engine's, a context of its own that ends as a child of the request's
-// would (its values are the request's), without registering it with the
-// request's context: the engine calls its cancel when it cancels the
-// request's. ok is false when r's context is not the engine's.
-func (w *eresp) joinCancel(r *http.Request) (_ context.Context, _ context.CancelCauseFunc, ok bool) {
-	if r.Context() != w.req.Context() {
-		return nil, nil, false
-	}
-	ctx, cancel := context.WithCancelCause(w.c.ctx)
+// causeCanceller is what a handler joins to a request's context.
+type causeCanceller interface{ cancel(cause error) }
+
+// owns reports whether r's context is still the engine's.
+func (w *eresp) owns(r *http.Request) bool { return r.Context() == w.req.Context() }
+
+// join has j cancelled whenever the request's context is (at once, when it
+// already was): a handler's context can then end as a child of the
+// request's would, without being registered with it. The request must be
+// one the engine owns.
+func (w *eresp) join(j causeCanceller) {
 	w.joinMu.Lock()
 	gone := w.gone
 	if !gone {
-		w.joined = cancel
+		w.joined = j
 	}
 	w.joinMu.Unlock()
 	if gone {
-		cancel(context.Canceled)
+		j.cancel(context.Canceled)
 	}
-	return ctx, cancel, true
 }
 
 // sendContinue writes the 100 Continue the client asked for, unless the

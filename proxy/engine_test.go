@@ -368,8 +368,9 @@ func TestEngineExchangeContextEndsWithTheRequest(t *testing.T) {
 						<-r.Context().Done()
 						reqEnded = time.Now()
 					}
-					ctx, cancel := exchangeContext(w, r)
-					defer cancel(nil)
+					x := new(exchange)
+					ctx := x.context(w, r)
+					defer x.cancel(nil)
 					_, shared = ctx.Value(http.LocalAddrContextKey).(net.Addr)
 					if tc.wraps {
 						shared = shared && ctx.Value(ctxKey{}) == "mine"

@@ -125,6 +125,15 @@ func (k hooks) gotConn(c *h1Conn, reused bool) {
 	}
 }
 
+// watch has the attempt's exchange cut c when it is cancelled, and
+// returns its watch; nil when it cannot.
+func (k hooks) watch(c *h1Conn) *connWatch {
+	if k.a == nil {
+		return nil
+	}
+	return k.a.watch(c)
+}
+
 func (k hooks) wroteRequest(err error) {
 	if k.a != nil && err == nil {
 		k.a.arm()
@@ -170,8 +179,13 @@ func (h *h1Transport) roundTrip(req *http.Request, a attemptHooks) (*http.Respon
 	}
 	trace.gotConn(c, reused)
 	// A cancelled request (the client left, a shutdown) ends every wait on
-	// the connection at once; the connection is then spent.
-	stop := context.AfterFunc(ctx, c.cut)
+	// the connection at once; the connection is then spent. The exchange
+	// cuts it itself when it can (connWatch), or else an AfterFunc does.
+	cw := trace.watch(c)
+	var after func() bool
+	if cw == nil {
+		after = context.AfterFunc(ctx, c.cut)
+	}
 	var wr *h1Write
 	var res *http.Response
 	if streams(req) {
@@ -194,14 +208,14 @@ func (h *h1Transport) roundTrip(req *http.Request, a attemptHooks) (*http.Respon
 		res, err = c.readHead(req, trace)
 	}
 	if err != nil {
-		stop()
+		unwatch(cw, c, after)
 		c.close()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
 		}
 		return nil, err
 	}
-	b := &h1Body{c: c, rc: res.Body, stop: stop, ctx: ctx, wr: wr, keep: !res.Close && res.StatusCode != http.StatusSwitchingProtocols,
+	b := &h1Body{c: c, rc: res.Body, cw: cw, after: after, ctx: ctx, wr: wr, keep: !res.Close && res.StatusCode != http.StatusSwitchingProtocols,
 		chunked: len(res.TransferEncoding) > 0}
 	res.Body = b
 	if res.ContentLength == 0 || req.Method == http.MethodHead || bodyless(res.StatusCode) {
@@ -402,6 +416,15 @@ func (c *h1Conn) detach() {
 	}
 }
 
+// unwatch ends the watch that cuts c when its request is cancelled: true
+// when c was not cut and now will not be.
+func unwatch(cw *connWatch, c *h1Conn, after func() bool) bool {
+	if cw != nil {
+		return cw.release(c)
+	}
+	return after()
+}
+
 // cut ends every wait on the connection at once (its request was
 // cancelled, or its attempt ended): the connection is spent, and never
 // goes back to the pool.
@@ -491,7 +514,8 @@ func (c *h1Conn) headErr(err error) error {
 type h1Body struct {
 	c       *h1Conn
 	rc      io.ReadCloser
-	stop    func() bool
+	cw      *connWatch  // what cuts the connection, or
+	after   func() bool // the AfterFunc's stop that does
 	ctx     context.Context
 	keep    bool     // the response allows the connection to be reused
 	chunked bool     // the body is chunked
@@ -549,11 +573,11 @@ func (b *h1Body) done(err error) {
 	}
 	b.fin = true
 	c := b.c
-	if err == nil && b.keep && b.wrote() && b.stop() && c.br.Buffered() == 0 && !c.spent.Load() {
+	if err == nil && b.keep && b.wrote() && unwatch(b.cw, c, b.after) && c.br.Buffered() == 0 && !c.spent.Load() {
 		c.h.put(c)
 		return
 	}
-	b.stop()
+	unwatch(b.cw, c, b.after)
 	c.close()
 }
 

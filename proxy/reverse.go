@@ -256,24 +256,25 @@ func (c *exchangeCtx) Value(key any) any {
 // exchange is the per-request state shared by the handler, the body
 // wrappers, the upstream transport and the relay (relay.go).
 type exchange struct {
-	rt       *route
-	upPath   string // the upstream's path (and raw path, when escaped) for the request
-	upRaw    string
-	tap      *capture.Tap
-	w        *teeWriter
-	body     []byte          // the buffered request body
-	complete bool            // body is the whole request body
-	stream   bool            // a stream the server keeps open at will (GET, subscriptions/listen), cut first at shutdown
-	ctx      context.Context // the exchange's own: the client's, plus the proxy's cancellation
-	client   context.Context // the client's request context
-	cancel   context.CancelCauseFunc
-	in       *clientBody
-	mu       sync.Mutex
-	upErr    error // a non-EOF error reading the upstream body
-	mx       exchangeMetrics
-	inbound            // the request as received, for the hold points (intercept.go)
-	front    frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
-	orig     *original // set when the response was rewritten (oauth.go)
+	rt        *route
+	upPath    string // the upstream's path (and raw path, when escaped) for the request
+	upRaw     string
+	tap       *capture.Tap
+	w         *teeWriter
+	body      []byte          // the buffered request body
+	complete  bool            // body is the whole request body
+	stream    bool            // a stream the server keeps open at will (GET, subscriptions/listen), cut first at shutdown
+	ctx       context.Context // the exchange's own: the client's, plus the proxy's cancellation
+	client    context.Context // the client's request context
+	ctxCancel context.CancelCauseFunc
+	cw        connWatch // cuts the upstream connection at x.cancel
+	in        *clientBody
+	mu        sync.Mutex
+	upErr     error // a non-EOF error reading the upstream body
+	mx        exchangeMetrics
+	inbound             // the request as received, for the hold points (intercept.go)
+	front     frontMap  // the upstream and the proxy as the client addressed it (oauth.go)
+	orig      *original // set when the response was rewritten (oauth.go)
 
 	// Parts of the exchange's path that live exactly as long as it does,
 	// allocated with it rather than one by one.
@@ -354,14 +355,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		tap = p.beginTarget(r, t, body, complete)
 	}
-	ctx, cancel := exchangeContext(w, r)
-	defer cancel(nil)
+	ctx := x.context(w, r)
+	defer x.cancel(nil)
 	// The standalone GET stream and a 2026-07-28 subscriptions/listen
 	// stream (which always carries its Mcp-Method header) stay open at the
 	// server's will and carry no call: a shutdown cuts them first.
 	stream := r.Method == http.MethodGet || r.Header.Get(protocol.HeaderMethod) == protocol.MethodSubscriptionsListen
 	x.rt, x.upPath, x.upRaw, x.tap, x.body, x.complete, x.stream = t.rt, t.path, t.rawPath, tap, body, complete, stream
-	x.ctx, x.client, x.cancel, x.in, x.inbound = ctx, r.Context(), cancel, in, inboundOf(r, t, recv)
+	x.ctx, x.client, x.in, x.inbound = ctx, r.Context(), in, inboundOf(r, t, recv)
 	if t.rt.leg == capture.LegReverse {
 		// Only a reverse route changes what passes (OAuth, the legacy
 		// endpoint): forward legs use the server's own URLs.
@@ -369,7 +370,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.front.scheme, x.front.host = frontOf(r)
 	}
 	if !p.track(x) && x.stream {
-		cancel(ErrShutdown) // it arrived as the drain began
+		x.cancel(ErrShutdown) // it arrived as the drain began
 	}
 	defer p.untrack(x)
 	x.mx.beginLater(p.m, t.rt, r, body, complete, arrived)
@@ -413,18 +414,88 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.relay(x, r, out)
 }
 
-// exchangeContext is an exchange's context: a child of the request's,
-// cancelled with the request's and by the proxy (at shutdown). Under the
-// proxy's own engine it is not registered with the request's context (the
-// engine cancels it when it cancels the request's): a request's contexts
-// then need no list of children.
-func exchangeContext(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelCauseFunc) {
-	if e, ok := w.(*eresp); ok {
-		if ctx, cancel, ok := e.joinCancel(r); ok {
-			return ctx, cancel
-		}
+// context makes the exchange's context: a child of the request's,
+// cancelled with the request's and by the proxy (x.cancel, at shutdown).
+// Under the proxy's own engine it is not registered with the request's
+// context (the engine cancels it when it cancels the request's), and its
+// upstream connection is cut by x.cancel itself rather than by a
+// context.AfterFunc (see connWatch): a request's contexts then need no list
+// of children.
+func (x *exchange) context(w http.ResponseWriter, r *http.Request) context.Context {
+	if e, ok := w.(*eresp); ok && e.owns(r) {
+		ctx, cancel := context.WithCancelCause(e.c.ctx)
+		x.ctxCancel, x.cw.on = cancel, true
+		e.join(x)
+		return ctx
 	}
-	return context.WithCancelCause(r.Context())
+	ctx, cancel := context.WithCancelCause(r.Context())
+	x.ctxCancel = cancel
+	return ctx
+}
+
+// cancel cancels the exchange's context for cause, and cuts the upstream
+// connection its request is on.
+func (x *exchange) cancel(cause error) {
+	x.ctxCancel(cause)
+	x.cw.cancelled()
+}
+
+// connWatch cuts the upstream connection of an exchange's request when the
+// exchange is cancelled, in place of a context.AfterFunc on its context,
+// while the exchange's cancel is the only way that context ends (on: under
+// the proxy's own engine). It watches one connection at a time: an
+// exchange's own requests of the proxy (answers, which outlive it) and a
+// second request while one is watched use AfterFunc.
+type connWatch struct {
+	on   bool
+	mu   sync.Mutex
+	c    *h1Conn
+	done bool // the exchange was cancelled
+}
+
+// watch has c cut when the exchange is cancelled (at once, when it was);
+// false when the watch is not for c (then the caller uses AfterFunc).
+func (w *connWatch) watch(c *h1Conn) bool {
+	if w == nil || !w.on {
+		return false
+	}
+	w.mu.Lock()
+	if w.c != nil {
+		w.mu.Unlock()
+		return false
+	}
+	done := w.done
+	if !done {
+		w.c = c
+	}
+	w.mu.Unlock()
+	if done {
+		c.cut()
+	}
+	return true
+}
+
+// release ends the watch of c: true when c was not cut and now will not
+// be (AfterFunc's stop).
+func (w *connWatch) release(c *h1Conn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.c == c {
+		w.c = nil
+	}
+	return !w.done
+}
+
+// cancelled cuts the watched connection, and any watched from now on.
+func (w *connWatch) cancelled() {
+	w.mu.Lock()
+	w.done = true
+	c := w.c
+	w.c = nil
+	w.mu.Unlock()
+	if c != nil {
+		c.cut()
+	}
 }
 
 // target is where a request goes: its route and the upstream's path.

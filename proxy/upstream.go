@@ -105,7 +105,7 @@ func (u *upstream) roundTrip(req *http.Request, x *exchange, ir *interimRelay) (
 // retried after: a reused connection that failed before any response byte,
 // with the whole body in hand and the client still waiting.
 func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange, ir *interimRelay) (_ *http.Response, retry bool, _ error) {
-	a := &attemptState{d: u.timeout, relay: ir, waits: u.waits, mx: &x.mx}
+	a := &attemptState{d: u.timeout, relay: ir, waits: u.waits, mx: &x.mx, cw: x.watchFor(req)}
 	x.mx.forwarded = time.Now()
 	var res *http.Response
 	var err error
@@ -171,6 +171,7 @@ type attemptState struct {
 	relay                     *interimRelay           // passes them on; nil: nobody
 	cancel                    context.CancelCauseFunc // the attempt's context's, through net/http's transport
 	conn                      atomic.Pointer[h1Conn]  // the attempt's connection, through the h1 transport
+	cw                        *connWatch              // the exchange's, for its own request
 	d                         time.Duration
 	waits                     *headWaits
 	mx                        *exchangeMetrics // labelled once the request is written
@@ -183,7 +184,8 @@ type attemptState struct {
 // connection, as net/http's transport does through a ClientTrace.
 type attemptHooks interface {
 	gotConn(c *h1Conn, reused bool)
-	arm() // the request was written
+	watch(c *h1Conn) *connWatch // nil: the request's context is watched instead
+	arm()                       // the request was written
 	gotFirstByte()
 	got1xx(code int, h http.Header) error
 }
@@ -195,6 +197,24 @@ func (a *attemptState) gotConn(c *h1Conn, reused bool) {
 	if c != nil {
 		a.conn.Store(c)
 	}
+}
+
+// watchFor is the exchange's connWatch for req when req is the exchange's
+// own request; nil for a request of the proxy's on its behalf (an answer,
+// which outlives it: its context is the exchange's without the
+// cancellation).
+func (x *exchange) watchFor(req *http.Request) *connWatch {
+	if req.Context() == context.Context(&x.outCtx) {
+		return &x.cw
+	}
+	return nil
+}
+
+func (a *attemptState) watch(c *h1Conn) *connWatch {
+	if a.cw.watch(c) {
+		return a.cw
+	}
+	return nil
 }
 
 // stop ends the attempt for cause (nil: it is over): its context, or its
