@@ -226,9 +226,20 @@ func BenchmarkScaleExport(b *testing.B) {
 			tape := filepath.Join(b.TempDir(), "all.tape.json")
 			var cpus, walls []time.Duration
 			var peak int64
+			// A small store's export lasts a fraction of a second, one
+			// sample of which a busy machine (CI runs other jobs beside
+			// the benchmarks) can push past the target: it is taken three
+			// times, and judged by the least, as every size is by its
+			// iterations'.
+			tries := 1
+			if n < 100_000 {
+				tries = 3
+			}
 			for b.Loop() {
-				cpu, rss, wall := child(b, "export", "--data", data, "-o", tape)
-				cpus, walls, peak = append(cpus, cpu), append(walls, wall), max(peak, rss)
+				for range tries {
+					cpu, rss, wall := child(b, "export", "--data", data, "-o", tape)
+					cpus, walls, peak = append(cpus, cpu), append(walls, wall), max(peak, rss)
+				}
 			}
 			fi, err := os.Stat(tape)
 			if err != nil {
