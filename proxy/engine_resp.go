@@ -44,11 +44,9 @@ type eresp struct {
 	finished    bool
 	early       bool // ended by endEarly: the handler writes nothing more
 
-	// What the handler joined to the request's context (join), and
-	// whether that context was cancelled.
+	// What the handler joined to the request's context (join).
 	joinMu sync.Mutex
 	joined causeCanceller
-	gone   bool
 
 	// The automatic 100 Continue (ebody) and interim responses share the
 	// buffer with the response, from the body's reader's goroutine.
@@ -64,7 +62,7 @@ func (w *eresp) cancelAll() {
 	w.cancel()
 	w.joinMu.Lock()
 	j := w.joined
-	w.joined, w.gone = nil, true
+	w.joined = nil
 	w.joinMu.Unlock()
 	if j != nil {
 		j.cancel(context.Canceled) // what a child of the request's context gets
@@ -83,7 +81,8 @@ func (w *eresp) owns(r *http.Request) bool { return r.Context() == w.req.Context
 // one the engine owns.
 func (w *eresp) join(j causeCanceller) {
 	w.joinMu.Lock()
-	gone := w.gone
+	// cancelAll cancels the context before it takes what was joined.
+	gone := w.req.Context().Err() != nil
 	if !gone {
 		w.joined = j
 	}

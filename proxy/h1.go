@@ -116,22 +116,16 @@ type hooks struct {
 	a     attemptHooks
 }
 
-func (k hooks) gotConn(c *h1Conn, reused bool) {
+// gotConn reports c, and returns the watch that cuts it when its
+// request is cancelled (the attempt's exchange's); nil: none does.
+func (k hooks) gotConn(c *h1Conn, reused bool) (cw *connWatch) {
 	if k.a != nil {
-		k.a.gotConn(c, reused)
+		cw = k.a.gotConn(c, reused)
 	}
 	if k.trace != nil && k.trace.GotConn != nil {
 		k.trace.GotConn(httptrace.GotConnInfo{Conn: c.c, Reused: reused, WasIdle: reused})
 	}
-}
-
-// watch has the attempt's exchange cut c when it is cancelled, and
-// returns its watch; nil when it cannot.
-func (k hooks) watch(c *h1Conn) *connWatch {
-	if k.a == nil {
-		return nil
-	}
-	return k.a.watch(c)
+	return cw
 }
 
 func (k hooks) wroteRequest(err error) {
@@ -177,11 +171,10 @@ func (h *h1Transport) roundTrip(req *http.Request, a attemptHooks) (*http.Respon
 	if err != nil {
 		return nil, err
 	}
-	trace.gotConn(c, reused)
 	// A cancelled request (the client left, a shutdown) ends every wait on
 	// the connection at once; the connection is then spent. The exchange
 	// cuts it itself when it can (connWatch), or else an AfterFunc does.
-	cw := trace.watch(c)
+	cw := trace.gotConn(c, reused)
 	var after func() bool
 	if cw == nil {
 		after = context.AfterFunc(ctx, c.cut)

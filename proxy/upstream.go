@@ -109,15 +109,13 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange,
 	x.mx.forwarded = time.Now()
 	var res *http.Response
 	var err error
-	h, direct := rt.(*h1Transport)
-	if direct && h.handles(req) {
+	if h, ok := rt.(*h1Transport); ok && h.handles(req) {
 		// The h1 transport calls the attempt's hooks itself (no trace) and
 		// hands it its connection, which the attempt's own ends (the head's
 		// timeout, too many interim responses) cut: the request keeps the
 		// exchange's context, with no context of the attempt's own.
 		res, err = h.roundTrip(req, a)
 	} else {
-		direct = false
 		ctx, cancel := context.WithCancelCause(req.Context())
 		a.cancel = cancel
 		trace := &httptrace.ClientTrace{
@@ -149,7 +147,8 @@ func (u *upstream) attempt(rt http.RoundTripper, req *http.Request, x *exchange,
 	}
 	if err == nil {
 		x.mx.upHeaders = time.Now()
-		if !direct {
+		if a.cancel != nil {
+			// net/http's transport: the attempt's context ends with the body.
 			res.Body = &attemptBody{ReadCloser: res.Body, cancel: a.cancel}
 		}
 		return res, false, nil
@@ -183,20 +182,26 @@ type attemptState struct {
 // attemptHooks are what the h1 transport tells an attempt of its
 // connection, as net/http's transport does through a ClientTrace.
 type attemptHooks interface {
-	gotConn(c *h1Conn, reused bool)
-	watch(c *h1Conn) *connWatch // nil: the request's context is watched instead
-	arm()                       // the request was written
+	// gotConn returns the exchange's watch that cuts c when the request
+	// is cancelled; nil: the request's context is watched instead.
+	gotConn(c *h1Conn, reused bool) *connWatch
+	arm() // the request was written
 	gotFirstByte()
 	got1xx(code int, h http.Header) error
 }
 
 var _ attemptHooks = (*attemptState)(nil)
 
-func (a *attemptState) gotConn(c *h1Conn, reused bool) {
+func (a *attemptState) gotConn(c *h1Conn, reused bool) *connWatch {
 	a.reused.Store(reused)
-	if c != nil {
-		a.conn.Store(c)
+	if c == nil {
+		return nil
 	}
+	a.conn.Store(c)
+	if a.cw.watch(c) {
+		return a.cw
+	}
+	return nil
 }
 
 // watchFor is the exchange's connWatch for req when req is the exchange's
@@ -206,13 +211,6 @@ func (a *attemptState) gotConn(c *h1Conn, reused bool) {
 func (x *exchange) watchFor(req *http.Request) *connWatch {
 	if req.Context() == context.Context(&x.outCtx) {
 		return &x.cw
-	}
-	return nil
-}
-
-func (a *attemptState) watch(c *h1Conn) *connWatch {
-	if a.cw.watch(c) {
-		return a.cw
 	}
 	return nil
 }
