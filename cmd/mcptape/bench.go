@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +17,7 @@ import (
 
 // `mcptape bench`: the flags; the harness is cmd/mcptape/internal/bench.
 
-const benchUsage = `[--scenarios LIST] [--targets LIST] [--rounds N] [--batch DUR] [--json FILE] [--check]`
+const benchUsage = `[--scenarios LIST] [--targets LIST] [--versus BINARY] [--rounds N] [--batch DUR] [--json FILE] [--check]`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "plain-proxy" {
@@ -49,6 +52,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.Nginx, "nginx", "", "the nginx binary (default: nginx on $PATH, else /usr/sbin/nginx; none found skips the nginx target)")
 	fs.StringVar(&c.JSONFile, "json", "", "also write every figure as JSON to this file")
 	fs.BoolVar(&c.Check, "check", false, "exit non-zero when a target (see the targets section of the output) fails")
+	fs.StringVar(&c.Versus, "versus", "", "another mcptape binary (say, a build of another commit) whose `record` is measured too, as the target versus, "+
+		"interleaved with this binary's in every round: a difference between two builds smaller than the drift between two runs still shows")
 	fs.BoolVar(&c.KeepTemp, "keep-temp", false, "keep the temporary directory (stores, logs, nginx.conf) and print where it is")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: mcptape bench %s\n\n", benchUsage)
@@ -69,6 +74,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.Targets, err = parseList("--targets", *targets, bench.AllTargets); err != nil {
 		return err
 	}
+	if c.Versus != "" {
+		if c.Versus, err = versusBinary(c.Versus); err != nil {
+			return err
+		}
+		c.Targets = append(c.Targets, "versus")
+	}
 	for _, v := range []struct {
 		name string
 		n    int
@@ -88,6 +99,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--sse-duration must be at least 1ms")
 	}
 	return bench.Run(ctx, &c, stdout, stderr)
+}
+
+// versusBinary resolves --versus to an executable file's path.
+func versusBinary(p string) (string, error) {
+	path, err := exec.LookPath(p)
+	if err != nil {
+		if !strings.ContainsRune(p, filepath.Separator) {
+			return "", usagef("--versus %s: not found on $PATH; give the binary's path, e.g. ./%s", p, p)
+		}
+		return "", usagef("--versus %s: %v; build the other version first, e.g. git worktree add /tmp/other COMMIT && (cd /tmp/other && go build -o /tmp/mcptape-other ./cmd/mcptape)", p, errors.Unwrap(err))
+	}
+	return filepath.Abs(path)
 }
 
 // parseList reads a comma-separated subset of all, in all's order.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -23,6 +24,10 @@ import (
 // it with only TestBenchChild selected, and that runs the command.
 const benchChildEnv = "MCPTAPE_BENCH_CHILD_ARGS"
 
+// childArgsAfterDashes as benchChildEnv's value says the command line is
+// the test binary's arguments after "--" (see versusScript).
+const childArgsAfterDashes = "argv"
+
 // TestBenchChild is not a test of its own: it is how the bench's child
 // processes (fixture server, plain proxy, mcptape record) run when the
 // bench runs inside a test.
@@ -32,7 +37,9 @@ func TestBenchChild(t *testing.T) {
 		t.Skip("runs only as a child process of the bench")
 	}
 	var args []string
-	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+	if raw == childArgsAfterDashes {
+		args = flag.Args()
+	} else if err := json.Unmarshal([]byte(raw), &args); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", benchChildEnv, err)
 		os.Exit(exitUsage)
 	}
@@ -167,6 +174,8 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "--burst", "0"},
 		{"bench", "--steady-rounds", "0"},
 		{"bench", "extra"},
+		{"bench", "--versus", filepath.Join(t.TempDir(), "no-such-mcptape")},
+		{"bench", "--versus", "no-such-mcptape-on-path"},
 	} {
 		code, _, errOut := mcptape(t, args...)
 		if code != exitUsage {
@@ -179,5 +188,64 @@ func TestBenchParseList(t *testing.T) {
 	got, err := parseList("--scenarios", "huge, echo1,huge", bench.AllScenarios)
 	if err != nil || strings.Join(got, ",") != "echo1,huge" {
 		t.Errorf("parseList = %v, %v; want [echo1 huge]", got, err)
+	}
+}
+
+// versusScript writes a program that runs this test binary as mcptape with
+// the arguments it is given: another "mcptape binary" for --versus.
+func versusScript(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mcptape-other")
+	script := fmt.Sprintf("#!/bin/sh\nexec env %s=%s '%s' '-test.run=^TestBenchChild$' -- \"$@\"\n", benchChildEnv, childArgsAfterDashes, exe)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBenchVersus measures a second mcptape binary beside this one: it has
+// its own column and a ratio column, its calls all succeed, and the JSON
+// names it.
+func TestBenchVersus(t *testing.T) {
+	if !bench.Supported {
+		t.Skip("mcptape bench runs on Linux only")
+	}
+	childrenFromTestBinary(t)
+	other := versusScript(t)
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	code, out, errOut := mcptape(t, "bench", "--scenarios", "echo1,echo32", "--targets", "direct,mcptape", "--versus", other,
+		"--rounds", "1", "--calls", "3", "--warmup", "0", "--concurrency", "2", "--json", jsonPath)
+	if code != 0 {
+		t.Fatalf("bench exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"| scenario | metric | direct | mcptape | versus | mcptape ÷ versus |",
+		"versus = `" + other + " record`, another mcptape binary",
+		"bench: versus at http://127.0.0.1:",
+	} {
+		if !strings.Contains(out+errOut, want) {
+			t.Errorf("the output lacks %q:\n%s\n%s", want, out, errOut)
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json: %v", err)
+	}
+	if v, _ := rep.Config["versus"].(string); v != other {
+		t.Errorf("config versus = %q, want %q", v, other)
+	}
+	for _, sc := range []string{"echo1", "echo32"} {
+		f := rep.Fig(sc, "versus")
+		if f == nil || f.Calls < 3 || f.Failed > 0 || f.CPUPerCall == nil {
+			t.Errorf("%s: versus figures %+v, want 3 or more calls, none failed, with CPU per call", sc, f)
+		}
 	}
 }

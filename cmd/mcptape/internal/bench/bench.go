@@ -40,6 +40,12 @@ const (
 	tgMITM = "mcptape-mitm"
 )
 
+// tgVersus is `mcptape record` run from another mcptape binary
+// (Config.Versus): two builds measured in one run, interleaved, so that
+// the machine's drift falls on both alike. It is not in AllTargets: it
+// runs when Config.Versus names a binary.
+const tgVersus = "versus"
+
 // AllTargets are the target names.
 var AllTargets = []string{tgDirect, tgPlain, tgNginx, tgMcptape, tgForward, tgMITM}
 
@@ -68,6 +74,10 @@ type Config struct {
 	// with several callers always run one batch per target.
 	Interleave string
 	Burst      int // calls per target per turn with InterleaveBursts
+	// Versus, when set, is another mcptape binary whose `record` runs as
+	// the target "versus" beside this binary's: its store, its process and
+	// its figures are its own.
+	Versus string
 
 	Concurrency int           // callers in echo32
 	BigBytes    int           // result size in big

@@ -11,6 +11,8 @@
 //	nginx    Debian's nginx as a non-buffering reverse proxy
 //	mcptape  `mcptape record` into a fresh Badger store
 //	replay   `mcptape replay server`, against direct only
+//	versus   `mcptape record` from another mcptape binary (Config.Versus),
+//	         to compare two builds within one run
 //
 // Every server and proxy is a child process ([Command]: the mcptape
 // binary re-executed, or nginx), so the CPU time and memory of each can be

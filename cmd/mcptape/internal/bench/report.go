@@ -67,7 +67,7 @@ func machine(nginx string) machineInfo {
 
 func (c *Config) toJSON() map[string]any {
 	return map[string]any{
-		"scenarios": c.Scenarios, "targets": c.Targets, "rounds": c.Rounds, "batch": c.Batch.String(), "calls": c.Calls, "interleave": c.Interleave, "burst": c.Burst,
+		"scenarios": c.Scenarios, "targets": c.Targets, "rounds": c.Rounds, "batch": c.Batch.String(), "calls": c.Calls, "interleave": c.Interleave, "burst": c.Burst, "versus": c.Versus,
 		"warmup": c.Warmup.String(), "concurrency": c.Concurrency, "big_bytes": c.BigBytes, "big_concurrency": c.BigConc,
 		"sse_duration": c.SSEDuration.String(), "sse_steps": c.SSESteps, "sse_concurrency": c.SSEConc,
 		"huge_bytes": c.HugeBytes, "huge_concurrency": c.HugeConc, "huge_calls": c.HugeCalls, "steady_rounds": c.SteadyRounds,
@@ -454,11 +454,15 @@ func (r *Report) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- method: loopback only, every server and proxy its own process; %d rounds per scenario%s, each round one %s per target in rotating order (interleaved)%s; %s in all\n",
 		r.Config["rounds"], steady, batch, single, r.Duration.Round(time.Second))
+	versus := ""
+	if v, _ := r.Config["versus"].(string); v != "" {
+		versus = fmt.Sprintf("; versus = `%s record`, another mcptape binary (--versus), set up as mcptape is", v)
+	}
 	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (without mcptape's fix for the request-body race that cuts streams); "+
 		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
 		"mcptape-forward = `mcptape record --forward`, the load generator using it as its HTTP proxy; "+
 		"mcptape-mitm = `mcptape record --forward --mitm`, the load generator tunnelling through it (CONNECT, TLS with mcptape's CA) to the fixture server over TLS (so its figures include TLS on both sides, which direct does not have); "+
-		"replay = `mcptape replay server` on a tape recorded from the fixture server (replay scenario only)\n", m.TempDir)
+		"replay = `mcptape replay server` on a tape recorded from the fixture server (replay scenario only)%s\n", m.TempDir, versus)
 	for _, t := range r.Targets {
 		if t.Skipped != "" {
 			fmt.Fprintf(w, "- **%s skipped**: %s\n", t.Name, t.Skipped)
@@ -471,7 +475,7 @@ func (r *Report) writeMarkdown(w io.Writer) {
 
 	var ratios []string
 	if slices.Contains(live, tgMcptape) {
-		for _, o := range []string{tgPlain, tgNginx} {
+		for _, o := range []string{tgPlain, tgNginx, tgVersus} {
 			if slices.Contains(live, o) {
 				ratios = append(ratios, o)
 			}

@@ -186,6 +186,13 @@ func (e *benchEnv) startListener(ctx context.Context, name, marker string, args 
 	if err != nil {
 		return nil, "", err
 	}
+	return e.startCmd(ctx, name, marker, cmd)
+}
+
+// startCmd is startListener with the command given: another program, or
+// another mcptape binary (Config.Versus).
+func (e *benchEnv) startCmd(ctx context.Context, name, marker string, cmd *exec.Cmd) (*child, string, error) {
+	args := cmd.Args[1:]
 	c, out, err := e.spawn(name, cmd)
 	if err != nil {
 		return nil, "", err
@@ -274,6 +281,9 @@ func (e *benchEnv) start(ctx context.Context) error {
 					err = fmt.Errorf("asking the mcptape recorder for its status: %w", err)
 				}
 			}
+		case tgVersus:
+			t.proc, t.base, err = e.startCmd(ctx, tgVersus, "point your MCP client at ", exec.Command(e.cfg.Versus,
+				"record", "--upstream", base, "--listen", "127.0.0.1:0", "--data", filepath.Join(e.dir, "versus-data"), "--log-level", "warn", "--dashboard", "127.0.0.1:0"))
 		case tgForward:
 			var px string
 			t.base = base
