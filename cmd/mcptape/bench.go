@@ -29,7 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		" (echo at c=1, echo at c=--concurrency, --big-bytes results, SSE first event, 2025-11-25 sampling, 2026-07-28 MRTR, "+
 		"the replay server against the live server, --huge-bytes results with peak RSS, "+
 		"steady recording: echo at c=--concurrency to mcptape alone for --steady-rounds batches in a row)")
-	targets := fs.String("targets", "all", "comma-separated targets: "+strings.Join(bench.AllTargets, ",")+" (direct always runs: it is the baseline)")
+	targets := fs.String("targets", "all", "comma-separated targets: "+strings.Join(bench.AllTargets, ",")+" (direct always runs: it is the baseline; --versus adds the target versus)")
 	fs.IntVar(&c.Rounds, "rounds", 5, "rounds per scenario; in each, every target gets one batch, in rotating order (a single caller's scenario: its bursts, see --interleave)")
 	fs.DurationVar(&c.Batch, "batch", time.Second, "how long one target's batch lasts")
 	fs.StringVar(&c.Interleave, "interleave", bench.InterleaveBursts, "how a round interleaves the targets of a single caller's scenario (echo1, sampling, mrtr, replay): "+
