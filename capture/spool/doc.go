@@ -27,7 +27,9 @@
 // copies from the files the recorder kept them in (see
 // [capture.RawReader]): neither side holds a long line in memory twice. A
 // payload is at most what a live recorder puts in one batch (80 MiB). The
-// last record of a wrap that ended cleanly says so (End). Version 1 spools
+// last record of a wrap that ended cleanly says so (End); every record of a
+// wrap that exports its calls as spans itself says that (Traced, which
+// readers of spools written before it read as false). Version 1 spools
 // ("mcptape-spool 1\n": frames of length, checksum and gob) are still read.
 //
 // A frame cut short ends the readable part of the file: it is being

@@ -20,6 +20,11 @@ type IngestOptions struct {
 	Interval time.Duration
 	// Logger receives the ingester's events. Nil discards them.
 	Logger *slog.Logger
+	// Traced, when set, is called with each session of a spool whose wrap
+	// exports its calls as spans itself (Options.Traced), before the
+	// records that name it are ingested: an owner that exports spans too
+	// leaves that session out, so that no call is exported twice.
+	Traced func(sessionID string)
 }
 
 // Ingester moves the records of the spools in a data directory into the
@@ -54,6 +59,31 @@ type fileState struct {
 	// marked says the marks are in the store already: nothing was noted
 	// since the last record ingested.
 	marked bool
+	// traced holds the sessions told to IngestOptions.Traced.
+	traced map[string]bool
+}
+
+// tell calls traced once for each session of b it has not told before.
+func (fs *fileState) tell(b *capture.Batch, traced func(string)) {
+	say := func(id string) {
+		if id == "" || fs.traced[id] {
+			return
+		}
+		if fs.traced == nil {
+			fs.traced = map[string]bool{}
+		}
+		fs.traced[id] = true
+		traced(id)
+	}
+	for _, s := range b.Sessions {
+		say(s.ID)
+	}
+	for _, x := range b.Exchanges {
+		say(x.SessionID)
+	}
+	for _, m := range b.Messages {
+		say(m.SessionID)
+	}
 }
 
 // marks is what an ingester found wrong with a spool, to be recorded on
@@ -166,6 +196,9 @@ func (g *Ingester) file(ctx context.Context, path string) (int, error) {
 		}
 		if rec.Damage != nil {
 			g.damaged(path, fs, rec.Damage)
+		}
+		if rec.Traced && g.o.Traced != nil {
+			fs.tell(rec.Batch, g.o.Traced)
 		}
 		if err := g.rec.Ingest(ctx, fs.patch(rec.Batch), fs.remap); err != nil {
 			fs.failed++

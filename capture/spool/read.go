@@ -29,6 +29,9 @@ type Record struct {
 	Batch *capture.Batch
 	// End is set on the last record of a wrap that ended cleanly.
 	End bool
+	// Traced says the spool's wrap exported the record's calls as spans
+	// itself (Options.Traced).
+	Traced bool
 	// Offset is where the next record starts in the file.
 	Offset int64
 	// Written counts the messages the spool's writer had written with
@@ -274,7 +277,7 @@ func decode(payload []byte, v int, owned bool) (*Record, error) {
 			m.Size = len(m.Raw)
 		}
 	}
-	return &Record{Batch: &capture.Batch{Sessions: r.Sessions, Exchanges: r.Exchanges, Messages: r.Messages}, End: r.End, Written: r.Written}, nil
+	return &Record{Batch: &capture.Batch{Sessions: r.Sessions, Exchanges: r.Exchanges, Messages: r.Messages}, End: r.End, Traced: r.Traced, Written: r.Written}, nil
 }
 
 // claimed is the message count in the header of the frame at off, when

@@ -72,6 +72,9 @@ type record struct {
 	Messages  []*capture.Message
 	// End is set on the last record of a wrap that ended cleanly.
 	End bool
+	// Traced says the wrap exports these records' calls as spans itself
+	// (Options.Traced); an owner does not export them again.
+	Traced bool
 	// Written counts the messages the spool's writer has written, this
 	// record's included: past damaged bytes, the next record says how
 	// many were lost.
@@ -91,6 +94,11 @@ type Options struct {
 	// SyncEvery bounds how long written records may wait before an fsync.
 	// Zero means one second.
 	SyncEvery time.Duration
+	// Traced says the writer's process exports its calls as spans itself
+	// (`wrap --otlp`): every record says so, and an owner that exports
+	// spans too leaves them out (IngestOptions.Traced), so that no call is
+	// exported twice.
+	Traced bool
 	// MinFree is the free space below which Write refuses (ErrLowDisk)
 	// instead of filling the disk. Zero means 256 MiB; negative turns the
 	// check off.
@@ -253,6 +261,7 @@ func (w *Writer) append(r *record, files []capture.RawReader) error {
 		return err
 	}
 	r.Written = w.written + int64(len(r.Messages))
+	r.Traced = w.o.Traced
 	w.enc.Reset()
 	w.enc.Write(make([]byte, frameHead+4))
 	if err := gob.NewEncoder(&w.enc).Encode(r); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -19,7 +20,13 @@ import (
 // `mcptape wrap` does, and returns the spool's path.
 func wrapSide(t *testing.T, dir, name string, n int, end bool) string {
 	t.Helper()
-	w, err := spool.Create(dir, name, nil)
+	return wrapSideWith(t, dir, name, n, end, nil)
+}
+
+// wrapSideWith is wrapSide with the spool's options.
+func wrapSideWith(t *testing.T, dir, name string, n int, end bool, opts *spool.Options) string {
+	t.Helper()
+	w, err := spool.Create(dir, name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +159,51 @@ func TestIngestAfterTheFact(t *testing.T) {
 	}
 	if files, _ := spool.Files(dir); len(files) != 0 {
 		t.Errorf("spools left after ingesting: %q", files)
+	}
+}
+
+// A wrap that exports its own spans says so in its spool: the owner's
+// ingester names that wrap's session, once, before it is ingested, and
+// never another wrap's; both are stored whole.
+func TestIngestTellsTracedSessions(t *testing.T) {
+	dir := t.TempDir()
+	wrapSideWith(t, dir, "traced", 25, true, &spool.Options{Traced: true})
+	wrapSide(t, dir, "plain", 25, true)
+	st, err := badgerstore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := capture.NewRecorder(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []string
+	traced := func(id string) {
+		told = append(told, id)
+		if n := len(messagesOf(t, st, id)); n != 0 {
+			t.Errorf("session %s told after %d of its messages were stored", id, n)
+		}
+	}
+	o := &owner{store: st, rec: rec, ing: spool.NewIngester(dir, rec, st, &spool.IngestOptions{Traced: traced})}
+	defer o.close(t)
+	if _, err := o.ing.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sessions := onlySessions(t, st)
+	if len(sessions) != 2 {
+		t.Fatalf("%d sessions, want 2", len(sessions))
+	}
+	var want []string
+	for _, s := range sessions {
+		if n := len(messagesOf(t, st, s.ID)); n != 52 {
+			t.Errorf("session %s (%s): %d messages stored, want 52", s.ID, s.Route, n)
+		}
+		if s.Route == "traced" {
+			want = append(want, s.ID)
+		}
+	}
+	if len(want) != 1 || !slices.Equal(told, want) {
+		t.Errorf("told %q, want the traced wrap's session alone, once: %q", told, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,6 +107,60 @@ type Exporter struct {
 	failing                   atomic.Bool
 
 	metrics *metrics
+
+	// skip holds the sessions whose calls are exported elsewhere (Skip),
+	// at most maxSkip of them, the oldest first out.
+	skipMu    sync.Mutex
+	skip      map[string]struct{}
+	skipOrder []string
+}
+
+// maxSkip bounds the sessions an Exporter remembers to leave out: a
+// session's records come in within seconds of its traffic, and a wrap's
+// session is one per run of its server.
+const maxSkip = 4096
+
+// Skip leaves sessionID out of the spans from now on: its calls are
+// exported by another process (a wrap with --otlp, whose records this
+// process takes in from its spool).
+func (e *Exporter) Skip(sessionID string) {
+	if e == nil || sessionID == "" {
+		return
+	}
+	e.skipMu.Lock()
+	defer e.skipMu.Unlock()
+	if _, ok := e.skip[sessionID]; ok {
+		return
+	}
+	if e.skip == nil {
+		e.skip = map[string]struct{}{}
+	}
+	if len(e.skipOrder) >= maxSkip {
+		delete(e.skip, e.skipOrder[0])
+		e.skipOrder = e.skipOrder[1:]
+	}
+	e.skip[sessionID] = struct{}{}
+	e.skipOrder = append(e.skipOrder, sessionID)
+}
+
+// skipped drops the items of the sessions left out (Skip).
+func (e *Exporter) skipped(items []item) []item {
+	e.skipMu.Lock()
+	defer e.skipMu.Unlock()
+	if len(e.skip) == 0 {
+		return items
+	}
+	return slices.DeleteFunc(items, func(it item) bool {
+		id := ""
+		switch {
+		case it.sess != nil:
+			id = it.sess.id
+		case it.msg != nil:
+			id = it.msg.session
+		}
+		_, ok := e.skip[id]
+		return ok
+	})
 }
 
 // New starts an exporter. It does not connect: the first export does, and
@@ -243,7 +298,7 @@ func (e *Exporter) OnBatch(b *capture.Batch) {
 	if e.closed {
 		return
 	}
-	items := itemsOf(b)
+	items := e.skipped(itemsOf(b))
 	for i, it := range items {
 		select {
 		case e.queue <- it:

@@ -213,3 +213,40 @@ func collector(t *testing.T) (*traces.Exporter, func() []*tracepb.Span) {
 		return out
 	}
 }
+
+// TestSkippedSessionsAreNotExported: the calls of a session left out with
+// Skip (a wrap exports them itself) make no span, not even when it ends,
+// while another session's calls in the same batches do; a session is left
+// out only from when Skip is called.
+func TestSkippedSessionsAreNotExported(t *testing.T) {
+	e, spans := collector(t)
+	at := time.Now()
+	inSession := func(b *capture.Batch, id string) *capture.Batch {
+		for _, m := range b.Messages {
+			m.SessionID = id
+		}
+		return b
+	}
+	e.OnBatch(inSession(call(1, at), "wrapped")) // before Skip: exported
+	e.Skip("wrapped")
+	b := inSession(call(11, at), "wrapped")
+	b.Messages = append(b.Messages, inSession(call(21, at), "live").Messages...)
+	b.Messages = append(b.Messages, inSession(call(31, at), "wrapped").Messages[:1]...) // left unanswered
+	e.OnBatch(b)
+	e.OnBatch(&capture.Batch{Sessions: []*capture.Session{
+		{ID: "wrapped", Status: capture.StatusClosed, Start: at, End: at.Add(time.Second)},
+		{ID: "live", Status: capture.StatusClosed, Start: at, End: at.Add(time.Second)},
+	}})
+	var ids []string
+	for _, s := range spans() {
+		for _, kv := range s.Attributes {
+			if kv.Key == "jsonrpc.request.id" {
+				ids = append(ids, kv.Value.GetStringValue())
+			}
+		}
+	}
+	slices.Sort(ids)
+	if want := []string{"1", "21"}; !slices.Equal(ids, want) {
+		t.Errorf("spans of requests %q, want %q: the call before Skip and the other session's", ids, want)
+	}
+}

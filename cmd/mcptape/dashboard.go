@@ -93,7 +93,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		closeTraces(tr, logger)
 		return errors.Join(err, d.close())
 	}
-	ing := startIngest(*data, rec, store, logger)
+	ing := startIngest(*data, rec, store, logger, tr)
 	defer func() {
 		ing.stop()
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -413,3 +413,42 @@ func grepLines(text, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestOTLPWrapAndOwnerExportOnce: a wrap with --otlp exports its server's
+// calls itself, and the dashboard that owns the store and exports too
+// leaves them out, so each call is one span; a wrap without --otlp has its
+// calls exported by the owner.
+func TestOTLPWrapAndOwnerExportOnce(t *testing.T) {
+	r := newOTLPReceiver(t)
+	data := t.TempDir()
+	_, _, stop := startCmd(t, "mcptape: dashboard of", "dashboard", "--data", data, "--listen", "127.0.0.1:0", "--otlp", r.srv.URL)
+	const calls = 4
+	want := map[string]int{}
+	for _, name := range []string{"exports-itself", "exports-nothing"} {
+		var flags []string
+		if name == "exports-itself" {
+			flags = []string{"--otlp", r.srv.URL}
+		}
+		sent, got := runWrappedWith(t, data, name, calls, flags...)
+		want[name] = sent + got
+	}
+	fixtures.Eventually(t, 10*time.Second, func() error {
+		if got := countStdio(storeOf(t, data)); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("the dashboard's store holds %v, want %v", got, want)
+		}
+		return nil
+	})
+	if code := stop(); code != 0 { // its last spans go out as it stops
+		t.Errorf("dashboard exited %d", code)
+	}
+	ids := map[string]int{} // tools/call spans by their request id
+	for _, s := range spanNamed(r.all(), "tools/call echo") {
+		ids[attr(s, "jsonrpc.request.id")]++
+	}
+	// Both wraps' calls have the ids 2 to 1+calls: each id twice.
+	for i := 2; i < 2+calls; i++ {
+		if n := ids[strconv.Itoa(i)]; n != 2 {
+			t.Errorf("request id %d: %d tools/call spans, want 2 (one a wrap): %v", i, n, ids)
+		}
+	}
+}

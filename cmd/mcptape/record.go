@@ -373,7 +373,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	}
 	rs.live.Store(rs.rec)
 	// The wraps' spools: this process owns the store now.
-	rs.ingest = startIngest(c.data, rs.rec, store, logger)
+	rs.ingest = startIngest(c.data, rs.rec, store, logger, rs.traces)
 	if c.routesOnly {
 		// The routes attach added before, unless --route names them anew.
 		saved, err := savedRoutes(c.data)

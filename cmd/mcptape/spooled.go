@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/mcptape/mcptape/capture/traces"
 	"iter"
 	"log/slog"
 
@@ -178,9 +179,14 @@ type ingesting struct {
 }
 
 // startIngest ingests the spools of dir through rec until stop.
-func startIngest(dir string, rec *capture.Recorder, store capture.Reader, logger *slog.Logger) *ingesting {
+func startIngest(dir string, rec *capture.Recorder, store capture.Reader, logger *slog.Logger, tr *traces.Exporter) *ingesting {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := spool.NewIngester(dir, rec, store, &spool.IngestOptions{Logger: logger})
+	o := &spool.IngestOptions{Logger: logger}
+	if tr != nil {
+		// A wrap with --otlp exports its calls itself: not again from here.
+		o.Traced = tr.Skip
+	}
+	g := spool.NewIngester(dir, rec, store, o)
 	in := &ingesting{cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(in.done); g.Run(ctx) }()
 	return in

@@ -200,7 +200,9 @@ func closeOutput(w io.Writer) {
 
 // openWrapRecording starts a recorder writing to a new spool in data.
 func openWrapRecording(ctx context.Context, data, name string, redact capture.RedactOptions, stderr io.Writer, onBatch func(*capture.Batch)) (*capture.Recorder, *spool.Writer, error) {
-	sp, err := spool.Create(data, name, nil)
+	// With spans exported from here (--otlp), the spool says so, and an
+	// owner that exports too leaves this server's calls out.
+	sp, err := spool.Create(data, name, &spool.Options{Traced: onBatch != nil})
 	if err != nil {
 		return nil, nil, err
 	}

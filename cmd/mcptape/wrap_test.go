@@ -298,7 +298,14 @@ func watchdog(t *testing.T, cmd *exec.Cmd, what string, stderr *syncBuffer) {
 // and makes calls echo calls, returning how many lines went each way.
 func runWrapped(t *testing.T, data, name string, calls int) (sent, got int) {
 	t.Helper()
-	cmd, in, outPipe, stderr := startWrap(t, append([]string{"wrap", "--data", data, "--name", name, "--"}, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
+	return runWrappedWith(t, data, name, calls)
+}
+
+// runWrappedWith is runWrapped with more of wrap's flags.
+func runWrappedWith(t *testing.T, data, name string, calls int, flags ...string) (sent, got int) {
+	t.Helper()
+	args := append(append([]string{"wrap", "--data", data, "--name", name}, flags...), "--")
+	cmd, in, outPipe, stderr := startWrap(t, append(args, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)
 	c := &lineClient{in: in, out: bufio.NewReader(outPipe)}
 	c.call(t, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"line-client","version":"1"}}`)
 	c.notify(t, "notifications/initialized")
