@@ -52,4 +52,13 @@
 // lost, a finding on its exchange that says where), and a session its wrap
 // never closed (the wrap was killed) is closed; a spool with damage is
 // kept in spool/damaged/ for a person to look at, instead of deleted.
+//
+// # When an owner looks
+//
+// An owner looks at the spool folder every [IngestOptions.Interval] (250
+// ms) while spools in it change, which on Linux the kernel tells it of
+// (inotify: a spool created, written, closed or removed); while nothing
+// changes, every IdleInterval (2 s), so that an owner with no wrap running
+// wakes seldom. Where it cannot be told (another system, or inotify's
+// limits reached), it looks every Interval.
 package spool

@@ -15,9 +15,15 @@ import (
 
 // IngestOptions configures an Ingester. Nil means defaults.
 type IngestOptions struct {
-	// Interval is how often the spool folder is looked at. Zero means
-	// 250 ms, so that a dashboard shows a wrap's traffic within a second.
+	// Interval is how often the spool folder is looked at while its
+	// spools change. Zero means 250 ms, so that a dashboard shows a wrap's
+	// traffic within a second.
 	Interval time.Duration
+	// IdleInterval is how often it is looked at while nothing in it
+	// changes, where the ingester is told of changes (inotify, on Linux):
+	// an owner with no wraps running wakes that seldom. Zero means 2 s.
+	// Where it is not told, the folder is looked at every Interval.
+	IdleInterval time.Duration
 	// Logger receives the ingester's events. Nil discards them.
 	Logger *slog.Logger
 	// Traced, when set, is called with each session of a spool whose wrap
@@ -114,6 +120,10 @@ func NewIngester(dataDir string, rec *capture.Recorder, store capture.Reader, op
 	if g.o.Interval <= 0 {
 		g.o.Interval = 250 * time.Millisecond
 	}
+	if g.o.IdleInterval <= 0 {
+		g.o.IdleInterval = 2 * time.Second
+	}
+	g.o.IdleInterval = max(g.o.IdleInterval, g.o.Interval)
 	g.log = g.o.Logger
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -131,19 +141,62 @@ func (g *Ingester) Stats() IngestStats {
 // Run ingests until ctx ends, then makes one last pass (with a short bound)
 // so that what the wraps wrote before the owner stops is not left waiting.
 func (g *Ingester) Run(ctx context.Context) {
-	t := time.NewTicker(g.o.Interval)
+	changed, stop := g.watch()
+	idle := g.o.Interval
+	if changed != nil {
+		defer stop()
+		idle = g.o.IdleInterval
+	}
+	t := time.NewTimer(idle)
 	defer t.Stop()
 	for {
+		last := time.Now()
 		_, _ = g.Once(ctx)
+		t.Reset(idle)
 		select {
 		case <-ctx.Done():
-			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = g.Once(last)
-			cancel()
+			g.last(ctx)
 			return
 		case <-t.C:
+		case <-changed:
+			// At most one pass an Interval while spools change: a wrap
+			// writes a record every few milliseconds under load.
+			if wait := g.o.Interval - time.Since(last); wait > 0 {
+				t.Reset(wait)
+				select {
+				case <-ctx.Done():
+					g.last(ctx)
+					return
+				case <-t.C:
+				}
+			}
 		}
 	}
+}
+
+// last is the pass after ctx ended, with a short bound of its own.
+func (g *Ingester) last(ctx context.Context) {
+	last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = g.Once(last)
+}
+
+// watch asks to be told of changes to the spool folder, making it if it is
+// not there yet (the owner's data directory exists). It returns a nil
+// channel where that cannot be done: Run then polls every Interval.
+func (g *Ingester) watch() (<-chan struct{}, func()) {
+	dir := filepath.Join(g.dataDir, Dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil
+	}
+	changed, stop, err := watchDir(dir)
+	if err != nil {
+		if !errors.Is(err, errors.ErrUnsupported) {
+			g.log.Debug("not watching the spool folder; looking at it every interval", "dir", dir, "err", err)
+		}
+		return nil, nil
+	}
+	return changed, stop
 }
 
 // Once looks at every spool once and ingests what is new, returning the
