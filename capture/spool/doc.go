@@ -58,7 +58,8 @@
 // An owner looks at the spool folder every [IngestOptions.Interval] (250
 // ms) while spools in it change, which on Linux the kernel tells it of
 // (inotify: a spool created, written, closed or removed); while nothing
-// changes, every IdleInterval (2 s), so that an owner with no wrap running
-// wakes seldom. Where it cannot be told (another system, or inotify's
-// limits reached), it looks every Interval.
+// changes, every IdleInterval (2 s): an owner with no wrap running lists
+// the folder and reads its spools' locks half a time a second instead of
+// four. Where it cannot be told (another system, or inotify's limits
+// reached), it looks every Interval.
 package spool

@@ -20,8 +20,8 @@ type IngestOptions struct {
 	// traffic within a second.
 	Interval time.Duration
 	// IdleInterval is how often it is looked at while nothing in it
-	// changes, where the ingester is told of changes (inotify, on Linux):
-	// an owner with no wraps running wakes that seldom. Zero means 2 s.
+	// changes, where the ingester is told of changes (inotify, on Linux).
+	// Zero means 2 s.
 	// Where it is not told, the folder is looked at every Interval.
 	IdleInterval time.Duration
 	// Logger receives the ingester's events. Nil discards them.
