@@ -20,9 +20,9 @@ type IngestOptions struct {
 	// traffic within a second.
 	Interval time.Duration
 	// IdleInterval is how often it is looked at while nothing in it
-	// changes, where the ingester is told of changes (inotify, on Linux).
-	// Zero means 2 s.
-	// Where it is not told, the folder is looked at every Interval.
+	// changes, where the ingester is told of changes (inotify, on Linux);
+	// where it is not told, the folder is looked at every Interval. Zero
+	// means 2 s.
 	IdleInterval time.Duration
 	// Logger receives the ingester's events. Nil discards them.
 	Logger *slog.Logger
@@ -140,6 +140,8 @@ func (g *Ingester) Stats() IngestStats {
 
 // Run ingests until ctx ends, then makes one last pass (with a short bound)
 // so that what the wraps wrote before the owner stops is not left waiting.
+// It looks at the spool folder when told of a change in it (at most every
+// Interval) and every IdleInterval besides; see IngestOptions.
 func (g *Ingester) Run(ctx context.Context) {
 	changed, stop := g.watch()
 	idle := g.o.Interval
