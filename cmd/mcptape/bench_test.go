@@ -92,7 +92,7 @@ func TestBench(t *testing.T) {
 		"# mcptape bench", "- machine: ", "| scenario | metric | direct | plain |",
 		"| echo c=1 | p50 latency (µs) |", "|  | added p50 over direct (µs) |", "| echo c=4 | calls/s |",
 		"| 64 KiB results | calls/s |", "|  | MiB/s |", "|  | proxy CPU per MiB (ms) |",
-		"| SSE first event | first event p50 (µs) |", "|  | first event added p50 over direct (µs) |",
+		"| SSE first event | first event delivery p50 (µs) |", "|  | first event added p50 over direct (µs) |",
 		"| sampling 2025-11-25 |", "| MRTR 2026-07-28 |", "| 1 MiB results | calls/s |",
 		"|  | peak RSS during the scenario (MB) |", "| whole run | peak RSS (MB) |",
 		"## mcptape's recorder: client counts = stored counts",

@@ -84,7 +84,7 @@ func (e *benchEnv) newWorker(t *target) *worker {
 // sample is what one successful call measured.
 type sample struct {
 	lat   time.Duration // request sent → response complete
-	first time.Duration // request sent → first progress event
+	first time.Duration // the first progress event: the server's send → its receipt here
 }
 
 // exchange sends one HTTP request and reads the whole response, calling
@@ -420,20 +420,29 @@ func (w *worker) callSlow(ctx context.Context) (sample, error) {
 	var first time.Duration
 	progress := 0
 	start := time.Now()
-	c, err := w.modernCall(ctx, fixtures.ToolSlow, toolCall(id, fixtures.ToolSlow, args, "", modernMeta("{}", token)), id, func(m *rpcMsg) error {
+	meta := strings.TrimSuffix(modernMeta("{}", token), "}") + `,"` + fixtures.MetaStamp + `":true}`
+	c, err := w.modernCall(ctx, fixtures.ToolSlow, toolCall(id, fixtures.ToolSlow, args, "", meta), id, func(m *rpcMsg) error {
 		if m.Method != "notifications/progress" {
 			return nil
 		}
-		if progress == 0 {
-			first = time.Since(start)
-		}
-		progress++
+		got := time.Now()
 		var p struct {
-			ProgressToken string `json:"progressToken"`
+			ProgressToken string                     `json:"progressToken"`
+			Meta          map[string]json.RawMessage `json:"_meta"`
 		}
 		if json.Unmarshal(m.Params, &p) != nil || p.ProgressToken != token {
 			return failf(errBad, "progress for token %s, want %s", m.Params, token)
 		}
+		if progress == 0 {
+			// From the server's send to our receipt: how late the
+			// server's timer fired is not the proxy's doing.
+			var sent int64
+			if json.Unmarshal(p.Meta[fixtures.MetaSentAt], &sent) != nil || sent <= 0 {
+				return failf(errBad, "progress without %s in its _meta: %s", fixtures.MetaSentAt, m.Params)
+			}
+			first = got.Sub(time.Unix(0, sent))
+		}
+		progress++
 		return nil
 	})
 	lat := time.Since(start)

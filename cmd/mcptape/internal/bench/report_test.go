@@ -123,6 +123,19 @@ func TestBenchVerdicts(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the SSE verdict's rounds are the first event's", func(t *testing.T) {
+		// Each round's first-event figures, not the calls' latency, which
+		// the slow tool's run time dwarfs.
+		r := fakeReport(func(r *Report) {
+			m, n := r.Fig(scSSE, tgMcptape), r.Fig(scSSE, tgNginx)
+			m.RoundAdded, n.RoundAdded = []float64{900, 900, 900}, []float64{100, 100, 100}
+			m.RoundFirstAdded, n.RoundFirstAdded = []float64{110, 120, 130}, []float64{100, 100, 100}
+		})
+		v := verdictByName(t, r, groupNginx, "SSE first event: added ≤ 1.5")
+		if !v.Pass || !strings.Contains(v.Detail, "round by round 1.10–1.30") {
+			t.Errorf("pass %v, detail %q; want the first event's rounds (1.10–1.30)", v.Pass, v.Detail)
+		}
+	})
 	t.Run("a verdict decided by a fraction of a microsecond", func(t *testing.T) {
 		// 1.25 × +91.5 µs = +114.375 µs: +114.4 misses it, and reads so.
 		r := fakeReport(func(r *Report) {

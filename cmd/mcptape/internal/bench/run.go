@@ -231,10 +231,12 @@ turns:
 // accum gathers one target's batches over a scenario's rounds.
 type accum struct {
 	batchResult
-	rates    []float64
-	p50s     []float64 // each round's p50 latency, µs
-	cpus     []float64 // each round's CPU per call, µs
-	cpuTicks int64
+	rates []float64
+	p50s  []float64 // each round's p50 latency, µs
+	cpus  []float64 // each round's CPU per call, µs
+	// firstP50s is each round's p50 first-event delivery, µs.
+	firstP50s []float64
+	cpuTicks  int64
 }
 
 // ScenarioResult is one scenario's figures for every target.
@@ -262,15 +264,20 @@ type Figures struct {
 	FirstP50      *float64          `json:"first_event_p50_us,omitempty"`
 	FirstP99      *float64          `json:"first_event_p99_us,omitempty"`
 	FirstAdded    *float64          `json:"first_event_added_p50_us,omitempty"`
-	CallsPerSec   *float64          `json:"calls_per_sec,omitempty"`
-	RoundRates    []float64         `json:"calls_per_sec_rounds,omitempty"` // each round's, in order
-	RoundP50s     []float64         `json:"p50_us_rounds,omitempty"`        // each round's p50, in order
-	RoundAdded    []float64         `json:"added_p50_us_rounds,omitempty"`  // each round's p50 less direct's in that round
-	RoundCPU      []float64         `json:"cpu_us_per_call_rounds,omitempty"`
-	MiBPerSec     *float64          `json:"mib_per_sec,omitempty"`
-	CPUPerCall    *float64          `json:"cpu_us_per_call,omitempty"`
-	CPUPerMiB     *float64          `json:"cpu_ms_per_mib,omitempty"`
-	PeakRSS       *float64          `json:"peak_rss_mb,omitempty"`
+	// The first SSE event's delivery, from the fixture server's send (in
+	// the event) to the load generator's receipt, each round's p50 and
+	// that less direct's in the round.
+	RoundFirstP50s  []float64 `json:"first_event_p50_us_rounds,omitempty"`
+	RoundFirstAdded []float64 `json:"first_event_added_p50_us_rounds,omitempty"`
+	CallsPerSec     *float64  `json:"calls_per_sec,omitempty"`
+	RoundRates      []float64 `json:"calls_per_sec_rounds,omitempty"` // each round's, in order
+	RoundP50s       []float64 `json:"p50_us_rounds,omitempty"`        // each round's p50, in order
+	RoundAdded      []float64 `json:"added_p50_us_rounds,omitempty"`  // each round's p50 less direct's in that round
+	RoundCPU        []float64 `json:"cpu_us_per_call_rounds,omitempty"`
+	MiBPerSec       *float64  `json:"mib_per_sec,omitempty"`
+	CPUPerCall      *float64  `json:"cpu_us_per_call,omitempty"`
+	CPUPerMiB       *float64  `json:"cpu_ms_per_mib,omitempty"`
+	PeakRSS         *float64  `json:"peak_rss_mb,omitempty"`
 }
 
 // RecorderCheck compares what the load generator exchanged through mcptape
@@ -463,6 +470,9 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 				a.p50s = append(a.p50s, us(p50))
 				s += fmt.Sprintf(" p50 %s", roundDur(p50))
 			}
+			if len(b.firsts) > 0 {
+				a.firstP50s = append(a.firstP50s, us(percentile(b.firsts, 0.5)))
+			}
 			if b.failed > 0 {
 				s += fmt.Sprintf(" %d FAILED", b.failed)
 			}
@@ -509,6 +519,11 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 			}
 			if f.FirstP50 != nil && d.FirstP50 != nil {
 				f.FirstAdded = ptr(*f.FirstP50 - *d.FirstP50)
+			}
+			if len(f.RoundFirstP50s) == len(d.RoundFirstP50s) {
+				for i, p := range f.RoundFirstP50s {
+					f.RoundFirstAdded = append(f.RoundFirstAdded, p-d.RoundFirstP50s[i])
+				}
 			}
 		}
 	}
@@ -597,6 +612,7 @@ func (a *accum) figures(sc *scenarioSpec, t *target) *Figures {
 	if len(a.firsts) > 0 {
 		f.FirstP50 = ptr(us(percentile(a.firsts, 0.5)))
 		f.FirstP99 = ptr(us(percentile(a.firsts, 0.99)))
+		f.RoundFirstP50s = a.firstP50s
 	}
 	if len(a.rates) > 0 {
 		f.CallsPerSec = ptr(median(a.rates))
