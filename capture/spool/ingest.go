@@ -149,29 +149,24 @@ func (g *Ingester) Run(ctx context.Context) {
 		defer stop()
 		idle = g.o.IdleInterval
 	}
+	last := time.Now()
+	_, _ = g.Once(ctx)
 	t := time.NewTimer(idle)
 	defer t.Stop()
 	for {
-		last := time.Now()
-		_, _ = g.Once(ctx)
-		t.Reset(idle)
 		select {
 		case <-ctx.Done():
 			g.last(ctx)
 			return
-		case <-t.C:
 		case <-changed:
-			// At most one pass an Interval while spools change: a wrap
-			// writes a record every few milliseconds under load.
-			if wait := g.o.Interval - time.Since(last); wait > 0 {
-				t.Reset(wait)
-				select {
-				case <-ctx.Done():
-					g.last(ctx)
-					return
-				case <-t.C:
-				}
-			}
+			// A change brings the next pass forward, to an Interval after
+			// the last one: a wrap under load writes a record every few
+			// milliseconds.
+			t.Reset(max(g.o.Interval-time.Since(last), 0))
+		case <-t.C:
+			last = time.Now()
+			_, _ = g.Once(ctx)
+			t.Reset(idle)
 		}
 	}
 }

@@ -67,6 +67,12 @@ type owner struct {
 
 func openOwner(t *testing.T, dir string) *owner {
 	t.Helper()
+	return openOwnerWith(t, dir, nil)
+}
+
+// openOwnerWith is openOwner with the ingester's options.
+func openOwnerWith(t *testing.T, dir string, opts *spool.IngestOptions) *owner {
+	t.Helper()
 	st, err := badgerstore.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +81,7 @@ func openOwner(t *testing.T, dir string) *owner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &owner{store: st, rec: rec, ing: spool.NewIngester(dir, rec, st, nil)}
+	return &owner{store: st, rec: rec, ing: spool.NewIngester(dir, rec, st, opts)}
 }
 
 func (o *owner) close(t *testing.T) {
@@ -169,23 +175,17 @@ func TestIngestTellsTracedSessions(t *testing.T) {
 	dir := t.TempDir()
 	wrapSideWith(t, dir, "traced", 25, true, &spool.Options{Traced: true})
 	wrapSide(t, dir, "plain", 25, true)
-	st, err := badgerstore.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := capture.NewRecorder(context.Background(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var o *owner
 	var told []string
 	traced := func(id string) {
 		told = append(told, id)
-		if n := len(messagesOf(t, st, id)); n != 0 {
+		if n := len(messagesOf(t, o.store, id)); n != 0 {
 			t.Errorf("session %s told after %d of its messages were stored", id, n)
 		}
 	}
-	o := &owner{store: st, rec: rec, ing: spool.NewIngester(dir, rec, st, &spool.IngestOptions{Traced: traced})}
+	o = openOwnerWith(t, dir, &spool.IngestOptions{Traced: traced})
 	defer o.close(t)
+	st := o.store
 	if _, err := o.ing.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}

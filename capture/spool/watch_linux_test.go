@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptape/mcptape/capture"
-	"github.com/mcptape/mcptape/capture/badgerstore"
 	"github.com/mcptape/mcptape/capture/spool"
 	"github.com/mcptape/mcptape/fixtures"
 )
@@ -17,15 +15,7 @@ import (
 // kernel tells the ingester of it.
 func TestIngesterIsToldOfNewSpools(t *testing.T) {
 	dir := t.TempDir()
-	st, err := badgerstore.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := capture.NewRecorder(context.Background(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &owner{store: st, rec: rec, ing: spool.NewIngester(dir, rec, st, &spool.IngestOptions{Interval: 50 * time.Millisecond, IdleInterval: time.Minute})}
+	o := openOwnerWith(t, dir, &spool.IngestOptions{Interval: 50 * time.Millisecond, IdleInterval: time.Minute})
 	defer o.close(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -41,7 +31,7 @@ func TestIngesterIsToldOfNewSpools(t *testing.T) {
 			return nil
 		})
 	}
-	if n := len(onlySessions(t, st)); n != 2 {
+	if n := len(onlySessions(t, o.store)); n != 2 {
 		t.Errorf("%d sessions stored, want 2", n)
 	}
 }

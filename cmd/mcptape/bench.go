@@ -78,7 +78,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if c.Versus, err = versusBinary(c.Versus); err != nil {
 			return err
 		}
-		c.Targets = append(c.Targets, "versus")
 	}
 	for _, v := range []struct {
 		name string

@@ -108,14 +108,7 @@ func TestBench(t *testing.T) {
 	if !strings.Contains(errOut, "round 1/1:") {
 		t.Errorf("no progress on stderr:\n%s", errOut)
 	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("--json: %v", err)
-	}
+	rep := readReport(t, jsonPath)
 	if len(rep.Scenarios) != len(bench.AllScenarios) {
 		t.Fatalf("%d scenarios in the JSON, want %d", len(rep.Scenarios), len(bench.AllScenarios))
 	}
@@ -231,14 +224,7 @@ func TestBenchVersus(t *testing.T) {
 			t.Errorf("the output lacks %q:\n%s\n%s", want, out, errOut)
 		}
 	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("--json: %v", err)
-	}
+	rep := readReport(t, jsonPath)
 	if v, _ := rep.Config["versus"].(string); v != other {
 		t.Errorf("config versus = %q, want %q", v, other)
 	}
@@ -248,4 +234,18 @@ func TestBenchVersus(t *testing.T) {
 			t.Errorf("%s: versus figures %+v, want 3 or more calls, none failed, with CPU per call", sc, f)
 		}
 	}
+}
+
+// readReport reads the report `bench --json` wrote to path.
+func readReport(t *testing.T, path string) *bench.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json: %v", err)
+	}
+	return &rep
 }

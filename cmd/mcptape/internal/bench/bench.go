@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -117,6 +118,9 @@ func Run(ctx context.Context, c *Config, stdout, stderr io.Writer) error {
 	}
 	if c.Version != "" {
 		mcptapeVersion = c.Version
+	}
+	if c.Versus != "" && !slices.Contains(c.Targets, tgVersus) {
+		c.Targets = append(c.Targets, tgVersus)
 	}
 	return benchMain(ctx, c, stdout, stderr)
 }

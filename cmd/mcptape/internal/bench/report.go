@@ -157,8 +157,10 @@ func (r *Report) judgeProxies() []Verdict {
 	skip := func(group, name, why string) {
 		out = append(out, Verdict{Group: group, Name: name, Skipped: true, Detail: why})
 	}
-	// atMost checks mcptape's figure ≤ factor × the other target's.
-	ratio := func(group, name, scenario, other string, factor float64, get func(*Figures) *float64, rounds func(*Figures) []float64, unit string, atLeast bool) {
+	// ratio checks mcptape's figure against factor × the other target's:
+	// at most, or at least when more is better.
+	ratio := func(group, name, scenario, other string, factor float64, mt measure) {
+		get, rounds, unit, atLeast := mt.fig, mt.rounds, mt.unit, mt.atLeast
 		m, o := r.Fig(scenario, tgMcptape), r.Fig(scenario, other)
 		if m == nil || o == nil || get(m) == nil || get(o) == nil {
 			skip(group, name, "not measured: run the "+scenario+" scenario with the "+other+" and mcptape targets")
@@ -187,15 +189,11 @@ func (r *Report) judgeProxies() []Verdict {
 			add(group, name, mv <= limit, detail)
 		}
 	}
-	added := func(f *Figures) *float64 { return f.AddedP50 }
-	rate := func(f *Figures) *float64 { return f.CallsPerSec }
-	cpuCall := func(f *Figures) *float64 { return f.CPUPerCall }
-	cpuMiB := func(f *Figures) *float64 { return f.CPUPerMiB }
-	firstAdded := func(f *Figures) *float64 { return f.FirstAdded }
-	roundAdded := func(f *Figures) []float64 { return f.RoundAdded }
-	roundRates := func(f *Figures) []float64 { return f.RoundRates }
-	roundCPU := func(f *Figures) []float64 { return f.RoundCPU }
-	roundFirstAdded := func(f *Figures) []float64 { return f.RoundFirstAdded }
+	added := measure{func(f *Figures) *float64 { return f.AddedP50 }, func(f *Figures) []float64 { return f.RoundAdded }, "+µs", false}
+	rate := measure{func(f *Figures) *float64 { return f.CallsPerSec }, func(f *Figures) []float64 { return f.RoundRates }, "/s", true}
+	cpuCall := measure{func(f *Figures) *float64 { return f.CPUPerCall }, func(f *Figures) []float64 { return f.RoundCPU }, "µs", false}
+	cpuMiB := measure{func(f *Figures) *float64 { return f.CPUPerMiB }, nil, "ms", false}
+	firstAdded := measure{func(f *Figures) *float64 { return f.FirstAdded }, func(f *Figures) []float64 { return f.RoundFirstAdded }, "+µs", false}
 
 	firstMax := func(group string) {
 		name := "SSE first event: added delay ≤ 1 ms"
@@ -208,8 +206,8 @@ func (r *Report) judgeProxies() []Verdict {
 	}
 
 	if r.ran(tgPlain) {
-		ratio(groupPlain, "echo c=1: added p50 ≤ 1.3 × plain's", scEcho1, tgPlain, 1.3, added, roundAdded, "+µs", false)
-		ratio(groupPlain, "echo c=32: calls/s ≥ 0.7 × plain's", scEcho32, tgPlain, 0.7, rate, roundRates, "/s", true)
+		ratio(groupPlain, "echo c=1: added p50 ≤ 1.3 × plain's", scEcho1, tgPlain, 1.3, added)
+		ratio(groupPlain, "echo c=32: calls/s ≥ 0.7 × plain's", scEcho32, tgPlain, 0.7, rate)
 	} else {
 		skip(groupPlain, "against the plain Go proxy", "the plain target did not run")
 	}
@@ -275,18 +273,28 @@ func (r *Report) judgeProxies() []Verdict {
 		skip(groupNginx, "against nginx", "the nginx target did not run")
 		return out
 	}
-	ratio(groupNginx, "echo c=1: added p50 ≤ 1.25 × nginx's", scEcho1, tgNginx, 1.25, added, roundAdded, "+µs", false)
-	ratio(groupNginx, "echo c=1: CPU per call ≤ 2.5 × nginx's", scEcho1, tgNginx, 2.5, cpuCall, roundCPU, "µs", false)
-	ratio(groupNginx, "echo c=32: CPU per call ≤ 2.5 × nginx's", scEcho32, tgNginx, 2.5, cpuCall, roundCPU, "µs", false)
-	ratio(groupNginx, "echo c=32: calls/s ≥ 0.9 × nginx's", scEcho32, tgNginx, 0.9, rate, roundRates, "/s", true)
-	ratio(groupNginx, "sampling: added p50 per round trip ≤ 1.5 × nginx's", scSampling, tgNginx, 1.5, added, roundAdded, "+µs", false)
-	ratio(groupNginx, "big results: calls/s ≥ 0.9 × nginx's", scBig, tgNginx, 0.9, rate, roundRates, "/s", true)
-	ratio(groupNginx, "big results: CPU per MiB ≤ 2 × nginx's", scBig, tgNginx, 2, cpuMiB, nil, "ms", false)
-	ratio(groupNginx, "huge results: calls/s ≥ 0.9 × nginx's", scHuge, tgNginx, 0.9, rate, roundRates, "/s", true)
-	ratio(groupNginx, "SSE first event: added ≤ 1.5 × nginx's", scSSE, tgNginx, 1.5, firstAdded, roundFirstAdded, "+µs", false)
+	ratio(groupNginx, "echo c=1: added p50 ≤ 1.25 × nginx's", scEcho1, tgNginx, 1.25, added)
+	ratio(groupNginx, "echo c=1: CPU per call ≤ 2.5 × nginx's", scEcho1, tgNginx, 2.5, cpuCall)
+	ratio(groupNginx, "echo c=32: CPU per call ≤ 2.5 × nginx's", scEcho32, tgNginx, 2.5, cpuCall)
+	ratio(groupNginx, "echo c=32: calls/s ≥ 0.9 × nginx's", scEcho32, tgNginx, 0.9, rate)
+	ratio(groupNginx, "sampling: added p50 per round trip ≤ 1.5 × nginx's", scSampling, tgNginx, 1.5, added)
+	ratio(groupNginx, "big results: calls/s ≥ 0.9 × nginx's", scBig, tgNginx, 0.9, rate)
+	ratio(groupNginx, "big results: CPU per MiB ≤ 2 × nginx's", scBig, tgNginx, 2, cpuMiB)
+	ratio(groupNginx, "huge results: calls/s ≥ 0.9 × nginx's", scHuge, tgNginx, 0.9, rate)
+	ratio(groupNginx, "SSE first event: added ≤ 1.5 × nginx's", scSSE, tgNginx, 1.5, firstAdded)
 	firstMax(groupNginx)
 	peakRSS(groupNginx, 100)
 	return out
+}
+
+// measure is a figure the verdicts compare between two targets: how to get
+// it, each round's (nil: no round-by-round spread), its unit, and whether
+// more is better.
+type measure struct {
+	fig     func(*Figures) *float64
+	rounds  func(*Figures) []float64
+	unit    string
+	atLeast bool
 }
 
 // num formats v with its unit; "+µs" is a signed difference.

@@ -512,19 +512,11 @@ func (e *benchEnv) runScenario(ctx context.Context, sc *scenarioSpec) (*Scenario
 			if f.P50 != nil && d.P50 != nil {
 				f.AddedP50 = ptr(*f.P50 - *d.P50)
 			}
-			if len(f.RoundP50s) == len(d.RoundP50s) {
-				for i, p := range f.RoundP50s {
-					f.RoundAdded = append(f.RoundAdded, p-d.RoundP50s[i])
-				}
-			}
+			f.RoundAdded = roundDiff(f.RoundP50s, d.RoundP50s)
 			if f.FirstP50 != nil && d.FirstP50 != nil {
 				f.FirstAdded = ptr(*f.FirstP50 - *d.FirstP50)
 			}
-			if len(f.RoundFirstP50s) == len(d.RoundFirstP50s) {
-				for i, p := range f.RoundFirstP50s {
-					f.RoundFirstAdded = append(f.RoundFirstAdded, p-d.RoundFirstP50s[i])
-				}
-			}
+			f.RoundFirstAdded = roundDiff(f.RoundFirstP50s, d.RoundFirstP50s)
 		}
 	}
 
@@ -637,6 +629,19 @@ func (a *accum) figures(sc *scenarioSpec, t *target) *Figures {
 func ptr(v float64) *float64 { return &v }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// roundDiff is each round's figure less direct's in that round; nil
+// unless both have every round.
+func roundDiff(f, direct []float64) []float64 {
+	if len(f) != len(direct) {
+		return nil
+	}
+	var out []float64
+	for i, v := range f {
+		out = append(out, v-direct[i])
+	}
+	return out
+}
 
 // percentile is the nearest-rank q-quantile of ds (sorted in place).
 func percentile(ds []time.Duration, q float64) time.Duration {

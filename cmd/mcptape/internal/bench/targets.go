@@ -253,6 +253,15 @@ func (e *benchEnv) checkChildren() error {
 	return nil
 }
 
+// recordArgs is the command line of a `mcptape record` target in front of
+// the fixture server at base, recording into data; recordMarker begins
+// the line on which it says where it listens.
+func recordArgs(base, data string) []string {
+	return []string{"record", "--upstream", base, "--listen", "127.0.0.1:0", "--data", data, "--log-level", "warn"}
+}
+
+const recordMarker = "point your MCP client at "
+
 // start launches the fixture server and every target's proxy, and checks
 // each target with one call.
 func (e *benchEnv) start(ctx context.Context) error {
@@ -273,8 +282,7 @@ func (e *benchEnv) start(ctx context.Context) error {
 			err = e.startNginx(ctx, t)
 		case tgMcptape:
 			e.recorderDir = filepath.Join(e.dir, "mcptape-data")
-			t.proc, t.base, err = e.startListener(ctx, "mcptape", "point your MCP client at ",
-				"record", "--upstream", base, "--listen", "127.0.0.1:0", "--data", e.recorderDir, "--log-level", "warn")
+			t.proc, t.base, err = e.startListener(ctx, "mcptape", recordMarker, recordArgs(base, e.recorderDir)...)
 			if err == nil {
 				e.recorder, _, err = remotestore.Discover(ctx, e.recorderDir)
 				if err != nil {
@@ -282,8 +290,9 @@ func (e *benchEnv) start(ctx context.Context) error {
 				}
 			}
 		case tgVersus:
-			t.proc, t.base, err = e.startCmd(ctx, tgVersus, "point your MCP client at ", exec.Command(e.cfg.Versus,
-				"record", "--upstream", base, "--listen", "127.0.0.1:0", "--data", filepath.Join(e.dir, "versus-data"), "--log-level", "warn", "--dashboard", "127.0.0.1:0"))
+			// Its dashboard beside mcptape's, which has the default address.
+			args := append(recordArgs(base, filepath.Join(e.dir, "versus-data")), "--dashboard", "127.0.0.1:0")
+			t.proc, t.base, err = e.startCmd(ctx, tgVersus, recordMarker, exec.Command(e.cfg.Versus, args...))
 		case tgForward:
 			var px string
 			t.base = base
