@@ -58,3 +58,50 @@ func TestRunInterleavedTakesTurnsInBursts(t *testing.T) {
 		t.Errorf("a cancelled run made calls")
 	}
 }
+
+// TestRoundOrderTradesTheComparedBuilds checks that, taking turns in
+// bursts, mcptape and versus each follow the other in half the rounds (the
+// one after meets the one before's leftover recording), and that nothing
+// else changes: the same rotation otherwise, and no swap in rounds of one
+// batch per target.
+func TestRoundOrderTradesTheComparedBuilds(t *testing.T) {
+	live := []*target{{name: tgDirect}, {name: tgNginx}, {name: tgMcptape}, {name: tgVersus}}
+	names := func(ts []*target) []string {
+		var s []string
+		for _, x := range ts {
+			s = append(s, x.name)
+		}
+		return s
+	}
+	after := map[string]map[string]int{} // target → the one after it (cyclically) → rounds
+	for r := range 4 {
+		order := names(roundOrder(live, r, true))
+		if len(order) != len(live) {
+			t.Fatalf("round %d: order %v", r, order)
+		}
+		for k, n := range order {
+			next := order[(k+1)%len(order)]
+			if after[n] == nil {
+				after[n] = map[string]int{}
+			}
+			after[n][next]++
+		}
+		if plain := names(roundOrder(live, r, false)); plain[0] != live[r%4].name || plain[1] != live[(r+1)%4].name {
+			t.Errorf("round %d unpaired: %v, want live rotated by %d", r, plain, r)
+		}
+	}
+	if after[tgMcptape][tgVersus] != 2 || after[tgVersus][tgMcptape] != 2 {
+		t.Errorf("over 4 rounds mcptape was followed by versus %d times and versus by mcptape %d; want 2 and 2 (%v)",
+			after[tgMcptape][tgVersus], after[tgVersus][tgMcptape], after)
+	}
+	if after[tgDirect][tgNginx] != 4 {
+		t.Errorf("nginx followed direct in %d of 4 rounds, want all (%v)", after[tgDirect][tgNginx], after)
+	}
+	// Without versus, the rotation alone.
+	three := live[:3]
+	for r := range 3 {
+		if got := names(roundOrder(three, r, true)); got[0] != three[r].name {
+			t.Errorf("round %d without versus: %v, want live rotated by %d", r, got, r)
+		}
+	}
+}
