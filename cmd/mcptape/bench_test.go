@@ -218,6 +218,7 @@ func TestBenchVersus(t *testing.T) {
 	for _, want := range []string{
 		"| scenario | metric | direct | mcptape | versus | mcptape ÷ versus |",
 		"versus = `" + other + " record`, another mcptape binary",
+		"the two trading places every other round",
 		"bench: versus at http://127.0.0.1:",
 	} {
 		if !strings.Contains(out+errOut, want) {

@@ -466,6 +466,9 @@ func (r *Report) writeMarkdown(w io.Writer) {
 	versus := ""
 	if v, _ := r.Config["versus"].(string); v != "" {
 		versus = fmt.Sprintf("; versus = `%s record`, another mcptape binary (--versus), set up as mcptape is", v)
+		if r.Config["interleave"] == InterleaveBursts {
+			versus += ", the two trading places every other round of a single caller's bursts (each meets what the other leaves behind as often)"
+		}
 	}
 	fmt.Fprintf(w, "- targets: direct = load generator → fixture server; plain = stock httputil.ReverseProxy (without mcptape's fix for the request-body race that cuts streams); "+
 		"nginx = proxy_buffering off, HTTP/1.1 keepalive upstream; mcptape = `mcptape record` into a fresh Badger store under %s; "+
