@@ -429,7 +429,7 @@ func TestOTLPWrapAndOwnerExportOnce(t *testing.T) {
 		if name == "exports-itself" {
 			flags = []string{"--otlp", r.srv.URL}
 		}
-		sent, got := runWrappedWith(t, data, name, calls, flags...)
+		sent, got := runWrapped(t, data, name, calls, flags...)
 		want[name] = sent + got
 	}
 	fixtures.Eventually(t, 10*time.Second, func() error {

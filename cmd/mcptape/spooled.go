@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/mcptape/mcptape/capture/traces"
 	"iter"
 	"log/slog"
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/memstore"
 	"github.com/mcptape/mcptape/capture/spool"
+	"github.com/mcptape/mcptape/capture/traces"
 )
 
 // withSpools shows a read command what wraps recorded while no process

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcptape/mcptape/capture"
 	"github.com/mcptape/mcptape/capture/spool"
+	"github.com/mcptape/mcptape/capture/traces"
 	"github.com/mcptape/mcptape/proxy"
 )
 
@@ -90,12 +91,8 @@ func wrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		note("not exporting spans (%v)", terr)
 	}
 	defer closeTraces(tr, nil)
-	var onBatch func(*capture.Batch)
-	if tr != nil {
-		onBatch = tr.OnBatch
-	}
 	started := time.Now()
-	rec, sp, err := openWrapRecording(ctx, *data, *name, redact, stderr, onBatch)
+	rec, sp, err := openWrapRecording(ctx, *data, *name, redact, stderr, tr)
 	var stream *capture.Stream
 	if err != nil {
 		note("not recording this server (%v); it runs as usual", err)
@@ -198,11 +195,12 @@ func closeOutput(w io.Writer) {
 	}
 }
 
-// openWrapRecording starts a recorder writing to a new spool in data.
-func openWrapRecording(ctx context.Context, data, name string, redact capture.RedactOptions, stderr io.Writer, onBatch func(*capture.Batch)) (*capture.Recorder, *spool.Writer, error) {
+// openWrapRecording starts a recorder writing to a new spool in data, its
+// batches going to tr too when the wrap exports spans (nil: it does not).
+func openWrapRecording(ctx context.Context, data, name string, redact capture.RedactOptions, stderr io.Writer, tr *traces.Exporter) (*capture.Recorder, *spool.Writer, error) {
 	// With spans exported from here (--otlp), the spool says so, and an
 	// owner that exports too leaves this server's calls out.
-	sp, err := spool.Create(data, name, &spool.Options{Traced: onBatch != nil})
+	sp, err := spool.Create(data, name, &spool.Options{Traced: tr != nil})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -216,7 +214,9 @@ func openWrapRecording(ctx context.Context, data, name string, redact capture.Re
 		// The wrap records its server's tools/list itself: it reads the
 		// baselines from the data directory, without the store.
 		Baselines: capture.OpenBaselines(data),
-		OnBatch:   onBatch,
+	}
+	if tr != nil {
+		ro.OnBatch = tr.OnBatch
 	}
 	if !redact.Disabled {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {

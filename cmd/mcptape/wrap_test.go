@@ -295,14 +295,9 @@ func watchdog(t *testing.T, cmd *exec.Cmd, what string, stderr *syncBuffer) {
 }
 
 // runWrapped runs the fixture server through `mcptape wrap --data data`
-// and makes calls echo calls, returning how many lines went each way.
-func runWrapped(t *testing.T, data, name string, calls int) (sent, got int) {
-	t.Helper()
-	return runWrappedWith(t, data, name, calls)
-}
-
-// runWrappedWith is runWrapped with more of wrap's flags.
-func runWrappedWith(t *testing.T, data, name string, calls int, flags ...string) (sent, got int) {
+// (with more of wrap's flags, if given) and makes calls echo calls,
+// returning how many lines went each way.
+func runWrapped(t *testing.T, data, name string, calls int, flags ...string) (sent, got int) {
 	t.Helper()
 	args := append(append([]string{"wrap", "--data", data, "--name", name}, flags...), "--")
 	cmd, in, outPipe, stderr := startWrap(t, append(args, mcptapeArgv(t, "fixture", "server", "--stdio")...)...)

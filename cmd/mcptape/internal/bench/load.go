@@ -333,14 +333,18 @@ func (w *worker) nextID() (int64, string) {
 	return n, strconv.FormatInt(n, 10)
 }
 
-// modernMeta is the _meta every 2026-07-28 request carries.
-func modernMeta(caps string, progressToken string) string {
+// modernMeta is the _meta every 2026-07-28 request carries, with more
+// members of it if given (each `"name":value`).
+func modernMeta(caps string, progressToken string, members ...string) string {
 	info, _ := json.Marshal(map[string]string{"name": benchClientName, "version": mcptapeVersion})
 	s := `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + versionModern + `",` +
 		`"io.modelcontextprotocol/clientCapabilities":` + caps + `,` +
 		`"io.modelcontextprotocol/clientInfo":` + string(info)
 	if progressToken != "" {
 		s += `,"progressToken":"` + progressToken + `"`
+	}
+	for _, m := range members {
+		s += "," + m
 	}
 	return s + "}"
 }
@@ -420,7 +424,7 @@ func (w *worker) callSlow(ctx context.Context) (sample, error) {
 	var first time.Duration
 	progress := 0
 	start := time.Now()
-	meta := strings.TrimSuffix(modernMeta("{}", token), "}") + `,"` + fixtures.MetaStamp + `":true}`
+	meta := modernMeta("{}", token, `"`+fixtures.MetaStamp+`":true`)
 	c, err := w.modernCall(ctx, fixtures.ToolSlow, toolCall(id, fixtures.ToolSlow, args, "", meta), id, func(m *rpcMsg) error {
 		if m.Method != "notifications/progress" {
 			return nil

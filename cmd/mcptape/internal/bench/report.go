@@ -175,19 +175,15 @@ func (r *Report) judgeProxies() []Verdict {
 		}
 		limit := factor * ov
 		ms, ls := close2(mv, limit, unit)
+		op, ok := "≤", mv <= limit
 		if atLeast {
-			detail := fmt.Sprintf("mcptape %s ≥ %.3g × %s's %s = %s", ms, factor, other, num(ov, unit), ls)
-			if rounds != nil && ov > 0 {
-				detail += roundSpread(mv/ov, rounds(m), rounds(o), other)
-			}
-			add(group, name, mv >= limit, detail)
-		} else {
-			detail := fmt.Sprintf("mcptape %s ≤ %.3g × %s's %s = %s", ms, factor, other, num(ov, unit), ls)
-			if rounds != nil {
-				detail += roundSpread(mv/ov, rounds(m), rounds(o), other)
-			}
-			add(group, name, mv <= limit, detail)
+			op, ok = "≥", mv >= limit
 		}
+		detail := fmt.Sprintf("mcptape %s %s %.3g × %s's %s = %s", ms, op, factor, other, num(ov, unit), ls)
+		if rounds != nil && ov > 0 {
+			detail += roundSpread(mv/ov, rounds(m), rounds(o), other)
+		}
+		add(group, name, ok, detail)
 	}
 	added := measure{func(f *Figures) *float64 { return f.AddedP50 }, func(f *Figures) []float64 { return f.RoundAdded }, "+µs", false}
 	rate := measure{func(f *Figures) *float64 { return f.CallsPerSec }, func(f *Figures) []float64 { return f.RoundRates }, "/s", true}
