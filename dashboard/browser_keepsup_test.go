@@ -933,11 +933,9 @@ func TestBrowserKeepsUp(t *testing.T) {
 			if open != 1 {
 				return fmt.Errorf("%d live tail connections open, want the live page's one", open)
 			}
+			total, most = open, open
 			return nil
 		})
-		mu.Lock()
-		total, most = open, open
-		mu.Unlock()
 		for _, nav := range []string{"intercept", "pending", "sessions", "live"} {
 			b.click(`#nav a[data-nav=` + nav + `]`)
 			b.waitFor("the "+nav+" page", `document.querySelector('#nav a.active')?.dataset.nav === '`+nav+`'`, 10*time.Second)

@@ -285,6 +285,16 @@ func newResource(ctx context.Context, o *Options) (*resource.Resource, error) {
 	return res, nil
 }
 
+// BatchHook is e.OnBatch as a recorder's hook
+// (capture.RecorderOptions.OnBatch), or nil when there is no exporter, so
+// that a recorder without one calls nothing per batch.
+func (e *Exporter) BatchHook() func(*capture.Batch) {
+	if e == nil {
+		return nil
+	}
+	return e.OnBatch
+}
+
 // OnBatch hands a stored batch to the exporter. It copies what the spans
 // need and never blocks: with the queue full, the batch's messages are
 // left out of the traces and counted. It is capture.RecorderOptions.OnBatch

@@ -80,10 +80,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return errors.Join(err, d.close())
 	}
-	ro := &capture.RecorderOptions{Logger: logger}
-	if tr != nil {
-		ro.OnBatch = tr.OnBatch
-	}
+	ro := &capture.RecorderOptions{Logger: logger, OnBatch: tr.BatchHook()}
 	// What `mcptape wrap` records reaches the store through this process
 	// while it holds the store (the live page polls the store).
 	// (Each wrap compares its server's tools/list with the baselines

@@ -364,9 +364,7 @@ func startRecording(ctx context.Context, c *recordConfig, logger *slog.Logger) (
 	if rs.traces, err = startTraces(ctx, c.otlp, registerer(reg), logger, nil); err != nil {
 		return nil, err
 	}
-	if rs.traces != nil {
-		ro.OnBatch = fanOut(ro.OnBatch, rs.traces.OnBatch)
-	}
+	ro.OnBatch = fanOut(ro.OnBatch, rs.traces.BatchHook())
 	rs.rec, err = capture.NewRecorder(ctx, store, ro)
 	if err != nil {
 		return nil, err

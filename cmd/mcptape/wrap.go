@@ -214,9 +214,7 @@ func openWrapRecording(ctx context.Context, data, name string, redact capture.Re
 		// The wrap records its server's tools/list itself: it reads the
 		// baselines from the data directory, without the store.
 		Baselines: capture.OpenBaselines(data),
-	}
-	if tr != nil {
-		ro.OnBatch = tr.OnBatch
+		OnBatch:   tr.BatchHook(),
 	}
 	if !redact.Disabled {
 		if ro.Redact.PseudonymKey, err = pseudonymKey(data); err != nil {
