@@ -317,7 +317,9 @@ func (r *Recorder) send(ev event, wait bool) bool {
 // instead of waiting on r.batches, so that batches queue there, and once it
 // is full the proxy's events queue in r.events, without waking anyone for
 // each one. A Sync, Close or a deep event queue cuts the sleep short
-// (r.hurry); a batch already large is written without sleeping. It delays
+// (r.hurry); a batch already large (in records, or in raw bytes as the
+// pipeline's mayLinger counts them) is written without sleeping, so that
+// large results do not wait in memory for the linger. It delays
 // only storing, never traffic: a record reaches the store, readers and
 // OnBatch at most about 2×writeLinger (plus the writes) after the proxy
 // reported it, and a Sync at once. Each batch has a fixed cost (the
@@ -375,7 +377,7 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 		t := time.NewTimer(writeLinger)
 		defer t.Stop()
 		timeout = t.C
-		if b.Len() < lingerRecords && len(r.batches) < cap(r.batches) && !r.deep() {
+		if b.Len() < lingerRecords && raw < maxBatchBytes/8 && len(r.batches) < cap(r.batches) && !r.deep() {
 			select {
 			case <-t.C:
 				timeout = nil
