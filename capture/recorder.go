@@ -330,9 +330,9 @@ func (r *Recorder) send(ev event, wait bool) bool {
 // direct,mcptape --interleave batches`), the process's CPU per call fell
 // from 234-311 µs to 193-258 and the added p50 from +155-293 µs to +68-164
 // (four runs of each, alternately); at 3 ms, the recorder's wakeups and
-// commits were a sixth of the process's CPU. A deep queue or spent queue bytes cut the linger short
-// (see send), so a busy proxy's batches stay bounded; a live page still
-// sees a call well within a second.
+// commits were a sixth of the process's CPU. A deep queue or spent queue
+// bytes cut the linger short (see send), so a busy proxy's batches stay
+// bounded; a live page still sees a call well within a second.
 const writeLinger = 40 * time.Millisecond
 
 // writeBudget bounds the raw bytes of the batches between the pipeline and

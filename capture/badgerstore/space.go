@@ -198,9 +198,10 @@ func (g *space) admit(need int64) (admission, error) {
 // the writes in between count against it. Measuring it is a system call
 // that wakes the Go runtime's monitor thread, which then polls every 20 µs
 // for a millisecond: at one call at a time, with a batch written every few
-// tens of milliseconds, that kept it awake and cost several percent of the process's CPU. Within statMargin of the floor, every write
-// measures; a disk filled faster than that by someone else fails Badger's
-// write, which the store reports as it does any other.
+// tens of milliseconds, that kept it awake and cost several percent of the
+// process's CPU. Within statMargin of the floor, every write measures; a
+// disk filled faster than that by someone else fails Badger's write, which
+// the store reports as it does any other.
 const (
 	statEvery  = time.Second
 	statMargin = 1 << 30
