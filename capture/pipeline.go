@@ -90,8 +90,8 @@ const pipeLinger = writeLinger
 // handing over what it has: nothing is waiting on it, and the batch and the
 // event queue are small.
 func (p *pipeline) mayLinger() bool {
-	return len(p.syncs) == 0 && p.out.records() < lingerRecords &&
-		p.out.batchBytes < maxBatchBytes/8 && !p.r.deep() && !p.r.closing.Load()
+	return len(p.syncs) == 0 && smallBatch(p.out.records(), p.out.batchBytes) &&
+		!p.r.deep() && !p.r.closing.Load()
 }
 
 // drain handles the events already queued, up to a batch's worth. It

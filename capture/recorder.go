@@ -317,9 +317,8 @@ func (r *Recorder) send(ev event, wait bool) bool {
 // instead of waiting on r.batches, so that batches queue there, and once it
 // is full the proxy's events queue in r.events, without waking anyone for
 // each one. A Sync, Close or a deep event queue cuts the sleep short
-// (r.hurry); a batch already large (in records, or in raw bytes as the
-// pipeline's mayLinger counts them) is written without sleeping, so that
-// large results do not wait in memory for the linger. It delays
+// (r.hurry); a batch already large (see smallBatch) is written without
+// sleeping. It delays
 // only storing, never traffic: a record reaches the store, readers and
 // OnBatch at most about 2×writeLinger (plus the writes) after the proxy
 // reported it, and a Sync at once. Each batch has a fixed cost (the
@@ -346,6 +345,14 @@ const writeBudget = maxBatchBytes
 // lingerRecords: a batch of this many records or more means the pipeline is
 // busy; the writer then gathers without sleeping, as batches come.
 const lingerRecords = 64
+
+// lingerBytes: a batch holding this many raw bytes or more is written
+// without lingering, so that large results do not wait in memory.
+const lingerBytes = maxBatchBytes / 8
+
+// smallBatch reports whether a batch of records records and raw bytes is
+// small enough for the pipeline and the writer to linger over.
+func smallBatch(records, raw int) bool { return records < lingerRecords && raw < lingerBytes }
 
 // hurryUp ends the pipeline's and the writer's lingers early, if they are
 // lingering.
@@ -377,7 +384,7 @@ func (r *Recorder) gather(b *Batch) (*Batch, bool) {
 		t := time.NewTimer(writeLinger)
 		defer t.Stop()
 		timeout = t.C
-		if b.Len() < lingerRecords && raw < maxBatchBytes/8 && len(r.batches) < cap(r.batches) && !r.deep() {
+		if smallBatch(b.Len(), raw) && len(r.batches) < cap(r.batches) && !r.deep() {
 			select {
 			case <-t.C:
 				timeout = nil

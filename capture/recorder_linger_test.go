@@ -15,10 +15,6 @@ import (
 	"github.com/mcptape/mcptape/capture/memstore"
 )
 
-// recorderLinger is the recorder's linger (writeLinger): a record reaches
-// the store at most about twice this after the proxy reported it.
-const recorderLinger = 40 * time.Millisecond
-
 // TestWriterGathersAndSyncIsImmediate: sequential calls are written
 // together, within the recorder's linger of being reported (never much
 // later), and Sync does not wait for the writer's linger.
@@ -57,13 +53,13 @@ func TestWriterGathersAndSyncIsImmediate(t *testing.T) {
 		for i := range 20 { // 10 ms of calls, one at a time
 			call(i)
 		}
-		time.Sleep(3 * recorderLinger)
+		time.Sleep(3 * capture.WriteLinger)
 		synctest.Wait()
 		mu.Lock()
 		n, total := len(writes), 0
 		if n == 0 {
 			mu.Unlock()
-			t.Fatalf("nothing written %v after the last call", 3*recorderLinger)
+			t.Fatalf("nothing written %v after the last call", 3*capture.WriteLinger)
 		}
 		for _, m := range msgs {
 			total += m
@@ -80,8 +76,8 @@ func TestWriterGathersAndSyncIsImmediate(t *testing.T) {
 		}
 		// Prompt: the first call started the linger, and the last one was
 		// reported at 10 ms, within it.
-		if last > recorderLinger+8*time.Millisecond {
-			t.Errorf("last write at %v, want within about the linger (%v) of the first call", last, recorderLinger)
+		if last > capture.WriteLinger+8*time.Millisecond {
+			t.Errorf("last write at %v, want within about the linger (%v) of the first call", last, capture.WriteLinger)
 		}
 
 		// Sync writes at once, without waiting for the linger.
